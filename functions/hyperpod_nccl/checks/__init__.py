@@ -1,0 +1,144 @@
+"""The check catalog.
+
+A check is a pure function of the `Inventory` registered with `@check(...)` metadata. Modules in
+this package are discovered by convention (`discover()` imports every one of them), so adding a
+check is adding a decorated function; the contract tests validate every registered check's
+metadata against `references/` and require a test that names its id.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from hyperpod_nccl.models.findings import (
+    Finding,
+    Priority,
+    Resource,
+    Status,
+    SuggestedCommand,
+)
+from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.references import Reference
+
+Source = Literal["control_plane", "logs", "node_probes", "kubernetes"]
+OrchestratorName = Literal["eks", "slurm"]
+CheckFunction = Callable[[Inventory], Iterable[Finding]]
+
+REGISTRY: dict[str, Check] = {}
+
+
+@dataclass(frozen=True)
+class CheckMeta:
+    """What the catalog knows about a check without running it."""
+
+    id: str
+    title: str
+    priority: Priority
+    reference: Reference
+    source: Source
+    orchestrators: frozenset[OrchestratorName] = frozenset({"eks", "slurm"})
+
+
+@dataclass(frozen=True)
+class Check:
+    """A registered check: its metadata plus the pure evaluation function."""
+
+    meta: CheckMeta
+    function: CheckFunction = field(repr=False)
+
+    def applies_to(self, inventory: Inventory) -> bool:
+        """Whether the check's source was collected and its orchestrator matches."""
+        if getattr(inventory, self.meta.source) is None:
+            return False
+        return inventory.orchestrator == "unknown" or inventory.orchestrator in self.meta.orchestrators
+
+    def run(self, inventory: Inventory) -> list[Finding]:
+        """Evaluate the check."""
+        return list(self.function(inventory))
+
+    def finding(
+        self,
+        status: Status,
+        title: str,
+        *,
+        detail: str = "",
+        priority: Priority | None = None,
+        reference: Reference | None = None,
+        evidence: Iterable[str] = (),
+        resources: Iterable[Resource] = (),
+        suggested_commands: Iterable[SuggestedCommand] = (),
+        fields: dict[str, str | int | float | bool | None] | None = None,
+    ) -> Finding:
+        """Build a finding with this check's defaults (issues get the default priority)."""
+        if priority is None and status in (Status.FAIL, Status.WARN):
+            priority = self.meta.priority
+        return Finding(
+            check_id=self.meta.id,
+            status=status,
+            priority=priority,
+            title=title,
+            detail=detail,
+            evidence=list(evidence),
+            resources=list(resources),
+            reference=reference or self.meta.reference,
+            suggested_commands=list(suggested_commands),
+            fields=dict(fields or {}),
+        )
+
+    def fail(self, title: str, **kwargs: object) -> Finding:
+        """A FAIL finding (see `finding`)."""
+        return self.finding(Status.FAIL, title, **kwargs)  # type: ignore[arg-type]
+
+    def warn(self, title: str, **kwargs: object) -> Finding:
+        """A WARN finding (see `finding`)."""
+        return self.finding(Status.WARN, title, **kwargs)  # type: ignore[arg-type]
+
+    def info(self, title: str, **kwargs: object) -> Finding:
+        """An INFO finding (see `finding`)."""
+        return self.finding(Status.INFO, title, **kwargs)  # type: ignore[arg-type]
+
+    def passed(self, title: str, **kwargs: object) -> Finding:
+        """A PASS finding (see `finding`)."""
+        return self.finding(Status.PASS, title, **kwargs)  # type: ignore[arg-type]
+
+
+def check(
+    *,
+    id: str,
+    title: str,
+    priority: Priority,
+    reference: Reference,
+    source: Source,
+    orchestrators: Iterable[OrchestratorName] = ("eks", "slurm"),
+) -> Callable[[CheckFunction], Check]:
+    """Register a check function under `id` with its metadata."""
+
+    def register(function: CheckFunction) -> Check:
+        if id in REGISTRY:
+            raise ValueError(f"duplicate check id {id!r}")
+        registered = Check(
+            meta=CheckMeta(
+                id=id,
+                title=title,
+                priority=priority,
+                reference=reference,
+                source=source,
+                orchestrators=frozenset(orchestrators),
+            ),
+            function=function,
+        )
+        REGISTRY[id] = registered
+        return registered
+
+    return register
+
+
+def discover() -> dict[str, Check]:
+    """Import every module of this package so their checks register; return the registry."""
+    for module in pkgutil.walk_packages(__path__, prefix=f"{__name__}."):
+        importlib.import_module(module.name)
+    return REGISTRY

@@ -1,0 +1,1 @@
+"""The `hyperpod-nccl` command line: a thin shell over the engine."""

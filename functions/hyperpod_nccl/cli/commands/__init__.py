@@ -1,0 +1,1 @@
+"""Subcommands of `hyperpod-nccl`, one module each (discovered by `cli.main`)."""

@@ -1,0 +1,161 @@
+"""Report rendering: the original tool's text layout, and JSON with every field."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import TextIO
+
+from hyperpod_nccl.checks import REGISTRY
+from hyperpod_nccl.models.findings import DegradedSource, Finding, Priority, Status, SweepResult
+
+SECTION_TITLES = {
+    "control_plane": "HyperPod control plane",
+    "logs": "CloudWatch logs",
+    "node_probes": "Node probes (SSM)",
+    "kubernetes": "Kubernetes",
+}
+PRIORITY_HEADINGS = {
+    Priority.P0: "P0 — Fix immediately (blocks training)",
+    Priority.P1: "P1 — Fix soon (degrades training)",
+    Priority.P2: "P2 — Advisory",
+}
+_COLOURS = {Status.PASS: "32", Status.FAIL: "31", Status.WARN: "33", Status.INFO: "36"}
+
+
+def use_colour(stream: TextIO, disabled: bool = False) -> bool:
+    """Colour only on a TTY, never with --no-color, NO_COLOR or TERM=dumb."""
+    if disabled or "NO_COLOR" in os.environ or os.environ.get("TERM") == "dumb":
+        return False
+    return stream.isatty()
+
+
+class TextReport:
+    """Writes a sweep result in the `[PASS] [FAIL] [WARN] [INFO]` style."""
+
+    def __init__(self, stream: TextIO, colour: bool) -> None:
+        self.stream = stream
+        self.colour = colour
+
+    def _label(self, status: Status) -> str:
+        label = f"[{status.value}]"
+        return f"\033[{_COLOURS[status]}m{label}\033[0m" if self.colour else label
+
+    def _line(self, text: str = "") -> None:
+        self.stream.write(text + "\n")
+
+    def finding(self, finding: Finding, *, indent: str = "") -> None:
+        """One finding: label, priority, title, detail, evidence, pointer."""
+        priority = f"{finding.priority.value} " if finding.priority and finding.is_issue else ""
+        self._line(f"{indent}{self._label(finding.status)} {priority}{finding.title}")
+        if finding.detail:
+            self._line(f"{indent}       {finding.detail}")
+        for line in finding.evidence[:5]:
+            self._line(f"{indent}       | {line}")
+        if finding.status is not Status.PASS:
+            self._line(f"{indent}       → {finding.reference.pointer}")
+
+    def degraded(self, source: DegradedSource) -> None:
+        """A source that could not be read."""
+        self._line(f"{self._label(Status.WARN)} {source.source}: {source.reason}")
+        pointer = f" ({source.reference.pointer})" if source.reference else ""
+        self._line(f"       fix: {source.fix}{pointer}")
+
+    def render(self, result: SweepResult) -> None:
+        """The whole report: header, sections, degraded sources, summary, commands."""
+        self._header(result)
+        for source, title in SECTION_TITLES.items():
+            findings = [f for f in result.findings if _source_of(f) == source]
+            if not findings:
+                continue
+            self._line(f"\n== {title} ==")
+            for finding in _ordered(findings):
+                self.finding(finding)
+        if result.degraded_sources:
+            self._line("\n== Sources not fully read ==")
+            for degraded in result.degraded_sources:
+                self.degraded(degraded)
+        self._summary(result)
+        self._commands(result.issues)
+
+    def _header(self, result: SweepResult) -> None:
+        self._line("hyperpod-nccl diagnose (READ-ONLY: nothing on the cluster is changed)")
+        self._line(f"Cluster:      {result.cluster_name}" + (f"  ({result.cluster_arn})" if result.cluster_arn else ""))
+        orchestrator = result.orchestrator + (
+            f"  (EKS cluster {result.eks_cluster_name})" if result.eks_cluster_name else ""
+        )
+        self._line(f"Region:       {result.region}")
+        self._line(f"Orchestrator: {orchestrator}")
+        scope = result.scope
+        scoped = [f"namespace={scope.namespace}" if scope.namespace else "", f"job={scope.job}" if scope.job else ""]
+        scoped += [f"node={scope.node}" if scope.node else ""]
+        self._line(f"Scope:        {' '.join(s for s in scoped if s) or 'whole cluster'}")
+        self._line(f"Window:       {result.window_start:%Y-%m-%d %H:%M:%S} → {result.window_end:%Y-%m-%d %H:%M:%S} UTC")
+
+    def _summary(self, result: SweepResult) -> None:
+        cov = result.coverage
+        issues = result.issues
+        self._line("\n==== Summary ====")
+        self._line(
+            f"Nodes: {cov.nodes_total} total, {cov.nodes_probed} probed, "
+            f"{cov.nodes_unreachable} unreachable, {cov.nodes_skipped} not probed"
+        )
+        if result.degraded_sources:
+            self._line(f"Sources not fully read: {len(result.degraded_sources)} (the report is partial)")
+        self._line(f"Issues Found: {len(issues)}")
+        for priority in Priority:
+            group = [f for f in issues if f.priority is priority]
+            if not group:
+                continue
+            self._line(f"\n{PRIORITY_HEADINGS[priority]}: {len(group)}")
+            for number, finding in enumerate(group, 1):
+                self._line(f"  {number}. [{finding.status.value}] {finding.title} → {finding.reference.pointer}")
+        if not issues:
+            self._line(
+                "No issues found. If training still fails: scan CloudWatch for NCCL WARN lines, "
+                "compare versions across nodes, and prepare a support bundle."
+            )
+
+    def _commands(self, issues: Iterable[Finding]) -> None:
+        seen: set[str] = set()
+        lines: list[str] = []
+        for finding in issues:
+            for command in finding.suggested_commands:
+                if command.command in seen:
+                    continue
+                seen.add(command.command)
+                lines.append(f"  # {command.description}")
+                if command.preconditions:
+                    lines.append(f"  #   precondition: {command.preconditions}")
+                if command.blast_radius:
+                    lines.append(f"  #   blast radius: {command.blast_radius}")
+                lines.append(f"  {command.command}")
+        if lines:
+            self._line("\nSuggested commands (run yourself):")
+            for line in lines:
+                self._line(line)
+
+
+def _source_of(finding: Finding) -> str:
+    registered = REGISTRY.get(finding.check_id)
+    return registered.meta.source if registered else "control_plane"
+
+
+_STATUS_ORDER = {Status.FAIL: 0, Status.WARN: 1, Status.INFO: 2, Status.PASS: 3}
+
+
+def _ordered(findings: list[Finding]) -> list[Finding]:
+    return sorted(findings, key=lambda f: (_STATUS_ORDER[f.status], f.priority.rank if f.priority else 3))
+
+
+def render_json(result: SweepResult) -> str:
+    """One JSON document with every field of the sweep result (plus the derived counts)."""
+    document = result.model_dump(mode="json")
+    document["issues_found"] = len(result.issues)
+    document["issues_by_priority"] = {p.value: sum(1 for f in result.issues if f.priority is p) for p in Priority}
+    for finding, dumped in zip(result.findings, document["findings"], strict=True):
+        dumped["reference"]["pointer"] = finding.reference.pointer
+        dumped["fingerprint"] = finding.fingerprint
+    import json
+
+    return json.dumps(document, indent=2, sort_keys=False)

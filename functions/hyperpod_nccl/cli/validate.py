@@ -1,0 +1,78 @@
+"""Argument validation: every value that reaches an AWS call, a URL or a command line is
+checked here first, so bad input gets one clear line (exit 2) and never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from hyperpod_nccl import thresholds
+
+CLUSTER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+CLUSTER_ARN = re.compile(r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:cluster/[a-z0-9]{12}$")
+REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
+INSTANCE_ID = re.compile(r"^i-[0-9a-f]{8,17}$")
+DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+DURATION = re.compile(r"^(\d+)([smhd])$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+MAX_WINDOW_SECONDS = 14 * 86400
+
+
+def cluster(value: str) -> str:
+    """A HyperPod cluster name or ARN."""
+    if CLUSTER_NAME.match(value) or CLUSTER_ARN.match(value):
+        return value
+    raise argparse.ArgumentTypeError(
+        f"invalid cluster {value!r}: expected a name (letters, digits, hyphens, max 63) or a cluster ARN"
+    )
+
+
+def region(value: str) -> str:
+    """An AWS region code such as us-west-2."""
+    if REGION.match(value):
+        return value
+    raise argparse.ArgumentTypeError(f"invalid region {value!r}: expected a code like us-west-2")
+
+
+def instance_id(value: str) -> str:
+    """An EC2 instance id (i- followed by 8 to 17 hex digits)."""
+    if INSTANCE_ID.match(value):
+        return value
+    raise argparse.ArgumentTypeError(f"invalid instance id {value!r}: expected i- followed by 8-17 hex digits")
+
+
+def dns_label(value: str) -> str:
+    """A Kubernetes namespace or job name (DNS-1123 label)."""
+    if DNS_1123_LABEL.match(value):
+        return value
+    raise argparse.ArgumentTypeError(f"invalid name {value!r}: expected a DNS-1123 label (a-z, 0-9, '-', max 63)")
+
+
+def sample_nodes(value: str) -> int | str:
+    """A positive node count or "all"."""
+    if value == "all":
+        return "all"
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    raise argparse.ArgumentTypeError(f"invalid sample size {value!r}: expected a positive integer or 'all'")
+
+
+def clamp_sample(value: int | str) -> tuple[int | str, str | None]:
+    """Cap numeric samples at the original tool's maximum; return a warning when capped."""
+    if isinstance(value, int) and value > thresholds.MAX_SAMPLE_NODES:
+        return thresholds.MAX_SAMPLE_NODES, (
+            f"--sample-nodes {value} capped at {thresholds.MAX_SAMPLE_NODES}; "
+            "use --sample-nodes all to probe every node"
+        )
+    return value, None
+
+
+def duration(value: str) -> int:
+    """A look-back window such as 30m, 2h or 1d, in seconds."""
+    match = DURATION.match(value)
+    if not match or int(match.group(1)) == 0:
+        raise argparse.ArgumentTypeError(f"invalid duration {value!r}: expected e.g. 30m, 2h, 1d")
+    seconds = int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    if seconds > MAX_WINDOW_SECONDS:
+        raise argparse.ArgumentTypeError(f"duration {value!r} exceeds 14d")
+    return seconds

@@ -1,0 +1,134 @@
+"""boto3 access for collectors: one session per sweep, clients cached per service, and the
+translation of AWS errors into degraded sources that name the fix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from hyperpod_nccl.models.findings import DegradedSource
+from hyperpod_nccl.references import OPS_IAM, Reference
+
+ACCESS_DENIED_CODES = frozenset(
+    {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnrecognizedClientException"}
+)
+THROTTLING_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+        "ProvisionedThroughputExceededException",
+        "RequestThrottled",
+        "SlowDown",
+    }
+)
+NOT_FOUND_CODES = frozenset({"ResourceNotFound", "ResourceNotFoundException", "NotFoundException"})
+CREDENTIAL_CODES = frozenset(
+    {"InvalidClientTokenId", "ExpiredToken", "ExpiredTokenException", "SignatureDoesNotMatch", "InvalidAccessKeyId"}
+)
+
+
+@dataclass
+class AwsClients:
+    """Lazily created boto3 clients sharing one session, region and (optional) endpoint.
+
+    `endpoint_url` points every client at one endpoint: the embedded emulation uses it; against
+    real AWS it stays None. `max_attempts` None keeps botocore's default (or AWS_MAX_ATTEMPTS).
+    """
+
+    region: str
+    endpoint_url: str | None = None
+    session: boto3.Session | None = None
+    max_attempts: int | None = None
+    _clients: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def client(self, service: str) -> Any:
+        """The cached client for `service`."""
+        if service not in self._clients:
+            session = self.session or boto3.Session(region_name=self.region)
+            retries: dict[str, Any] = {"mode": "standard"}
+            if self.max_attempts is not None:
+                retries["max_attempts"] = self.max_attempts
+            config = Config(
+                retries=retries,  # type: ignore[arg-type]
+                connect_timeout=10,
+                read_timeout=30,
+                user_agent_extra="hyperpod-nccl",
+            )
+            factory: Any = session  # boto3's overloads want a literal service name
+            self._clients[service] = factory.client(
+                service, region_name=self.region, endpoint_url=self.endpoint_url, config=config
+            )
+        return self._clients[service]
+
+
+def error_code(error: BaseException) -> str:
+    """The AWS error code of a botocore exception ("" for non-AWS errors)."""
+    if isinstance(error, ClientError):
+        return str(error.response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def error_message(error: BaseException) -> str:
+    """A one-line human message for any AWS/transport error."""
+    if isinstance(error, ClientError):
+        err = error.response.get("Error", {})
+        return f"{err.get('Code', 'Error')}: {err.get('Message', '')}".strip().rstrip(":")
+    if isinstance(error, BotoCoreError):
+        return f"{type(error).__name__}: {error}"
+    return f"{type(error).__name__}: {error}"
+
+
+def is_access_denied(error: BaseException) -> bool:
+    """The caller lacks an IAM permission."""
+    return error_code(error) in ACCESS_DENIED_CODES
+
+
+def is_throttled(error: BaseException) -> bool:
+    """The call was throttled even after botocore's own retries."""
+    return error_code(error) in THROTTLING_CODES
+
+
+def degraded_from_error(
+    source: str,
+    action: str,
+    error: BaseException,
+    *,
+    partial: bool = False,
+    reference: Reference | None = None,
+) -> DegradedSource:
+    """Describe what could not be read and the fix, from the error that stopped it.
+
+    `action` is the IAM action of the failed call (e.g. "sagemaker:ListClusterEvents").
+    """
+    message = error_message(error)
+    if is_access_denied(error):
+        return DegradedSource(
+            source=source,
+            reason=f"{action} denied ({message})",
+            fix=f"grant {action} to the identity running the diagnosis",
+            missing_action=action,
+            reference=reference or OPS_IAM,
+            partial=partial,
+        )
+    if is_throttled(error):
+        return DegradedSource(
+            source=source,
+            reason=f"{action} throttled after retries ({message})",
+            fix="re-run later: the diagnosis is read-only and idempotent",
+            reference=reference,
+            partial=partial,
+        )
+    return DegradedSource(
+        source=source,
+        reason=f"{action} failed ({message})",
+        fix="check the AWS service health and network path, then re-run",
+        reference=reference,
+        partial=partial,
+    )

@@ -1,0 +1,40 @@
+"""The state one collection shares: the request, AWS clients, the clock and the sinks."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from hyperpod_nccl.collectors.aws import AwsClients
+from hyperpod_nccl.models.findings import DegradedSource
+from hyperpod_nccl.models.request import DiagnoseRequest
+
+ProgressSink = Callable[[str], None]
+
+
+def _no_progress(_: str) -> None:
+    return None
+
+
+@dataclass
+class CollectionContext:
+    """Passed to every collector; collectors append what they could not read to `degraded`."""
+
+    request: DiagnoseRequest
+    aws: AwsClients
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
+    progress: ProgressSink = _no_progress
+    degraded: list[DegradedSource] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def window_start(self) -> datetime:
+        """Start of the look-back window (`--since`)."""
+        return self.now - timedelta(seconds=self.request.scope.since_seconds)
+
+    def degrade(self, source: DegradedSource) -> None:
+        """Record a source that could not be read (thread-safe: collectors run in parallel)."""
+        with self._lock:
+            self.degraded.append(source)

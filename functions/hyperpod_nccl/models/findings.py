@@ -1,0 +1,164 @@
+"""What a sweep reports: findings, degraded sources, coverage and the sweep result."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hyperpod_nccl.references import Reference
+
+
+class Status(StrEnum):
+    """The label printed in front of a finding."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    WARN = "WARN"
+    INFO = "INFO"
+
+
+class Priority(StrEnum):
+    """P0 blocks training, P1 degrades it, P2 is advisory."""
+
+    P0 = "P0"
+    P1 = "P1"
+    P2 = "P2"
+
+    @property
+    def rank(self) -> int:
+        """0 for P0 (most urgent), 2 for P2."""
+        return int(self.value[1])
+
+    def at_least(self, other: Priority) -> bool:
+        """True when this priority is as urgent as `other` or more."""
+        return self.rank <= other.rank
+
+
+ResourceKind = Literal[
+    "cluster",
+    "instance_group",
+    "node",
+    "pod",
+    "namespace",
+    "job",
+    "security_group",
+    "log_stream",
+    "gpu",
+    "k8s_node",
+    "network_policy",
+    "service",
+    "slurm_node",
+    "rank",
+]
+
+
+class Resource(BaseModel):
+    """One thing a finding concerns, e.g. ("node", "i-0abc...") or ("security_group", "sg-1")."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: ResourceKind
+    id: str
+    name: str | None = None
+
+
+class SuggestedCommand(BaseModel):
+    """A state-changing (or deeper read) command the operator may run; we never run it."""
+
+    description: str
+    command: str
+    preconditions: str | None = None
+    blast_radius: str | None = None
+
+
+class Finding(BaseModel):
+    """One result of one check about one set of resources."""
+
+    check_id: str
+    status: Status
+    priority: Priority | None = None
+    title: str
+    detail: str = ""
+    evidence: list[str] = Field(default_factory=list)
+    resources: list[Resource] = Field(default_factory=list)
+    reference: Reference
+    suggested_commands: list[SuggestedCommand] = Field(default_factory=list)
+    fields: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+
+    @property
+    def is_issue(self) -> bool:
+        """FAIL and WARN findings are issues: counted in "Issues Found" and listed by priority."""
+        return self.status in (Status.FAIL, Status.WARN)
+
+    @property
+    def fingerprint(self) -> str:
+        """Stable identity across sweeps: the check and the resources, not the wording."""
+        parts = [self.check_id, *sorted(f"{r.kind}={r.id}" for r in self.resources)]
+        discriminator = self.fields.get("signature")
+        if discriminator is not None:
+            parts.append(f"signature={discriminator}")
+        return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
+
+
+class DegradedSource(BaseModel):
+    """A source that could not be read (fully), why, and what to do about it."""
+
+    source: str
+    reason: str
+    fix: str
+    missing_action: str | None = None
+    reference: Reference | None = None
+    partial: bool = False
+
+
+class Coverage(BaseModel):
+    """How much of the cluster a sweep actually looked at."""
+
+    nodes_total: int = 0
+    nodes_probed: int = 0
+    nodes_unreachable: int = 0
+    nodes_skipped: int = 0
+    unreachable_node_ids: list[str] = Field(default_factory=list)
+
+
+class Scope(BaseModel):
+    """What the operator asked to look at."""
+
+    namespace: str | None = None
+    job: str | None = None
+    node: str | None = None
+    sample_nodes: int | Literal["all"] = 3
+    since_seconds: int = 7200
+
+
+class SweepResult(BaseModel):
+    """Everything one diagnosis (CLI run or monitor sweep) produced."""
+
+    cluster_name: str
+    cluster_arn: str | None = None
+    region: str
+    orchestrator: Literal["eks", "slurm", "unknown"] = "unknown"
+    eks_cluster_name: str | None = None
+    started_at: datetime
+    finished_at: datetime | None = None
+    window_start: datetime
+    window_end: datetime
+    scope: Scope = Field(default_factory=Scope)
+    coverage: Coverage = Field(default_factory=Coverage)
+    findings: list[Finding] = Field(default_factory=list)
+    degraded_sources: list[DegradedSource] = Field(default_factory=list)
+    read_only: bool = True
+
+    @property
+    def issues(self) -> list[Finding]:
+        """The findings counted in "Issues Found", most urgent first."""
+        found = [f for f in self.findings if f.is_issue]
+        return sorted(found, key=lambda f: (f.priority.rank if f.priority else 3, f.check_id))
+
+    def at_or_above(self, priority: Priority) -> list[Finding]:
+        """Issues whose priority is `priority` or more urgent."""
+        return [f for f in self.issues if f.priority is not None and f.priority.at_least(priority)]

@@ -1,0 +1,404 @@
+"""AWS emulation on loopback: moto's server, extended with what HyperPod needs and moto lacks
+(ListClusterEvents, the Orchestrator and NodeRecovery fields, real instance ids and statuses,
+StartSession), behind a fault-injecting WSGI layer that answers with AWS-shaped errors.
+
+Everything here is reached over real HTTP by unmodified boto3 clients: product code cannot
+tell it from AWS except by the endpoint URL.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qs
+
+import boto3
+from werkzeug.serving import BaseWSGIServer, make_server
+
+from hyperpod_nccl.simulation.scenario import FaultSpec
+
+SIM_DEBUG_ENV = "HYPERPOD_SIM_DEBUG"
+FAKE_ACCESS_KEY = "AKIDSIMULATEDCLUSTER"
+FAKE_SECRET_KEY = "simulated-secret-key-not-real"
+
+WsgiEnviron = dict[str, Any]
+StartResponse = Callable[..., Any]
+WsgiApp = Callable[[WsgiEnviron, StartResponse], Iterable[bytes]]
+
+# Hook the SSM simulation installs: (target, document, parameters) -> StartSession response.
+StartSessionHandler = Callable[[str, str | None, dict[str, Any]], dict[str, Any]]
+_start_session_handlers: dict[str, StartSessionHandler] = {}
+_terminated_sessions: list[str] = []
+
+
+@dataclass
+class HyperPodExtras:
+    """What moto's SageMaker model lacks, kept per cluster name."""
+
+    cluster_id: str = ""
+    orchestrator: dict[str, Any] | None = None
+    node_recovery: str | None = None
+    node_provisioning_mode: str | None = None
+    group_extras: dict[str, dict[str, Any]] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+_extras: dict[str, HyperPodExtras] = {}
+_install_lock = threading.Lock()
+_installed = False
+
+
+def cluster_extras(cluster_name: str) -> HyperPodExtras:
+    """The extension record of a simulated cluster (created on first use)."""
+    return _extras.setdefault(cluster_name, HyperPodExtras())
+
+
+def register_start_session_handler(account_region: str, handler: StartSessionHandler) -> None:
+    """Route ssm:StartSession for `account_region` ("123456789012/us-west-2") to `handler`."""
+    _start_session_handlers[account_region] = handler
+
+
+def terminated_sessions() -> list[str]:
+    """Session ids TerminateSession was called for (the emulation's own record)."""
+    return list(_terminated_sessions)
+
+
+def _cluster_name_from(value: str) -> str:
+    """Real cluster ARNs end in a 12-character id, not the name: map it back."""
+    if not value.startswith("arn:"):
+        return value
+    cluster_id = value.rsplit("/", 1)[-1]
+    return next((name for name, extras in _extras.items() if extras.cluster_id == cluster_id), cluster_id)
+
+
+def install_moto_extensions() -> None:
+    """Teach moto the HyperPod surface it lacks. Idempotent; patches classes, not instances."""
+    global _installed
+    with _install_lock:
+        if _installed:
+            return
+        _patch_sagemaker()
+        _patch_ssm()
+        _installed = True
+
+
+def _patch_sagemaker() -> None:
+    from moto.core.responses import ActionResult
+    from moto.sagemaker import models as sm_models
+    from moto.sagemaker.responses import SageMakerResponse
+
+    original_describe = sm_models.Cluster.describe
+
+    def describe(self: Any) -> dict[str, Any]:
+        described: dict[str, Any] = original_describe(self)
+        extras = _extras.get(self.cluster_name)
+        if extras is None:
+            return described
+        if extras.orchestrator:
+            described["Orchestrator"] = extras.orchestrator
+        if extras.node_recovery:
+            described["NodeRecovery"] = extras.node_recovery
+        if extras.node_provisioning_mode:
+            described["NodeProvisioningMode"] = extras.node_provisioning_mode
+        groups = []
+        for group in described.get("InstanceGroups", []):
+            merged = dict(group)
+            merged.update(extras.group_extras.get(group["InstanceGroupName"], {}))
+            groups.append(merged)
+        described["InstanceGroups"] = groups
+        return described
+
+    # HyperPod accepts far more instance types than moto's list (p5e, p5en, p6, trn2 ...).
+    def accept_ml_types(self: Any, instance_type: str) -> None:
+        if not instance_type.startswith("ml."):
+            raise sm_models.ValidationError(message=f"invalid instance type {instance_type}")
+
+    setattr(sm_models.Cluster, "describe", describe)  # noqa: B010 - patching a class
+    for method in ("describe_cluster", "list_cluster_nodes", "describe_cluster_node", "delete_cluster"):
+        _accept_id_arns(sm_models.SageMakerModelBackend, method)
+    setattr(sm_models.Cluster, "valid_cluster_node_instance_types", accept_ml_types)  # noqa: B010
+
+    def list_cluster_events(self: Any) -> Any:
+        name = _cluster_name_from(self._get_param("ClusterName"))
+        if name not in self.sagemaker_backend.clusters:
+            from moto.sagemaker.exceptions import ValidationError
+
+            raise ValidationError(message=f"Could not find cluster '{name}'.")
+        extras = cluster_extras(name)
+        if extras.node_provisioning_mode != "Continuous":
+            from moto.sagemaker.exceptions import ValidationError
+
+            raise ValidationError(
+                message="ListClusterEvents is only supported for clusters with NodeProvisioningMode Continuous."
+            )
+        after = self._get_param("EventTimeAfter")
+        before = self._get_param("EventTimeBefore")
+        events = [e for e in extras.events if _in_window(e["EventTime"], after, before)]
+        events.sort(key=lambda e: e["EventTime"], reverse=self._get_param("SortOrder") != "Ascending")
+        start = int(self._get_param("NextToken") or 0)
+        size = int(self._get_param("MaxResults") or 100)
+        page = events[start : start + size]
+        result: dict[str, Any] = {"Events": page}
+        if start + size < len(events):
+            result["NextToken"] = str(start + size)
+        return ActionResult(result)
+
+    setattr(SageMakerResponse, "list_cluster_events", list_cluster_events)  # noqa: B010
+
+
+def _accept_id_arns(backend_class: type, method: str) -> None:
+    original = getattr(backend_class, method)
+
+    def translated(self: Any, cluster_name: str, *args: Any, **kwargs: Any) -> Any:
+        return original(self, _cluster_name_from(cluster_name), *args, **kwargs)
+
+    setattr(backend_class, method, translated)
+
+
+def _as_datetime(value: Any) -> datetime | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, int | float) or (isinstance(value, str) and value.replace(".", "", 1).isdigit()):
+        return datetime.fromtimestamp(float(value), UTC)
+    parsed = value if isinstance(value, datetime) else datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _in_window(when: datetime, after: Any, before: Any) -> bool:
+    start, end = _as_datetime(after), _as_datetime(before)
+    return (start is None or when >= start) and (end is None or when <= end)
+
+
+def _patch_ssm() -> None:
+    from moto.ssm.responses import SimpleSystemManagerResponse
+
+    def start_session(self: Any) -> str:
+        target = self._get_param("Target")
+        handler = _start_session_handlers.get(f"{self.current_account}/{self.region}")
+        if handler is None:
+            return _json_error(self, "TargetNotConnected", f"{target} is not connected.")
+        try:
+            response = handler(target, self._get_param("DocumentName"), self._get_param("Parameters") or {})
+        except SessionRefused as refused:
+            return _json_error(self, refused.code, refused.message)
+        return json.dumps(response)
+
+    def terminate_session(self: Any) -> str:
+        session_id = self._get_param("SessionId")
+        _terminated_sessions.append(session_id)
+        return json.dumps({"SessionId": session_id})
+
+    setattr(SimpleSystemManagerResponse, "start_session", start_session)  # noqa: B010
+    setattr(SimpleSystemManagerResponse, "terminate_session", terminate_session)  # noqa: B010
+
+
+class SessionRefused(Exception):
+    """Raised by a StartSession handler to answer with an AWS error (e.g. TargetNotConnected)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _json_error(response: Any, code: str, message: str) -> Any:
+    response.response_headers = getattr(response, "response_headers", {})
+    return (
+        400,
+        {"x-amzn-ErrorType": code, "content-type": "application/x-amz-json-1.1"},
+        json.dumps({"__type": code, "message": message}),
+    )
+
+
+# --- fault injection -------------------------------------------------------------------------
+
+
+def _service_from_auth(environ: WsgiEnviron) -> str:
+    auth = environ.get("HTTP_AUTHORIZATION", "")
+    # "AWS4-HMAC-SHA256 Credential=AKID/20260101/us-west-2/sagemaker/aws4_request, ..."
+    marker = "Credential="
+    if marker not in auth:
+        return ""
+    scope = auth.split(marker, 1)[1].split(",", 1)[0].split("/")
+    return scope[3] if len(scope) > 3 else ""
+
+
+def _operation(environ: WsgiEnviron, body: bytes) -> str:
+    target = environ.get("HTTP_X_AMZ_TARGET", "")
+    if target:
+        return target.rsplit(".", 1)[-1]
+    if body and environ.get("CONTENT_TYPE", "").startswith("application/x-www-form-urlencoded"):
+        action = parse_qs(body.decode("utf-8", "replace")).get("Action")
+        if action:
+            return action[0]
+    path = environ.get("PATH_INFO", "")
+    method = environ.get("REQUEST_METHOD", "GET")
+    # rest-json services we call (EKS): GET /clusters/<name>
+    if path.startswith("/clusters/") and method == "GET" and path.count("/") == 2:
+        return "DescribeCluster"
+    return ""
+
+
+_QUERY_SERVICES = {"ec2", "sts", "sns", "iam"}
+
+
+@dataclass
+class _ActiveFault:
+    spec: FaultSpec
+    remaining: int | None
+
+
+class FaultInjector:
+    """WSGI middleware: answers matching calls with an AWS-shaped error instead of moto."""
+
+    def __init__(self, app: WsgiApp) -> None:
+        self.app = app
+        self._faults: list[_ActiveFault] = []
+        self._lock = threading.Lock()
+        self.calls: list[str] = []
+
+    def set_faults(self, faults: Iterable[FaultSpec]) -> None:
+        """Replace the active faults."""
+        with self._lock:
+            self._faults = [_ActiveFault(spec=f, remaining=f.times) for f in faults]
+
+    def add_fault(self, fault: FaultSpec) -> None:
+        """Add one fault to the active ones."""
+        with self._lock:
+            self._faults.append(_ActiveFault(spec=fault, remaining=fault.times))
+
+    def _match(self, key: str) -> FaultSpec | None:
+        with self._lock:
+            for active in self._faults:
+                if active.spec.operation.lower() != key.lower():
+                    continue
+                if active.remaining is not None:
+                    if active.remaining <= 0:
+                        continue
+                    active.remaining -= 1
+                return active.spec
+        return None
+
+    def __call__(self, environ: WsgiEnviron, start_response: StartResponse) -> Iterable[bytes]:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length else b""
+        service = _service_from_auth(environ)
+        operation = _operation(environ, body)
+        key = f"{service}:{operation}"
+        if service and operation:
+            with self._lock:
+                self.calls.append(key)
+        fault = self._match(key) if service and operation else None
+        if fault is not None:
+            if fault.delay_seconds:
+                time.sleep(fault.delay_seconds)
+            return self._error(service, fault, start_response)
+        import io
+
+        environ["wsgi.input"] = io.BytesIO(body)
+        environ["CONTENT_LENGTH"] = str(len(body))
+        return self.app(environ, start_response)
+
+    @staticmethod
+    def _error(service: str, fault: FaultSpec, start_response: StartResponse) -> Iterable[bytes]:
+        request_id = str(uuid.uuid4())
+        status = f"{fault.http_status} Error"
+        if service in _QUERY_SERVICES:
+            if service == "ec2":
+                payload = (
+                    f"<Response><Errors><Error><Code>{fault.error_code}</Code><Message>{fault.message}</Message>"
+                    f"</Error></Errors><RequestID>{request_id}</RequestID></Response>"
+                )
+            else:
+                payload = (
+                    f"<ErrorResponse><Error><Type>Sender</Type><Code>{fault.error_code}</Code>"
+                    f"<Message>{fault.message}</Message></Error><RequestId>{request_id}</RequestId></ErrorResponse>"
+                )
+            start_response(status, [("Content-Type", "text/xml"), ("x-amzn-RequestId", request_id)])
+            return [payload.encode()]
+        start_response(
+            status,
+            [
+                ("Content-Type", "application/x-amz-json-1.1"),
+                ("x-amzn-ErrorType", fault.error_code),
+                ("x-amzn-RequestId", request_id),
+            ],
+        )
+        return [json.dumps({"__type": fault.error_code, "message": fault.message, "Message": fault.message}).encode()]
+
+
+class EmulatedAws:
+    """moto's server plus our extensions and fault injection, on 127.0.0.1 (random port)."""
+
+    def __init__(self, region: str = "us-west-2") -> None:
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+
+        install_moto_extensions()
+        # The emulation's own request log would drown the report; HYPERPOD_SIM_DEBUG=1 shows it.
+        if not os.environ.get(SIM_DEBUG_ENV):
+            logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
+        self.region = region
+        self.faults = FaultInjector(DomainDispatcherApplication(create_backend_app))
+        self._server: BaseWSGIServer = make_server(
+            "127.0.0.1", 0, self.faults, threaded=True, request_handler=MotoRequestHandler
+        )
+        self._thread = threading.Thread(target=self._server.serve_forever, name="emulated-aws", daemon=True)
+
+    @property
+    def endpoint_url(self) -> str:
+        """Where boto3 clients must point."""
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @property
+    def port(self) -> int:
+        """The TCP port the emulation listens on."""
+        return int(self._server.server_address[1])
+
+    def start(self) -> EmulatedAws:
+        """Start serving in a background thread."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and forget all emulated state."""
+        self.reset()
+        self._server.shutdown()
+        self._server.server_close()
+
+    def reset(self) -> None:
+        """Drop every resource moto holds and our extension state."""
+        import urllib.request
+
+        urllib.request.urlopen(urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST"))
+        _extras.clear()
+        _start_session_handlers.clear()
+        _terminated_sessions.clear()
+        self.faults.set_faults([])
+
+    def session(self, region: str | None = None) -> boto3.Session:
+        """A boto3 session with the emulation's fake credentials (never real ones)."""
+        return boto3.Session(
+            aws_access_key_id=FAKE_ACCESS_KEY,
+            aws_secret_access_key=FAKE_SECRET_KEY,
+            region_name=region or self.region,
+        )
+
+    def client(self, service: str, region: str | None = None) -> Any:
+        """A boto3 client for `service` pointed at the emulation (used for seeding)."""
+        session: Any = self.session(region)
+        return session.client(service, endpoint_url=self.endpoint_url, region_name=region or self.region)
+
+    def __enter__(self) -> EmulatedAws:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

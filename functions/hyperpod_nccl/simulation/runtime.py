@@ -1,0 +1,79 @@
+"""A whole simulated HyperPod cluster, running: AWS emulation, log streams, SSM agents and the
+Kubernetes API, all seeded from one scenario and all on loopback."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from hyperpod_nccl.collectors.aws import AwsClients
+from hyperpod_nccl.simulation.aws import EmulatedAws
+from hyperpod_nccl.simulation.kubernetes import KubernetesApi, start_kubernetes_api
+from hyperpod_nccl.simulation.logs import seed_logs
+from hyperpod_nccl.simulation.nodes import NodeAgents, start_node_agents
+from hyperpod_nccl.simulation.scenario import Scenario, load_scenario
+from hyperpod_nccl.simulation.seed import seed_cluster
+
+
+class SimulatedCluster:
+    """Start with `with SimulatedCluster(scenario) as sim:`; `sim.clients()` gives boto3 access
+    exactly as the CLI would have against AWS.
+
+    Pass an already running `emulation` to reuse one server across scenarios (tests do).
+    """
+
+    def __init__(
+        self,
+        scenario: Scenario | str,
+        *,
+        emulation: EmulatedAws | None = None,
+        now: datetime | None = None,
+    ) -> None:
+        self.scenario = load_scenario(scenario) if isinstance(scenario, str) else scenario
+        self._owns_emulation = emulation is None
+        self.emulation = emulation or EmulatedAws(region=self.scenario.region)
+        self.now = now or datetime.now(UTC)
+        self.cluster_arn = ""
+        self._agents: NodeAgents | None = None
+        self._kubernetes: KubernetesApi | None = None
+
+    def start(self) -> SimulatedCluster:
+        """Start the servers and seed every source from the scenario."""
+        if self._owns_emulation:
+            self.emulation.start()
+        else:
+            self.emulation.reset()
+        self.cluster_arn = seed_cluster(self.scenario, self.emulation, self.now)
+        seed_logs(self.scenario, self.emulation, self.cluster_arn, self.now)
+        self._agents = start_node_agents(self.scenario, self.emulation, self.cluster_arn)
+        self._kubernetes = start_kubernetes_api(self.scenario, self.emulation)
+        # Faults last: seeding itself must not trip over them.
+        self.emulation.faults.set_faults(self.scenario.faults)
+        return self
+
+    def stop(self) -> None:
+        """Stop what this simulation started."""
+        if self._kubernetes:
+            self._kubernetes.stop()
+        if self._agents:
+            self._agents.stop()
+        if self._owns_emulation:
+            self.emulation.stop()
+
+    def clients(self, max_attempts: int = 2) -> AwsClients:
+        """AWS clients pointed at the emulation (few retries: injected faults are deliberate)."""
+        return AwsClients(
+            region=self.scenario.region,
+            endpoint_url=self.emulation.endpoint_url,
+            session=self.emulation.session(self.scenario.region),
+            max_attempts=max_attempts,
+        )
+
+    def instance_id(self, node_key: str) -> str:
+        """The instance id of a scenario node key ("worker:3")."""
+        return self.scenario.instance_id(node_key)
+
+    def __enter__(self) -> SimulatedCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

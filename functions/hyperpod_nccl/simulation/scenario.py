@@ -1,0 +1,154 @@
+"""Scenario files: a whole simulated cluster with its faults, as data.
+
+Scenarios live in `scenarios/*.json`; the demo, the tests and the benchmarks all load them
+from there, so a fault is described once and exercised everywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timedelta
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCENARIO_PACKAGE = "hyperpod_nccl.simulation"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SecurityGroupSpec(_Strict):
+    """A security group; `self_ingress`/`self_egress` control the self-referencing rules."""
+
+    key: str
+    name: str
+    self_ingress: bool = True
+    self_egress: bool = True
+    ingress_from: list[str] = Field(default_factory=list, description="keys of other groups admitted")
+
+
+class InstanceGroupSpec(_Strict):
+    """An instance group and its node count."""
+
+    name: str
+    instance_type: str
+    count: int
+    status: str = "InService"
+    target_count: int | None = None
+    slurm_node_type: Literal["Controller", "Login", "Compute"] | None = None
+    override_security_groups: list[str] = Field(default_factory=list)
+
+
+class NodeOverride(_Strict):
+    """Per-node state that differs from a healthy Running node. `node` is "group:index"."""
+
+    node: str
+    status: str = "Running"
+    message: str | None = None
+
+
+class EventSpec(_Strict):
+    """A ListClusterEvents record, `minutes_ago` before the scenario's clock."""
+
+    minutes_ago: float
+    level: Literal["Info", "Warn", "Error"]
+    description: str
+    resource_type: Literal["Cluster", "InstanceGroup", "Instance"] = "Cluster"
+    node: str | None = None
+    instance_group: str | None = None
+
+
+class FaultSpec(_Strict):
+    """An AWS API fault the emulation injects: `operation` is "service:Operation"."""
+
+    operation: str
+    error_code: str
+    message: str = "injected by the simulation"
+    http_status: int = 400
+    times: int | None = Field(default=None, description="fail this many calls, then succeed; None = always")
+    delay_seconds: float = 0.0
+
+
+class ClusterSpec(_Strict):
+    """The HyperPod cluster itself."""
+
+    name: str
+    orchestrator: Literal["eks", "slurm"]
+    status: str = "InService"
+    failure_message: str | None = None
+    node_recovery: Literal["Automatic", "None"] | None = "Automatic"
+    node_provisioning_mode: Literal["Continuous"] | None = "Continuous"
+    eks_cluster_name: str | None = None
+    security_groups: list[str] = Field(default_factory=lambda: ["cluster"])
+    instance_groups: list[InstanceGroupSpec]
+
+
+class Scenario(_Strict):
+    """A simulated HyperPod cluster with its faults."""
+
+    name: str
+    description: str
+    region: str = "us-west-2"
+    account_id: str = "123456789012"
+    cluster: ClusterSpec
+    security_groups: list[SecurityGroupSpec] = Field(default_factory=list)
+    nodes: list[NodeOverride] = Field(default_factory=list)
+    events: list[EventSpec] = Field(default_factory=list)
+    faults: list[FaultSpec] = Field(default_factory=list)
+    # Sections owned by the log, node-probe and Kubernetes simulations.
+    logs: Any = None
+    node_behaviours: Any = None
+    kubernetes: Any = None
+
+    def node_keys(self) -> list[str]:
+        """Every node as "group:index", in creation order."""
+        return [f"{g.name}:{i}" for g in self.cluster.instance_groups for i in range(g.count)]
+
+    def instance_id(self, node_key: str) -> str:
+        """The deterministic EC2-style instance id of a node key ("worker:3")."""
+        digest = hashlib.sha256(f"{self.name}/{node_key}".encode()).hexdigest()
+        return f"i-0{digest[:16]}"
+
+    def hostname(self, node_key: str) -> str:
+        """A deterministic private DNS hostname (ip-10-1-x-y.<region>.compute.internal)."""
+        index = self.node_keys().index(node_key)
+        return f"ip-10-1-{index // 250}-{10 + index % 250}.{self.region}.compute.internal"
+
+    def override(self, node_key: str) -> NodeOverride | None:
+        """The override of a node, if any."""
+        return next((n for n in self.nodes if n.node == node_key), None)
+
+    def event_time(self, event: EventSpec, now: datetime) -> datetime:
+        """When an event happened, relative to `now`."""
+        return now - timedelta(minutes=event.minutes_ago)
+
+
+def scenario_dir() -> Path:
+    """Where the shipped scenario files live."""
+    return Path(str(resources.files(SCENARIO_PACKAGE) / "scenarios"))
+
+
+def available_scenarios() -> list[str]:
+    """Names of the shipped scenarios."""
+    return sorted(p.stem for p in scenario_dir().glob("*.json"))
+
+
+def load_scenario(name_or_path: str) -> Scenario:
+    """Load a shipped scenario by name, or a scenario file by path.
+
+    Raises `ValueError` with a readable message for unknown names and invalid files.
+    """
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = scenario_dir() / f"{name_or_path}.json"
+    if not path.is_file():
+        raise ValueError(f"unknown scenario {name_or_path!r}; available: {', '.join(available_scenarios())}")
+    try:
+        return Scenario.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except (json.JSONDecodeError, ValueError) as error:
+        raise ValueError(f"invalid scenario file {path}: {error}") from error

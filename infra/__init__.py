@@ -1,0 +1,1 @@
+"""CDK app of the serverless monitor."""

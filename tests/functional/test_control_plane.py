@@ -1,0 +1,223 @@
+"""The control-plane half of `diagnose` against the AWS emulation, including every row of the
+skill's error-handling table that concerns the control plane."""
+
+from __future__ import annotations
+
+import json
+
+from hyperpod_nccl.engine import diagnose
+from hyperpod_nccl.models.findings import Priority, Status
+from hyperpod_nccl.models.request import DiagnoseRequest
+from hyperpod_nccl.simulation.scenario import FaultSpec, Scenario
+
+
+def _request(sim) -> DiagnoseRequest:  # type: ignore[no-untyped-def]
+    return DiagnoseRequest(cluster=sim.scenario.cluster.name, region=sim.scenario.region)
+
+
+def _by_check(result, check_id):  # type: ignore[no-untyped-def]
+    return [f for f in result.findings if f.check_id == check_id]
+
+
+def test_healthy_cluster_has_no_control_plane_issues(simulate) -> None:
+    # Given a healthy simulated cluster
+    sim = simulate("healthy-eks")
+    # When it is diagnosed
+    result = diagnose(_request(sim), sim.clients())
+    # Then nothing is an issue and the cluster is recognised as EKS with a real-shaped ARN
+    assert result.issues == []
+    assert result.orchestrator == "eks"
+    assert result.cluster_arn and result.cluster_arn.rsplit("/", 1)[-1].isalnum()
+    assert len(result.cluster_arn.rsplit("/", 1)[-1]) == 12
+    assert result.eks_cluster_name == "healthy-eks-eks"
+    assert result.degraded_sources == []
+
+
+def test_eks_scenario_reports_each_injected_fault(simulate) -> None:
+    sim = simulate("eks-p5")
+    result = diagnose(_request(sim), sim.clients())
+    sg = _by_check(result, "network.security_group_self_reference")
+    failing = [f for f in sg if f.status is Status.FAIL]
+    assert len(failing) == 1 and "outbound" in failing[0].title and failing[0].priority is Priority.P0
+    group_id = failing[0].resources[0].id
+    assert any(group_id in c.command and "egress" in c.command for c in failing[0].suggested_commands)
+    assert all("0.0.0.0/0" not in c.command for f in result.findings for c in f.suggested_commands)
+
+    failed_node = sim.instance_id("worker:5")
+    nodes = _by_check(result, "cluster.node_status")
+    assert [f.resources[0].id for f in nodes if f.status is Status.FAIL] == [failed_node]
+    # DeepHealthCheckInProgress and Pending are transitions, not failures (a defect of the original).
+    transitions = next(f for f in nodes if f.status is Status.INFO)
+    assert any("DeepHealthCheckInProgress" in line for line in transitions.evidence)
+
+    events = _by_check(result, "cluster.events")
+    categories = {f.fields["signature"] for f in events if f.is_issue}
+    assert categories == {"efa_health_check", "lifecycle_script", "capacity"}
+    efa = next(f for f in events if f.fields.get("signature") == "efa_health_check")
+    assert efa.reference.pointer == "references/debugging-guide.md § 6"
+    assert any(r.id == failed_node for r in efa.resources)
+
+
+def test_slurm_scenario_checks_override_security_groups(simulate) -> None:
+    sim = simulate("slurm-p5en")
+    result = diagnose(_request(sim), sim.clients())
+    assert result.orchestrator == "slurm"
+    titles = [f.title for f in result.issues]
+    assert any("no inbound self-referencing rule" in t for t in titles)
+    assert any("does not admit all traffic" in t for t in titles)
+    assert any(f.check_id == "cluster.node_recovery" and f.status is Status.WARN for f in result.findings)
+
+
+def test_cluster_not_found_lists_existing_clusters_and_exits_1(simulate, cli) -> None:
+    simulate("healthy-eks")
+    run = cli("diagnose", "--cluster", "no-such-cluster", "--region", "us-west-2")
+    assert run.code == 1
+    assert "not found" in run.stderr
+    assert "healthy-eks (InService)" in run.stderr
+    assert "Traceback" not in run.stderr + run.stdout
+
+
+def test_missing_credentials_exit_1_with_fix(simulate, cli) -> None:
+    simulate("healthy-eks")
+    run = cli(
+        "diagnose",
+        "--cluster",
+        "healthy-eks",
+        "--region",
+        "us-west-2",
+        env={"AWS_ACCESS_KEY_ID": None, "AWS_SECRET_ACCESS_KEY": None},
+    )
+    assert run.code == 1
+    assert "credentials" in run.stderr.lower() and "fix" in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_sts_rejection_exit_1(simulate, cli) -> None:
+    simulate("healthy-eks", faults=[FaultSpec(operation="sts:GetCallerIdentity", error_code="ExpiredToken")])
+    run = cli("diagnose", "--cluster", "healthy-eks", "--region", "us-west-2")
+    assert run.code == 1
+    assert "ExpiredToken" in run.stderr
+
+
+def test_describe_cluster_access_denied_warns_and_continues(simulate) -> None:
+    sim = simulate(
+        "eks-p5", faults=[FaultSpec(operation="sagemaker:DescribeCluster", error_code="AccessDeniedException")]
+    )
+    result = diagnose(_request(sim), sim.clients())
+    denied = [d for d in result.degraded_sources if d.missing_action == "sagemaker:DescribeCluster"]
+    assert denied and "grant sagemaker:DescribeCluster" in denied[0].fix
+    assert denied[0].reference is not None and denied[0].reference.pointer == "references/operations.md § 2"
+    # What can still be read is still evaluated: node status comes from ListClusterNodes.
+    assert any(f.check_id == "cluster.node_status" and f.status is Status.FAIL for f in result.findings)
+
+
+def test_each_control_plane_access_denied_names_its_action(simulate) -> None:
+    for operation, action in [
+        ("sagemaker:ListClusterNodes", "sagemaker:ListClusterNodes"),
+        ("sagemaker:ListClusterEvents", "sagemaker:ListClusterEvents"),
+        ("ec2:DescribeSecurityGroups", "ec2:DescribeSecurityGroups"),
+    ]:
+        code = "UnauthorizedOperation" if operation.startswith("ec2") else "AccessDeniedException"
+        sim = simulate("eks-p5", faults=[FaultSpec(operation=operation, error_code=code, http_status=403)])
+        result = diagnose(_request(sim), sim.clients())
+        assert [d.missing_action for d in result.degraded_sources] == [action], operation
+        assert result.findings, "the rest of the diagnosis still reports"
+        sim.stop()
+
+
+def test_throttled_events_warn_and_keep_partial_data(simulate) -> None:
+    sim = simulate(
+        "eks-p5", faults=[FaultSpec(operation="sagemaker:ListClusterEvents", error_code="ThrottlingException")]
+    )
+    result = diagnose(_request(sim), sim.clients())
+    throttled = [d for d in result.degraded_sources if d.source == "cluster events"]
+    assert throttled and "throttled" in throttled[0].reason and "re-run later" in throttled[0].fix
+    assert any(f.check_id == "network.security_group_self_reference" for f in result.findings)
+
+
+def test_throttling_burst_is_absorbed_by_retries(simulate) -> None:
+    sim = simulate(
+        "eks-p5",
+        faults=[FaultSpec(operation="sagemaker:ListClusterEvents", error_code="ThrottlingException", times=1)],
+    )
+    result = diagnose(_request(sim), sim.clients(max_attempts=3))
+    assert result.degraded_sources == []
+    assert any(f.check_id == "cluster.events" and f.is_issue for f in result.findings)
+
+
+def test_events_unsupported_without_continuous_provisioning(simulate) -> None:
+    def edit(scenario: Scenario) -> None:
+        scenario.cluster.node_provisioning_mode = None
+
+    sim = simulate("eks-p5", edit=edit)
+    result = diagnose(_request(sim), sim.clients())
+    events = _by_check(result, "cluster.events")
+    assert len(events) == 1 and events[0].status is Status.INFO
+    assert "Continuous" in events[0].detail
+    assert result.degraded_sources == []
+
+
+def test_node_listing_spans_every_page(simulate) -> None:
+    def edit(scenario: Scenario) -> None:
+        scenario.cluster.instance_groups[0].count = 230
+        scenario.nodes = [*scenario.nodes, scenario.nodes[0].model_copy(update={"node": "worker:229"})]
+
+    sim = simulate("eks-p5", edit=edit)
+    result = diagnose(_request(sim), sim.clients())
+    assert result.coverage.nodes_total == 232
+    failed = {f.resources[0].id for f in _by_check(result, "cluster.node_status") if f.status is Status.FAIL}
+    assert sim.instance_id("worker:229") in failed
+
+
+def test_large_cluster_advisory(simulate) -> None:
+    def edit(scenario: Scenario) -> None:
+        scenario.cluster.instance_groups[0].count = 256
+
+    sim = simulate("healthy-eks", edit=edit)
+    result = diagnose(_request(sim), sim.clients())
+    advisory = _by_check(result, "cluster.large_cluster")
+    assert advisory and advisory[0].priority is Priority.P2
+    assert advisory[0].fields["suggested_timeout_s"] == 256 * 5 + 600
+
+
+def test_cli_text_report_layout(simulate, cli) -> None:
+    simulate("eks-p5")
+    run = cli("diagnose", "--cluster", "ml-training-eks", "--region", "us-west-2", "--no-color")
+    assert run.code == 0
+    out = run.stdout
+    assert "[FAIL] P0" in out and "→ references/operations.md § 8" in out
+    assert "Issues Found: " in out and "Suggested commands (run yourself):" in out
+    issues = int(out.split("Issues Found: ", 1)[1].split()[0])
+    listed = sum(1 for line in out.splitlines() if line.startswith("  ") and ". [" in line and "→" in line)
+    assert issues == listed
+    assert "\033[" not in out
+
+
+def test_cli_json_has_every_field_and_counts_agree(simulate, cli) -> None:
+    simulate("eks-p5")
+    run = cli("diagnose", "--cluster", "ml-training-eks", "--region", "us-west-2", "--format", "json")
+    document = json.loads(run.stdout)
+    for key in (
+        "cluster_name",
+        "cluster_arn",
+        "region",
+        "orchestrator",
+        "window_start",
+        "window_end",
+        "coverage",
+        "findings",
+        "degraded_sources",
+        "scope",
+    ):
+        assert key in document
+    issues = [f for f in document["findings"] if f["status"] in ("FAIL", "WARN")]
+    assert document["issues_found"] == len(issues)
+    assert sum(document["issues_by_priority"].values()) == len(issues)
+    assert all(f["reference"]["pointer"].startswith("references/") for f in document["findings"])
+
+
+def test_fail_on_sets_exit_3(simulate, cli) -> None:
+    simulate("eks-p5")
+    assert cli("diagnose", "--cluster", "ml-training-eks", "--region", "us-west-2", "--fail-on", "P0").code == 3
+    simulate("healthy-eks")
+    assert cli("diagnose", "--cluster", "healthy-eks", "--region", "us-west-2", "--fail-on", "P2").code == 0
