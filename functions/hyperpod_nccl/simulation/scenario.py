@@ -133,9 +133,12 @@ def scenario_dir() -> Path:
     return Path(str(resources.files(SCENARIO_PACKAGE) / "scenarios"))
 
 
+SIDECAR_SECTIONS = ("logs", "node_behaviours", "kubernetes")
+
+
 def available_scenarios() -> list[str]:
-    """Names of the shipped scenarios."""
-    return sorted(p.stem for p in scenario_dir().glob("*.json"))
+    """Names of the shipped scenarios (sidecar files `<name>.<section>.json` excluded)."""
+    return sorted(p.stem for p in scenario_dir().glob("*.json") if "." not in p.stem)
 
 
 def load_scenario(name_or_path: str) -> Scenario:
@@ -149,6 +152,13 @@ def load_scenario(name_or_path: str) -> Scenario:
     if not path.is_file():
         raise ValueError(f"unknown scenario {name_or_path!r}; available: {', '.join(available_scenarios())}")
     try:
-        return Scenario.model_validate(json.loads(path.read_text(encoding="utf-8")))
+        document = json.loads(path.read_text(encoding="utf-8"))
+        # Each simulated source keeps its part of a scenario in a sidecar file beside the main
+        # one (`eks-p5.logs.json`), so that sources evolve without editing one shared file.
+        for section in SIDECAR_SECTIONS:
+            sidecar = path.with_name(f"{path.stem}.{section}.json")
+            if sidecar.is_file():
+                document[section] = json.loads(sidecar.read_text(encoding="utf-8"))
+        return Scenario.model_validate(document)
     except (json.JSONDecodeError, ValueError) as error:
         raise ValueError(f"invalid scenario file {path}: {error}") from error

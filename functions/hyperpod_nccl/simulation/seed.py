@@ -83,7 +83,9 @@ def seed_cluster(scenario: Scenario, emulation: EmulatedAws, now: datetime) -> s
     group_ids = seed_network(scenario, emulation)
     spec = scenario.cluster
     subnets = [
-        s["SubnetId"] for s in emulation.client("ec2", scenario.region).describe_subnets()["Subnets"] if s["CidrBlock"] == "10.1.0.0/20"
+        s["SubnetId"]
+        for s in emulation.client("ec2", scenario.region).describe_subnets()["Subnets"]
+        if s["CidrBlock"] == "10.1.0.0/20"
     ]
     role = EXECUTION_ROLE.format(account=scenario.account_id)
     arn = emulation.client("sagemaker", scenario.region).create_cluster(
