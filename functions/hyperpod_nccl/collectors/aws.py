@@ -3,6 +3,7 @@ translation of AWS errors into degraded sources that name the fix."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,10 +47,17 @@ class AwsClients:
     endpoint_url: str | None = None
     session: boto3.Session | None = None
     max_attempts: int | None = None
+    read_timeout: float = 30.0
     _clients: dict[str, Any] = field(default_factory=dict, repr=False)
+    # Collectors run in threads; boto3 sessions are not safe to create clients from concurrently.
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def client(self, service: str) -> Any:
-        """The cached client for `service`."""
+        """The cached client for `service` (thread-safe)."""
+        with self._lock:
+            return self._client_locked(service)
+
+    def _client_locked(self, service: str) -> Any:
         if service not in self._clients:
             session = self.session or boto3.Session(region_name=self.region)
             retries: dict[str, Any] = {"mode": "standard"}
@@ -58,7 +66,7 @@ class AwsClients:
             config = Config(
                 retries=retries,  # type: ignore[arg-type]
                 connect_timeout=10,
-                read_timeout=30,
+                read_timeout=self.read_timeout,
                 user_agent_extra="hyperpod-nccl",
             )
             factory: Any = session  # boto3's overloads want a literal service name
