@@ -1,0 +1,163 @@
+"""The monitor's configuration surface: THE single source of Lambda environment-variable names,
+the typed settings each handler reads, the DynamoDB table schema and the sweep's time budgets.
+
+The CDK app (infra/) builds every function's environment from `FUNCTION_ENVIRONMENT` and the table
+from `TABLE_SCHEMA`, so a name or key changed here changes both sides at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+# --- environment-variable names --------------------------------------------------------------
+FINDINGS_TABLE_ENV = "FINDINGS_TABLE_NAME"
+ALERTS_TOPIC_ENV = "ALERTS_TOPIC_ARN"
+STATE_MACHINE_ENV = "SWEEP_STATE_MACHINE_ARN"
+REFERENCE_BASE_URL_ENV = "REFERENCE_BASE_URL"
+NODE_COVERAGE_ENV = "NODE_COVERAGE"
+CLUSTERS_ENV = "WATCHED_CLUSTERS"
+HISTORY_DAYS_ENV = "HISTORY_RETENTION_DAYS"
+
+# Which of the variables above each handler reads (keys are modules of hyperpod_nccl.handlers).
+# Powertools' own variables (POWERTOOLS_SERVICE_NAME, ...) are Lambda defaults set by infra, not listed.
+FUNCTION_ENVIRONMENT: dict[str, list[str]] = {
+    "trigger": [FINDINGS_TABLE_ENV, STATE_MACHINE_ENV, CLUSTERS_ENV, HISTORY_DAYS_ENV],
+    "discover": [FINDINGS_TABLE_ENV, NODE_COVERAGE_ENV, HISTORY_DAYS_ENV],
+    "collect_logs": [FINDINGS_TABLE_ENV, HISTORY_DAYS_ENV],
+    "collect_kubernetes": [FINDINGS_TABLE_ENV, HISTORY_DAYS_ENV],
+    "probe_node": [FINDINGS_TABLE_ENV, HISTORY_DAYS_ENV],
+    "aggregate": [FINDINGS_TABLE_ENV, HISTORY_DAYS_ENV, REFERENCE_BASE_URL_ENV],
+    "notify": [FINDINGS_TABLE_ENV, ALERTS_TOPIC_ENV, REFERENCE_BASE_URL_ENV, HISTORY_DAYS_ENV],
+}
+
+# Handlers that need read/write on the table (every one: results live in the table, not in state).
+TABLE_WRITERS: tuple[str, ...] = tuple(FUNCTION_ENVIRONMENT)
+
+HANDLER_MODULES: tuple[str, ...] = tuple(FUNCTION_ENVIRONMENT)
+
+
+def handler_path(module: str) -> str:
+    """The Lambda handler string of a handler module, e.g. "hyperpod_nccl.handlers.discover.handler"."""
+    return f"hyperpod_nccl.handlers.{module}.handler"
+
+
+# --- DynamoDB single table (access patterns documented in monitor/store.py) -------------------
+TABLE_SCHEMA: dict[str, object] = {
+    "partition_key": {"name": "pk", "type": "S"},
+    "sort_key": {"name": "sk", "type": "S"},
+    "ttl_attribute": "expires_at",
+    "global_secondary_indexes": [
+        {
+            "index_name": "gsi1",
+            "partition_key": {"name": "gsi1pk", "type": "S"},
+            "sort_key": {"name": "gsi1sk", "type": "S"},
+            "projection": "ALL",
+        }
+    ],
+}
+PARTITION_KEY = "pk"
+SORT_KEY = "sk"
+TTL_ATTRIBUTE = "expires_at"
+GSI1 = "gsi1"
+
+# --- time budgets ------------------------------------------------------------------------------
+# One node's probe state (the design card's 180 s budget); substituted as ${ProbeTimeoutSeconds}.
+PROBE_TIMEOUT_SECONDS = 180
+# Default Map concurrency: probes start SSM sessions, whose StartSession rate is account-wide.
+DEFAULT_MAP_MAX_CONCURRENCY = 20
+# Upper bound of one sweep execution (infra sets it as the state machine timeout); the
+# per-cluster lock's lease outlives it so a crashed sweep never blocks its cluster for good.
+SWEEP_TIMEOUT_SECONDS = 2 * 3600
+LOCK_LEASE_SECONDS = SWEEP_TIMEOUT_SECONDS + 300
+# Per-sweep scratch items (collector outputs) are only needed until Aggregate has run.
+SCRATCH_RETENTION_SECONDS = 2 * 24 * 3600
+
+# ASL placeholder names (infra substitutes them via DefinitionBody.from_file substitutions).
+ASL_FUNCTION_PLACEHOLDERS: dict[str, str] = {
+    "discover": "DiscoverFunctionArn",
+    "collect_logs": "CollectLogsFunctionArn",
+    "collect_kubernetes": "CollectKubernetesFunctionArn",
+    "probe_node": "ProbeNodeFunctionArn",
+    "aggregate": "AggregateFunctionArn",
+    "notify": "NotifyFunctionArn",
+}
+ASL_MAP_CONCURRENCY_PLACEHOLDER = "MapMaxConcurrency"
+ASL_PROBE_TIMEOUT_PLACEHOLDER = "ProbeTimeoutSeconds"
+
+
+class WatchedCluster(BaseModel):
+    """One cluster the monitor sweeps on schedule."""
+
+    name: str
+    region: str
+
+
+class MonitorSettings(BaseModel):
+    """Everything any handler may read from its environment; unset optional values keep defaults.
+
+    Handlers call `MonitorSettings.from_env()` once at import (cold start) and fail loudly when a
+    variable their function needs is missing (`require_*`).
+    """
+
+    table_name: str | None = None
+    topic_arn: str | None = None
+    state_machine_arn: str | None = None
+    reference_base_url: str = "https://github.com/aws-samples/hyperpod-nccl-monitor/blob/main/references"
+    node_coverage: int | Literal["all"] = "all"
+    clusters: list[WatchedCluster] = Field(default_factory=list)
+    history_days: int = 90
+
+    @field_validator("node_coverage", mode="before")
+    @classmethod
+    def _coverage(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() != "all":
+            return int(value)
+        return "all" if isinstance(value, str) else value
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> MonitorSettings:
+        """Read the variables of `FUNCTION_ENVIRONMENT` that are set."""
+        env = os.environ if environ is None else environ
+        values: dict[str, object] = {}
+        mapping = {
+            FINDINGS_TABLE_ENV: "table_name",
+            ALERTS_TOPIC_ENV: "topic_arn",
+            STATE_MACHINE_ENV: "state_machine_arn",
+            REFERENCE_BASE_URL_ENV: "reference_base_url",
+            NODE_COVERAGE_ENV: "node_coverage",
+            HISTORY_DAYS_ENV: "history_days",
+        }
+        for env_name, field_name in mapping.items():
+            if env.get(env_name, "").strip():
+                values[field_name] = env[env_name].strip()
+        if env.get(CLUSTERS_ENV, "").strip():
+            values["clusters"] = json.loads(env[CLUSTERS_ENV])
+        return cls.model_validate(values)
+
+    def require_table(self) -> str:
+        """The table name, or a clear error naming the missing variable."""
+        if not self.table_name:
+            raise ValueError(f"environment variable {FINDINGS_TABLE_ENV} is not set")
+        return self.table_name
+
+    def require_topic(self) -> str:
+        """The alerts topic ARN, or a clear error naming the missing variable."""
+        if not self.topic_arn:
+            raise ValueError(f"environment variable {ALERTS_TOPIC_ENV} is not set")
+        return self.topic_arn
+
+    def require_state_machine(self) -> str:
+        """The sweep state machine ARN, or a clear error naming the missing variable."""
+        if not self.state_machine_arn:
+            raise ValueError(f"environment variable {STATE_MACHINE_ENV} is not set")
+        return self.state_machine_arn
+
+    @property
+    def history_seconds(self) -> int:
+        """How long sweep records and fault history are kept (DynamoDB TTL)."""
+        return self.history_days * 24 * 3600
