@@ -6,24 +6,53 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from hyperpod_nccl.classifier.engine import SignatureHit
-from hyperpod_nccl.models.findings import Finding, Resource
+from hyperpod_nccl.models.findings import Finding, Priority, Resource, Status
 
 if TYPE_CHECKING:  # the checks package imports the inventory, which imports this package's models
     from hyperpod_nccl.checks import Check
 
 
-def hits_to_findings(check: Check, hits: Iterable[SignatureHit], resources: Iterable[Resource] = ()) -> list[Finding]:
-    """One finding per hit, about `resources` (e.g. a node, a pod or a log stream)."""
-    found = list(resources)
+def hit_status(hit: SignatureHit) -> Status:
+    """P0/P1 signatures fail; P2 (unclassified warnings) only warn."""
+    return Status.WARN if hit.priority is Priority.P2 else Status.FAIL
+
+
+def hits_to_findings(
+    check: Check,
+    hits: Iterable[SignatureHit],
+    resources: Iterable[Resource] = (),
+    *,
+    where: str = "",
+) -> list[Finding]:
+    """One finding per hit about `resources` (a node, a pod, a log stream).
+
+    `where` names the scanned source in the title ("stream worker/i-0abc/nccl", "pod ns/name").
+    The signature id goes into `fields["signature"]`, so each signature is its own fingerprint.
+    """
+    about = list(resources)
     out: list[Finding] = []
     for hit in hits:
+        seen = ""
+        if hit.first_seen:
+            seen = f"; first {hit.first_seen}" + (f", last {hit.last_seen}" if hit.last_seen != hit.first_seen else "")
+        facts = ", ".join(f"{k}={v}" for k, v in hit.fields.items() if v not in (None, ""))
         out.append(
-            check.fail(
-                f"{hit.title} ({hit.count}x)",
+            check.finding(
+                hit_status(hit),
+                f"{hit.title}: {hit.count} line(s)" + (f" in {where}" if where else ""),
+                priority=hit.priority,
                 reference=hit.reference,
+                detail=(facts + seen).strip("; "),
                 evidence=hit.evidence,
-                resources=found,
-                fields={"signature": hit.id, "class": hit.cls, "count": hit.count, **hit.fields},
+                resources=about,
+                fields={
+                    "signature": hit.id,
+                    "class": hit.cls,
+                    "count": hit.count,
+                    "first_seen": hit.first_seen,
+                    "last_seen": hit.last_seen,
+                    **hit.fields,
+                },
             )
         )
     return out

@@ -1,0 +1,164 @@
+"""The signature catalog: failure signatures as data (`signatures.json`), validated and compiled.
+
+A signature names a failure class in the real wording families of NCCL, PyTorch, aws-ofi-nccl,
+libfabric, the NVIDIA driver, the kernel, Slurm and Kubernetes, and points at the specific
+runbook section (a constant name of `hyperpod_nccl.references`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cached_property, lru_cache
+from importlib import resources
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from hyperpod_nccl import references
+from hyperpod_nccl.models.findings import Priority
+from hyperpod_nccl.references import Reference
+
+CATALOG_FILE = "signatures.json"
+
+
+class Signature(BaseModel):
+    """One failure signature of the catalog."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    cls: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    title: str
+    priority: Priority
+    reference: str  # a constant name of hyperpod_nccl.references, e.g. "DBG_TCP_FALLBACK"
+    # Lower-case literals; a line is only tried against this signature when one of them occurs.
+    keywords: list[str] = Field(default_factory=list)
+    patterns: list[str] = Field(default_factory=list)
+    # A line matching any of these is not this failure (benign INFO wording, another class).
+    exclude: list[str] = Field(default_factory=list)
+    # Applied to matching lines only; named groups become fields.
+    extract: list[str] = Field(default_factory=list)
+    # Constant facts of the signature (e.g. the NCCL error code it stands for).
+    fields: dict[str, str] = Field(default_factory=dict)
+    # Healthy NCCL logs are mostly "NCCL INFO" lines; most signatures ignore those lines.
+    allow_info: bool = False
+    # Generic signatures only count when no specific signature matched the same line.
+    generic: bool = False
+    case_sensitive: bool = False
+    # Group hits by this extracted field too (one hit per Xid code, per HMA reason).
+    split_by: str | None = None
+    # Produced by cross-line analysis (the version drift), not by patterns.
+    synthetic: bool = False
+    kind: Literal["failure"] = "failure"
+
+    @field_validator("reference")
+    @classmethod
+    def _known_reference(cls, value: str) -> str:
+        if not isinstance(getattr(references, value, None), Reference):
+            raise ValueError(f"unknown reference constant {value!r} (see hyperpod_nccl/references.py)")
+        return value
+
+    @field_validator("keywords")
+    @classmethod
+    def _lower_keywords(cls, value: list[str]) -> list[str]:
+        for keyword in value:
+            if keyword != keyword.lower() or not keyword.strip():
+                raise ValueError(f"keyword {keyword!r} must be non-empty lower case")
+        return value
+
+    @field_validator("patterns", "exclude", "extract")
+    @classmethod
+    def _compiles(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as error:
+                raise ValueError(f"pattern {pattern!r} does not compile: {error}") from error
+        return value
+
+    @model_validator(mode="after")
+    def _matchable(self) -> Signature:
+        if not self.synthetic and (not self.patterns or not self.keywords):
+            raise ValueError(f"signature {self.id}: patterns and keywords are required")
+        return self
+
+    @property
+    def ref(self) -> Reference:
+        """The runbook pointer."""
+        value: Reference = getattr(references, self.reference)
+        return value
+
+    @cached_property
+    def compiled(self) -> re.Pattern[str]:
+        """All patterns as one alternation (named groups renamed apart)."""
+        return _compile_alternation(self.patterns, self.case_sensitive)
+
+    @cached_property
+    def compiled_exclude(self) -> re.Pattern[str] | None:
+        """The exclusion guard, or None."""
+        return _compile_alternation(self.exclude, self.case_sensitive) if self.exclude else None
+
+    @cached_property
+    def compiled_extract(self) -> tuple[re.Pattern[str], ...]:
+        """Field extractors."""
+        flags = 0 if self.case_sensitive else re.IGNORECASE
+        return tuple(re.compile(p, flags) for p in self.extract)
+
+
+_GROUP = re.compile(r"\(\?P<(\w+)>")
+
+
+def _compile_alternation(patterns: list[str], case_sensitive: bool) -> re.Pattern[str]:
+    # The same group name may appear in several alternatives; suffix them so they compile as one
+    # pattern, and fold them back to the plain name when fields are read (`group_fields`).
+    renamed = []
+    for index, pattern in enumerate(patterns):
+        renamed.append("(?:" + _GROUP.sub(lambda m, i=index: f"(?P<{m.group(1)}__{i}>", pattern) + ")")
+    return re.compile("|".join(renamed), 0 if case_sensitive else re.IGNORECASE)
+
+
+def group_fields(match: re.Match[str]) -> dict[str, str]:
+    """Named groups of a match with the alternation suffixes removed (first non-empty wins)."""
+    out: dict[str, str] = {}
+    for name, value in match.groupdict().items():
+        if value:
+            out.setdefault(name.split("__", 1)[0], value)
+    return out
+
+
+class Catalog(BaseModel):
+    """The whole catalog file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: int
+    signatures: list[Signature]
+
+    @model_validator(mode="after")
+    def _unique(self) -> Catalog:
+        seen: set[str] = set()
+        for signature in self.signatures:
+            if signature.id in seen:
+                raise ValueError(f"duplicate signature id {signature.id}")
+            seen.add(signature.id)
+        return self
+
+    def by_id(self, signature_id: str) -> Signature:
+        """The signature with this id (KeyError when unknown)."""
+        for signature in self.signatures:
+            if signature.id == signature_id:
+                return signature
+        raise KeyError(signature_id)
+
+    @property
+    def classes(self) -> list[str]:
+        """Every failure class, sorted."""
+        return sorted({s.cls for s in self.signatures})
+
+
+@lru_cache(maxsize=1)
+def load_catalog() -> Catalog:
+    """The shipped catalog, parsed and validated once per process."""
+    text = resources.files(__package__).joinpath(CATALOG_FILE).read_text(encoding="utf-8")
+    return Catalog.model_validate(json.loads(text))
