@@ -114,7 +114,8 @@ def _compile_alternation(patterns: list[str], case_sensitive: bool) -> re.Patter
     # pattern, and fold them back to the plain name when fields are read (`group_fields`).
     renamed = []
     for index, pattern in enumerate(patterns):
-        renamed.append("(?:" + _GROUP.sub(lambda m, i=index: f"(?P<{m.group(1)}__{i}>", pattern) + ")")
+        suffixed = _GROUP.sub(rf"(?P<\1__{index}>", pattern)
+        renamed.append(f"(?:{suffixed})")
     return re.compile("|".join(renamed), 0 if case_sensitive else re.IGNORECASE)
 
 
