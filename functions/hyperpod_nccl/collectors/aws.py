@@ -9,7 +9,13 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
 
 from hyperpod_nccl.models.findings import DegradedSource
 from hyperpod_nccl.references import OPS_IAM, Reference
@@ -30,6 +36,9 @@ THROTTLING_CODES = frozenset(
     }
 )
 NOT_FOUND_CODES = frozenset({"ResourceNotFound", "ResourceNotFoundException", "NotFoundException"})
+SERVER_ERROR_CODES = frozenset(
+    {"InternalFailure", "InternalError", "InternalServerError", "ServiceUnavailable", "ServiceUnavailableException"}
+)
 CREDENTIAL_CODES = frozenset(
     {"InvalidClientTokenId", "ExpiredToken", "ExpiredTokenException", "SignatureDoesNotMatch", "InvalidAccessKeyId"}
 )
@@ -103,6 +112,19 @@ def is_throttled(error: BaseException) -> bool:
     return error_code(error) in THROTTLING_CODES
 
 
+def is_server_error(error: BaseException) -> bool:
+    """AWS answered with a 5xx (after botocore's own retries)."""
+    if isinstance(error, ClientError):
+        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        return error_code(error) in SERVER_ERROR_CODES or int(status or 0) >= 500
+    return False
+
+
+def is_timeout(error: BaseException) -> bool:
+    """The call never got an answer: connect/read timeout or an unreachable endpoint."""
+    return isinstance(error, ReadTimeoutError | ConnectTimeoutError | EndpointConnectionError)
+
+
 def degraded_from_error(
     source: str,
     action: str,
@@ -133,10 +155,26 @@ def degraded_from_error(
             reference=reference,
             partial=partial,
         )
+    if is_server_error(error):
+        return DegradedSource(
+            source=source,
+            reason=f"{action} returned a server error ({message})",
+            fix="AWS-side failure: re-run later; check the AWS Health Dashboard if it persists",
+            reference=reference,
+            partial=partial,
+        )
+    if is_timeout(error):
+        return DegradedSource(
+            source=source,
+            reason=f"{action} timed out ({message})",
+            fix="check the network path to the AWS endpoint (VPC endpoints, proxy, DNS), then re-run",
+            reference=reference,
+            partial=partial,
+        )
     return DegradedSource(
         source=source,
         reason=f"{action} failed ({message})",
-        fix="check the AWS service health and network path, then re-run",
+        fix="check the error above, the AWS service health and the network path, then re-run",
         reference=reference,
         partial=partial,
     )

@@ -265,12 +265,15 @@ def collect_control_plane(ctx: CollectionContext) -> ControlPlaneInventory:
         attachments = security_group_attachments(cluster)
         security_groups = describe_security_groups(ctx, sorted(attachments))
     else:
+        # The security groups come from DescribeCluster's VpcConfig: same cause, same fix.
+        cause = next(d for d in reversed(ctx.degraded) if d.source == "cluster")
         ctx.degrade(
             DegradedSource(
                 source="security groups",
-                reason="skipped: the cluster's VpcConfig is unknown without sagemaker:DescribeCluster",
-                fix="grant sagemaker:DescribeCluster",
-                missing_action="sagemaker:DescribeCluster",
+                reason="skipped: the cluster's VpcConfig is unknown because DescribeCluster failed",
+                fix=cause.fix,
+                missing_action=cause.missing_action,
+                reference=cause.reference,
             )
         )
     return ControlPlaneInventory(

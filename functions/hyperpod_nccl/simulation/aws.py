@@ -21,6 +21,8 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import boto3
+import botocore.loaders
+import botocore.session
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from hyperpod_nccl.simulation.scenario import FaultSpec
@@ -351,6 +353,9 @@ class EmulatedAws:
             "127.0.0.1", 0, self.faults, threaded=True, request_handler=MotoRequestHandler
         )
         self._thread = threading.Thread(target=self._server.serve_forever, name="emulated-aws", daemon=True)
+        self._loader = botocore.loaders.create_loader()
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._clients_lock = threading.Lock()
 
     @property
     def endpoint_url(self) -> str:
@@ -385,17 +390,24 @@ class EmulatedAws:
         self.faults.set_faults([])
 
     def session(self, region: str | None = None) -> boto3.Session:
-        """A boto3 session with the emulation's fake credentials (never real ones)."""
-        return boto3.Session(
-            aws_access_key_id=FAKE_ACCESS_KEY,
-            aws_secret_access_key=FAKE_SECRET_KEY,
-            region_name=region or self.region,
-        )
+        """A boto3 session with the emulation's fake credentials (never real ones).
+
+        Sessions share one botocore loader: parsing the service models (EC2's alone is
+        megabytes of JSON) once instead of per session keeps scenario start-up fast.
+        """
+        core = botocore.session.Session()
+        core.register_component("data_loader", self._loader)
+        core.set_credentials(FAKE_ACCESS_KEY, FAKE_SECRET_KEY)
+        return boto3.Session(botocore_session=core, region_name=region or self.region)
 
     def client(self, service: str, region: str | None = None) -> Any:
-        """A boto3 client for `service` pointed at the emulation (used for seeding)."""
-        session: Any = self.session(region)
-        return session.client(service, endpoint_url=self.endpoint_url, region_name=region or self.region)
+        """A cached boto3 client for `service` pointed at the emulation (used for seeding)."""
+        key = (service, region or self.region)
+        with self._clients_lock:
+            if key not in self._clients:
+                session: Any = self.session(key[1])
+                self._clients[key] = session.client(service, endpoint_url=self.endpoint_url, region_name=key[1])
+            return self._clients[key]
 
     def __enter__(self) -> EmulatedAws:
         return self.start()
