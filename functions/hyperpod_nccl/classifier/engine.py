@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from hyperpod_nccl import xid as xid_facts
 from hyperpod_nccl.classifier.catalog import Catalog, Signature, group_fields, load_catalog
 from hyperpod_nccl.models.findings import Priority
+from hyperpod_nccl.models.logs import SignatureHit
 from hyperpod_nccl.references import NODE_GPU, NODE_HARDWARE, NODE_ROW_REMAP, Reference
 
 # Regexes only see the head of a line: evidence worth reading is at the start, and it bounds the
@@ -42,21 +43,6 @@ _TIMESTAMPS = (
     # syslog: "May  1 12:34:56"
     re.compile(r"^(?P<ts>(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +\d{1,2} \d{2}:\d{2}:\d{2})"),
 )
-
-
-class SignatureHit(BaseModel):
-    """All lines of one input that matched one signature, grouped."""
-
-    id: str
-    cls: str
-    title: str
-    priority: Priority
-    reference: Reference
-    count: int = 0
-    evidence: list[str] = Field(default_factory=list)
-    fields: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
-    first_seen: str | None = None
-    last_seen: str | None = None
 
 
 class ScanResult(BaseModel):

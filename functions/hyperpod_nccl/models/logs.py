@@ -1,8 +1,59 @@
-"""CloudWatch log inventory (owned by the log-intelligence work, issue 3)."""
+"""CloudWatch log inventory and the classifier's hit model (owned by the log-intelligence work).
+
+`SignatureHit` lives here, not in the classifier, so that the inventory (pure data) does not depend
+on the scanner; `hyperpod_nccl.classifier` re-exports it.
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from hyperpod_nccl.models.findings import Priority
+from hyperpod_nccl.references import Reference
+
+StreamKind = Literal["health_agent", "lifecycle", "nccl", "training", "other"]
+
+
+class SignatureHit(BaseModel):
+    """All lines of one input that matched one failure signature, grouped."""
+
+    id: str
+    cls: str
+    title: str
+    priority: Priority
+    reference: Reference
+    count: int = 0
+    evidence: list[str] = Field(default_factory=list)
+    fields: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+    first_seen: str | None = None
+    last_seen: str | None = None
+
+
+class HmaDetection(BaseModel):
+    """One `HealthMonitoringAgentDetectionEvent` record of the HyperPod health-monitoring agent."""
+
+    stream: str
+    instance_id: str | None = None
+    instance_group: str | None = None
+    time: datetime
+    reason: str | None = None
+    condition: str | None = None
+    action: str | None = None
+    message: str
+
+
+class StreamScan(BaseModel):
+    """The classified candidate lines of one log stream."""
+
+    stream: str
+    kind: StreamKind = "other"
+    instance_id: str | None = None
+    instance_group: str | None = None
+    events_scanned: int = 0
+    hits: list[SignatureHit] = Field(default_factory=list)
 
 
 class LogInventory(BaseModel):
@@ -10,3 +61,17 @@ class LogInventory(BaseModel):
 
     log_group: str | None = None
     group_exists: bool = False
+    window_start: datetime | None = None
+    window_end: datetime | None = None
+    # Streams that had events in the window (DescribeLogStreams), and those with candidate lines.
+    streams_listed: int = 0
+    streams_scanned: list[str] = Field(default_factory=list)
+    filter_terms: list[str] = Field(default_factory=list)
+    events_matched: int = 0
+    scans: list[StreamScan] = Field(default_factory=list)
+    hma_detections: list[HmaDetection] = Field(default_factory=list)
+    # NCCL version → streams that announced it (cluster-wide drift analysis).
+    nccl_versions: dict[str, list[str]] = Field(default_factory=dict)
+    # True when a cap stopped the scan early (events per term, streams) or a page failed.
+    truncated: bool = False
+    truncation_reason: str | None = None
