@@ -20,7 +20,7 @@ MAX_WINDOW_SECONDS = 14 * 86400
 
 def cluster(value: str) -> str:
     """A HyperPod cluster name or ARN."""
-    if CLUSTER_NAME.match(value) or CLUSTER_ARN.match(value):
+    if CLUSTER_NAME.fullmatch(value) or CLUSTER_ARN.fullmatch(value):
         return value
     raise argparse.ArgumentTypeError(
         f"invalid cluster {value!r}: expected a name (letters, digits, hyphens, max 63) or a cluster ARN"
@@ -29,21 +29,21 @@ def cluster(value: str) -> str:
 
 def region(value: str) -> str:
     """An AWS region code such as us-west-2."""
-    if REGION.match(value):
+    if REGION.fullmatch(value):
         return value
     raise argparse.ArgumentTypeError(f"invalid region {value!r}: expected a code like us-west-2")
 
 
 def instance_id(value: str) -> str:
     """An EC2 instance id (i- followed by 8 to 17 hex digits)."""
-    if INSTANCE_ID.match(value):
+    if INSTANCE_ID.fullmatch(value):
         return value
     raise argparse.ArgumentTypeError(f"invalid instance id {value!r}: expected i- followed by 8-17 hex digits")
 
 
 def dns_label(value: str) -> str:
     """A Kubernetes namespace or job name (DNS-1123 label)."""
-    if DNS_1123_LABEL.match(value):
+    if DNS_1123_LABEL.fullmatch(value):
         return value
     raise argparse.ArgumentTypeError(f"invalid name {value!r}: expected a DNS-1123 label (a-z, 0-9, '-', max 63)")
 
@@ -52,7 +52,7 @@ def sample_nodes(value: str) -> int | str:
     """A positive node count or "all"."""
     if value == "all":
         return "all"
-    if value.isdigit() and int(value) > 0:
+    if value.isascii() and value.isdigit() and int(value) > 0:
         return int(value)
     raise argparse.ArgumentTypeError(f"invalid sample size {value!r}: expected a positive integer or 'all'")
 
@@ -69,7 +69,7 @@ def clamp_sample(value: int | str) -> tuple[int | str, str | None]:
 
 def duration(value: str) -> int:
     """A look-back window such as 30m, 2h or 1d, in seconds."""
-    match = DURATION.match(value)
+    match = DURATION.fullmatch(value)
     if not match or int(match.group(1)) == 0:
         raise argparse.ArgumentTypeError(f"invalid duration {value!r}: expected e.g. 30m, 2h, 1d")
     seconds = int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
