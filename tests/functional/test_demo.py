@@ -1,0 +1,61 @@
+"""`hyperpod-nccl demo` (what `make demo` runs): exit 0, [FAIL] lines, every pointer resolves."""
+
+from __future__ import annotations
+
+import io
+import re
+
+from hyperpod_nccl import references
+from hyperpod_nccl.cli.progress import ProgressLine
+from hyperpod_nccl.cli.render import use_colour
+
+POINTER = re.compile(r"→ references/(?P<file>[\w.-]+\.md) § (?P<section>[A-Za-z0-9.]+)")
+
+
+def test_demo_exits_0_and_every_pointer_resolves(cli) -> None:  # type: ignore[no-untyped-def]
+    run = cli("demo", "--no-color")
+    assert run.code == 0, run.stderr
+    assert "[FAIL]" in run.stdout
+    pointers = POINTER.findall(run.stdout)
+    assert pointers
+    for file, section in pointers:
+        assert references.section_heading(references.Reference(file=file, section=section)), (file, section)
+    assert "Traceback" not in run.stdout + run.stderr
+
+
+def test_demo_json_is_one_document_per_scenario(cli) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    run = cli("demo", "--scenario", "healthy-eks", "--format", "json")
+    assert run.code == 0
+    document = json.loads(run.stdout)
+    assert document["cluster_name"] == "healthy-eks" and document["issues_found"] == 0
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_colour_only_on_a_tty_without_opt_outs(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    assert use_colour(_Tty()) is True
+    assert use_colour(io.StringIO()) is False
+    assert use_colour(_Tty(), disabled=True) is False
+    monkeypatch.setenv("TERM", "dumb")
+    assert use_colour(_Tty()) is False
+    monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert use_colour(_Tty()) is False
+
+
+def test_progress_line_only_on_a_tty() -> None:
+    quiet = io.StringIO()
+    ProgressLine(quiet)("describing cluster")
+    assert quiet.getvalue() == ""
+    tty = _Tty()
+    line = ProgressLine(tty)
+    line("describing cluster")
+    line.clear()
+    assert "describing cluster" in tty.getvalue()
