@@ -17,3 +17,23 @@ DEFAULT_SAMPLE_NODES = 3
 MAX_SAMPLE_NODES = 50
 # Per-node SSM budget, connection included (skill.md).
 SSM_NODE_BUDGET_SECONDS = 180
+
+# Kubernetes (EKS) collection and checks.
+# Items per list page: large enough that most clusters answer in one page, small enough to keep
+# one answer far below the API server's response limits.
+K8S_PAGE_SIZE = 500
+# Log lines read per training container (the original's `kubectl logs --tail=500`).
+K8S_LOG_TAIL_LINES = 500
+# Training pods whose logs one sweep reads (bounds the API calls of very large jobs).
+K8S_LOG_MAX_PODS = 64
+# Restarts above this count are reported (the original's `restartCount > 2`).
+K8S_POD_RESTARTS_WARN = 2
+# /dev/shm below this size starves NCCL's shared-memory transport and dataloader workers; the
+# runbooks recommend 10Gi (debugging-guide.md § 17; Docker's default is only 64Mi).
+DEV_SHM_MIN_BYTES = 1 << 30
+DEV_SHM_RECOMMENDED = "10Gi"
+
+# CloudWatch scan (collectors/logs.py): events kept per FilterLogEvents term, and page size. The
+# cap bounds memory and time on a noisy group; hitting it marks the scan truncated.
+LOG_EVENTS_PER_TERM = 5000
+LOG_FILTER_PAGE_LIMIT = 1000

@@ -1,19 +1,587 @@
-"""The simulated Kubernetes API of an EKS scenario (implemented by the EKS work)."""
+"""The simulated Kubernetes API of an EKS scenario.
+
+A werkzeug app on 127.0.0.1 serves the real JSON shapes (NodeList, PodList, Status, …) of the
+objects a scenario's `kubernetes` section describes, checks the `k8s-aws-v1.` bearer token and
+pages lists with `limit`/`continue`. Then moto's EKS cluster is pointed at it, so the product
+finds the endpoint through eks:DescribeCluster exactly as against AWS.
+"""
 
 from __future__ import annotations
 
-from hyperpod_nccl.simulation.aws import EmulatedAws
-from hyperpod_nccl.simulation.scenario import Scenario
+import base64
+import hashlib
+import json
+import socket
+import threading
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlparse
+
+from pydantic import BaseModel, ConfigDict, Field
+from werkzeug.serving import BaseWSGIServer, make_server
+from werkzeug.wrappers import Request, Response
+
+from hyperpod_nccl.kube.token import CLUSTER_ID_HEADER, decode_token
+from hyperpod_nccl.models.kubernetes import EFA_RESOURCE, GPU_RESOURCE, LabelSelector, SelectorRequirement
+
+if TYPE_CHECKING:
+    from hyperpod_nccl.simulation.aws import EmulatedAws
+    from hyperpod_nccl.simulation.scenario import Scenario
+
+Json = dict[str, Any]
+_HEALTH = "sagemaker.amazonaws.com/"
+# HyperPod statuses whose instance has not joined the EKS cluster (yet).
+_NOT_JOINED = {"Pending", "ShuttingDown", "SystemUpdating"}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class K8sNodeSpec(_Strict):
+    """How one node ("group:index") differs from a healthy, Ready, Schedulable node."""
+
+    node: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    ready: bool = True
+    ready_message: str | None = None
+    taints: list[Json] = Field(default_factory=list)
+
+
+class PodVariation(_Strict):
+    """How pod `index` of a job differs from its siblings."""
+
+    index: int
+    phase: str | None = None
+    image_digest: str | None = None
+    omit_shm: bool = False
+    omit_ipc_lock: bool = False
+    efa: int | None = None
+    restarts: int = 0
+    last_exit_code: int | None = None
+    last_reason: str | None = None
+    waiting_reason: str | None = None
+    unschedulable_message: str | None = None
+    log: list[str] | None = Field(default=None, description="replaces the job's log template")
+    log_append: list[str] = Field(default_factory=list)
+    previous_log: list[str] = Field(default_factory=list)
+
+
+class TrainingJobSpec(_Strict):
+    """A distributed training job: one pod per node key, rendered as real Pod objects.
+
+    Log lines and env values may use `{pod}`, `{rank}`, `{job}`, `{namespace}`, `{node}`.
+    """
+
+    name: str
+    namespace: str
+    nodes: list[str]
+    image: str = "123456789012.dkr.ecr.us-west-2.amazonaws.com/training:latest"
+    image_digest: str = "sha256:" + "a" * 64
+    container: str = "pytorch"
+    gpus: int = 8
+    efa: int | None = Field(default=None, description="EFA devices per pod; None = the instance type's count")
+    env: dict[str, str] = Field(default_factory=dict)
+    env_from_configmaps: list[str] = Field(default_factory=list)
+    command: list[str] = Field(default_factory=lambda: ["torchrun"])
+    args: list[str] = Field(default_factory=list)
+    shm_size_limit: str | None = "10Gi"
+    shm_medium: str | None = "Memory"
+    ipc_lock: bool = True
+    labels: dict[str, str] = Field(default_factory=dict)
+    headless_subdomain: str | None = Field(default=None, description="spec.subdomain (pods get hostname = name)")
+    log: list[str] = Field(default_factory=list)
+    pods: list[PodVariation] = Field(default_factory=list)
+
+
+class KubernetesScenario(_Strict):
+    """The `kubernetes` section of a scenario (`<scenario>.kubernetes.json`)."""
+
+    nodes: list[K8sNodeSpec] = Field(default_factory=list)
+    jobs: list[TrainingJobSpec] = Field(default_factory=list)
+    objects: list[Json] = Field(
+        default_factory=list,
+        description="raw manifests (Service, NetworkPolicy, ConfigMap, DaemonSet, Namespace, Pod, Endpoints)",
+    )
+    reject_tokens: bool = Field(default=False, description="401 for every call: the caller has no access entry")
+    forbidden: list[str] = Field(default_factory=list, description="resources answering 403, e.g. networkpolicies")
+    unreachable: bool = Field(default=False, description="point the EKS endpoint at a closed port")
+
+
+_KINDS = {
+    "Node": ("", "v1", "nodes"),
+    "Namespace": ("", "v1", "namespaces"),
+    "Pod": ("", "v1", "pods"),
+    "Service": ("", "v1", "services"),
+    "Endpoints": ("", "v1", "endpoints"),
+    "ConfigMap": ("", "v1", "configmaps"),
+    "DaemonSet": ("apps", "v1", "daemonsets"),
+    "NetworkPolicy": ("networking.k8s.io", "v1", "networkpolicies"),
+}
+_CLUSTER_SCOPED = {"nodes", "namespaces"}
+
+
+def _uid(*parts: str) -> str:
+    digest = hashlib.sha256("/".join(parts).encode()).hexdigest()
+    return f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+
+
+def _ip(hostname: str) -> str:
+    """ip-10-1-0-12.us-west-2.compute.internal → 10.1.0.12."""
+    return hostname.split(".", 1)[0].removeprefix("ip-").replace("-", ".")
+
+
+class _Store:
+    """Every object of the simulated cluster, by resource name."""
+
+    def __init__(self, scenario: Scenario, spec: KubernetesScenario, now: datetime) -> None:
+        self.scenario = scenario
+        self.spec = spec
+        self.created = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        self.objects: dict[str, list[Json]] = {resource: [] for _, _, resource in _KINDS.values()}
+        self.logs: dict[tuple[str, str, str, bool], list[str]] = {}
+        self._nodes()
+        for job in spec.jobs:
+            self._job(job)
+        for raw in spec.objects:
+            self.add(json.loads(json.dumps(raw)))
+        self._namespaces()
+
+    def _metadata(self, obj: Json, resource: str) -> Json:
+        meta = obj.setdefault("metadata", {})
+        if resource not in _CLUSTER_SCOPED:
+            meta.setdefault("namespace", "default")
+        meta.setdefault("uid", _uid(self.scenario.name, resource, meta.get("namespace", ""), meta.get("name", "")))
+        meta.setdefault("resourceVersion", "1000")
+        meta.setdefault("creationTimestamp", self.created)
+        return obj
+
+    def add(self, obj: Json) -> None:
+        """Add a manifest (kind decides the resource)."""
+        group, version, resource = _KINDS[obj["kind"]]
+        obj.setdefault("apiVersion", f"{group}/{version}" if group else version)
+        self.objects[resource].append(self._metadata(obj, resource))
+
+    def _namespaces(self) -> None:
+        names = {"default", "kube-system", "kube-public", "kube-node-lease"}
+        for resource, objs in self.objects.items():
+            if resource not in _CLUSTER_SCOPED:
+                names |= {o["metadata"]["namespace"] for o in objs}
+        declared = {o["metadata"]["name"] for o in self.objects["namespaces"]}
+        for name in sorted(names - declared):
+            self.add({"kind": "Namespace", "metadata": {"name": name}, "status": {"phase": "Active"}})
+        for namespace in self.objects["namespaces"]:
+            labels = namespace["metadata"].setdefault("labels", {})
+            labels.setdefault("kubernetes.io/metadata.name", namespace["metadata"]["name"])
+
+    def _nodes(self) -> None:
+        from hyperpod_nccl import instance_types
+
+        variations = {n.node: n for n in self.spec.nodes}
+        groups = {g.name: g for g in self.scenario.cluster.instance_groups}
+        for key in self.scenario.node_keys():
+            override = self.scenario.override(key)
+            if override is not None and override.status in _NOT_JOINED:
+                continue
+            group = groups[key.split(":", 1)[0]]
+            variation = variations.get(key) or K8sNodeSpec(node=key)
+            hostname = self.scenario.hostname(key)
+            capacity = {"cpu": "192", "memory": "2097152Mi", "pods": "110"}
+            if instance_types.accelerator(group.instance_type) == "nvidia":
+                capacity[GPU_RESOURCE] = str(instance_types.GPUS_PER_INSTANCE.get(group.instance_type, 8))
+            efa = instance_types.expected_efa(group.instance_type)
+            if efa:
+                capacity[EFA_RESOURCE] = str(efa)
+            labels = {
+                "kubernetes.io/hostname": hostname,
+                "kubernetes.io/os": "linux",
+                "node.kubernetes.io/instance-type": group.instance_type,
+                "topology.kubernetes.io/region": self.scenario.region,
+                "topology.kubernetes.io/zone": f"{self.scenario.region}a",
+                _HEALTH + "compute-type": "hyperpod",
+                _HEALTH + "instance-group-name": group.name,
+                _HEALTH + "node-health-status": "Schedulable",
+                _HEALTH + "deep-health-check-status": "Passed",
+                **variation.labels,
+            }
+            ready = {
+                "type": "Ready",
+                "status": "True" if variation.ready else "False",
+                "reason": "KubeletReady" if variation.ready else "KubeletNotReady",
+                "message": variation.ready_message or ("kubelet is posting ready status" if variation.ready else ""),
+                "lastTransitionTime": self.created,
+            }
+            self.add(
+                {
+                    "kind": "Node",
+                    "metadata": {"name": hostname, "labels": labels, "annotations": dict(variation.annotations)},
+                    "spec": {
+                        "providerID": f"aws:///{self.scenario.region}a/{self.scenario.instance_id(key)}",
+                        **({"taints": variation.taints} if variation.taints else {}),
+                    },
+                    "status": {
+                        "capacity": capacity,
+                        "allocatable": dict(capacity),
+                        "conditions": [ready],
+                        "addresses": [
+                            {"type": "InternalIP", "address": _ip(hostname)},
+                            {"type": "Hostname", "address": hostname},
+                        ],
+                        "nodeInfo": {
+                            "kubeletVersion": "v1.31.4-eks-aeac579",
+                            "containerRuntimeVersion": "containerd://1.7.27",
+                        },
+                    },
+                }
+            )
+
+    def _job(self, job: TrainingJobSpec) -> None:
+        from hyperpod_nccl import instance_types
+
+        variations = {v.index: v for v in job.pods}
+        groups = {g.name: g for g in self.scenario.cluster.instance_groups}
+        for rank, key in enumerate(job.nodes):
+            var = variations.get(rank) or PodVariation(index=rank)
+            name = f"{job.name}-worker-{rank}"
+            hostname = self.scenario.hostname(key)
+            values = {"pod": name, "rank": str(rank), "job": job.name, "namespace": job.namespace, "node": hostname}
+            instance_type = groups[key.split(":", 1)[0]].instance_type
+            efa = var.efa if var.efa is not None else job.efa
+            if efa is None:
+                efa = instance_types.expected_efa(instance_type) or 0
+            resources: Json = {GPU_RESOURCE: str(job.gpus)} if job.gpus else {}
+            if efa:
+                resources[EFA_RESOURCE] = str(efa)
+            container: Json = {
+                "name": job.container,
+                "image": job.image,
+                "command": job.command,
+                "args": [a.format(**values) for a in job.args],
+                "env": [
+                    {"name": "RANK", "value": str(rank)},
+                    *({"name": k, "value": v.format(**values)} for k, v in job.env.items()),
+                ],
+                "ports": [{"containerPort": 29500, "protocol": "TCP"}],
+                "resources": {"requests": {**resources, "memory": "512Gi"}, "limits": dict(resources)},
+                "volumeMounts": [],
+            }
+            if job.env_from_configmaps:
+                container["envFrom"] = [{"configMapRef": {"name": n}} for n in job.env_from_configmaps]
+            volumes: list[Json] = []
+            if job.shm_size_limit is not None and not var.omit_shm:
+                empty: Json = {"sizeLimit": job.shm_size_limit}
+                if job.shm_medium:
+                    empty["medium"] = job.shm_medium
+                volumes.append({"name": "dshm", "emptyDir": empty})
+                container["volumeMounts"].append({"name": "dshm", "mountPath": "/dev/shm"})
+            if job.ipc_lock and not var.omit_ipc_lock:
+                container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
+            phase = var.phase or "Running"
+            digest = var.image_digest or job.image_digest
+            status_entry: Json = {
+                "name": job.container,
+                "image": job.image,
+                "imageID": f"{job.image.rsplit(':', 1)[0]}@{digest}",
+                "restartCount": var.restarts,
+                "ready": phase == "Running" and not var.waiting_reason,
+                "started": phase == "Running",
+            }
+            if phase == "Pending":
+                status_entry["state"] = {"waiting": {"reason": "ContainerCreating"}}
+            elif var.waiting_reason:
+                status_entry["state"] = {
+                    "waiting": {"reason": var.waiting_reason, "message": "back-off restarting failed container"}
+                }
+            elif phase in ("Failed", "Succeeded"):
+                status_entry["state"] = {
+                    "terminated": {
+                        "exitCode": var.last_exit_code or (0 if phase == "Succeeded" else 1),
+                        "reason": var.last_reason or "Error",
+                    }
+                }
+            else:
+                status_entry["state"] = {"running": {"startedAt": self.created}}
+            if var.last_exit_code is not None and phase != "Failed":
+                status_entry["lastState"] = {
+                    "terminated": {
+                        "exitCode": var.last_exit_code,
+                        "reason": var.last_reason or "Error",
+                        "startedAt": self.created,
+                        "finishedAt": self.created,
+                    }
+                }
+            conditions: list[Json] = [{"type": "PodScheduled", "status": "True"}]
+            if var.unschedulable_message:
+                conditions = [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": var.unschedulable_message,
+                    }
+                ]
+            scheduled = not var.unschedulable_message
+            spec: Json = {
+                "containers": [container],
+                "volumes": volumes,
+                "restartPolicy": "OnFailure",
+                **({"nodeName": hostname} if scheduled else {}),
+            }
+            if job.headless_subdomain:
+                spec["hostname"] = name
+                spec["subdomain"] = job.headless_subdomain
+            self.add(
+                {
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": name,
+                        "namespace": job.namespace,
+                        "labels": {
+                            "job-name": job.name,
+                            "app.kubernetes.io/name": job.name,
+                            "rank": str(rank),
+                            **job.labels,
+                        },
+                        "ownerReferences": [
+                            {
+                                "apiVersion": "batch/v1",
+                                "kind": "Job",
+                                "name": job.name,
+                                "uid": _uid(job.name),
+                                "controller": True,
+                            }
+                        ],
+                    },
+                    "spec": spec,
+                    "status": {
+                        "phase": phase,
+                        "conditions": conditions,
+                        **(
+                            {"hostIP": _ip(hostname), "podIP": f"10.1.{100 + rank // 250}.{10 + rank % 250}"}
+                            if scheduled
+                            else {}
+                        ),
+                        **({"containerStatuses": [status_entry]} if scheduled else {}),
+                    },
+                }
+            )
+            lines = var.log if var.log is not None else job.log
+            self.logs[(job.namespace, name, job.container, False)] = [
+                line.format(**values) for line in [*lines, *var.log_append]
+            ]
+            if var.restarts or var.previous_log:
+                self.logs[(job.namespace, name, job.container, True)] = [
+                    line.format(**values) for line in var.previous_log
+                ]
+
+
+def _selector_from_query(text: str) -> LabelSelector:
+    """The equality-based subset of `labelSelector` (a=b, a!=b, a) that clients commonly send."""
+    selector = LabelSelector()
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if "!=" in part:
+            key, value = part.split("!=", 1)
+            selector.match_expressions.append(SelectorRequirement(key=key, operator="NotIn", values=[value]))
+        elif "=" in part:
+            key, value = part.split("=", 1)
+            selector.match_labels[key.rstrip("=")] = value
+        else:
+            selector.match_expressions.append(SelectorRequirement(key=part, operator="Exists"))
+    return selector
+
+
+def _status(code: int, reason: str, message: str) -> Response:
+    body = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    return Response(json.dumps(body), status=code, content_type="application/json")
+
+
+class _Api:
+    """The WSGI app."""
+
+    def __init__(self, store: _Store) -> None:
+        self.store = store
+        self.requests: list[str] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, environ: Json, start_response: Any) -> Any:
+        request = Request(environ)
+        with self._lock:
+            self.requests.append(request.full_path.rstrip("?"))
+        return self.handle(request)(environ, start_response)
+
+    def _authenticated(self, request: Request) -> bool:
+        header = request.headers.get("Authorization", "")
+        if not header.startswith("Bearer ") or self.store.spec.reject_tokens:
+            return False
+        url = decode_token(header.removeprefix("Bearer "))
+        if url is None:
+            return False
+        query = parse_qs(urlparse(url).query)
+        return (
+            query.get("Action") == ["GetCallerIdentity"]
+            and CLUSTER_ID_HEADER in query.get("X-Amz-SignedHeaders", [""])[0].split(";")
+            and bool(query.get("X-Amz-Signature"))
+        )
+
+    def handle(self, request: Request) -> Response:
+        if request.method != "GET":
+            return _status(405, "MethodNotAllowed", f"{request.method} is not served by the simulation")
+        if not self._authenticated(request):
+            return _status(401, "Unauthorized", "Unauthorized")
+        parts = [p for p in request.path.split("/") if p]
+        # /api/v1/... or /apis/<group>/<version>/...
+        rest = parts[2:] if parts[:1] == ["api"] else parts[3:] if parts[:1] == ["apis"] else None
+        if rest is None or not rest:
+            return _status(404, "NotFound", "the server could not find the requested resource")
+        namespace = None
+        if rest[0] == "namespaces" and len(rest) >= 3:
+            namespace, rest = rest[1], rest[2:]
+        resource, name, sub = rest[0], rest[1] if len(rest) > 1 else None, rest[2] if len(rest) > 2 else None
+        if resource not in self.store.objects:
+            return _status(404, "NotFound", "the server could not find the requested resource")
+        forbidden_key = f"{resource}/{sub}" if sub else resource
+        if forbidden_key in self.store.spec.forbidden:
+            user = "arn:aws:sts::123456789012:assumed-role/simulated/caller"
+            scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+            return _status(
+                403,
+                "Forbidden",
+                f'{forbidden_key} is forbidden: User "{user}" cannot {"get" if name else "list"} '
+                f'resource "{forbidden_key}" {scope}',
+            )
+        objs = [
+            o for o in self.store.objects[resource] if namespace is None or o["metadata"].get("namespace") == namespace
+        ]
+        if name is None:
+            return self._list(request, resource, objs)
+        found = next((o for o in objs if o["metadata"]["name"] == name), None)
+        if found is None:
+            return _status(404, "NotFound", f'{resource} "{name}" not found')
+        if sub == "log" and resource == "pods":
+            return self._log(request, found)
+        if sub is not None:
+            return _status(404, "NotFound", "the server could not find the requested resource")
+        return Response(json.dumps(found), content_type="application/json")
+
+    def _list(self, request: Request, resource: str, objs: list[Json]) -> Response:
+        selector = request.args.get("labelSelector")
+        if selector:
+            wanted = _selector_from_query(selector)
+            objs = [o for o in objs if wanted.matches(o["metadata"].get("labels") or {})]
+        start = int(request.args.get("continue") or 0)
+        limit = int(request.args.get("limit") or 0) or len(objs) or 1
+        page = objs[start : start + limit]
+        kind = next(k for k, (_, _, r) in _KINDS.items() if r == resource)
+        group, version, _ = _KINDS[kind]
+        metadata: Json = {"resourceVersion": "1000"}
+        if start + limit < len(objs):
+            metadata["continue"] = str(start + limit)
+            metadata["remainingItemCount"] = len(objs) - start - limit
+        body = {
+            "kind": f"{kind}List",
+            "apiVersion": f"{group}/{version}" if group else version,
+            "metadata": metadata,
+            "items": page,
+        }
+        return Response(json.dumps(body), content_type="application/json")
+
+    def _log(self, request: Request, pod: Json) -> Response:
+        meta = pod["metadata"]
+        containers = [c["name"] for c in pod["spec"].get("containers", [])]
+        container = request.args.get("container") or (containers[0] if len(containers) == 1 else None)
+        if container is None:
+            return _status(
+                400,
+                "BadRequest",
+                f"a container name must be specified for pod {meta['name']}, choose one of: {containers}",
+            )
+        if container not in containers:
+            return _status(400, "BadRequest", f"container {container} is not valid for pod {meta['name']}")
+        previous = request.args.get("previous", "false").lower() == "true"
+        lines = self.store.logs.get((meta["namespace"], meta["name"], container, previous))
+        if lines is None:
+            if previous:
+                return _status(
+                    400, "BadRequest", f'previous terminated container "{container}" in pod "{meta["name"]}" not found'
+                )
+            lines = []
+        tail = int(request.args.get("tailLines") or 0)
+        if tail:
+            lines = lines[-tail:]
+        return Response("".join(f"{line}\n" for line in lines), content_type="text/plain")
 
 
 class KubernetesApi:
     """Handle on the running API emulation."""
 
+    def __init__(self, server: BaseWSGIServer | None = None, api: _Api | None = None) -> None:
+        self._server = server
+        self.api = api
+        self._thread: threading.Thread | None = None
+        if server is not None:
+            self._thread = threading.Thread(target=server.serve_forever, name="emulated-kube-api", daemon=True)
+            self._thread.start()
+
+    @property
+    def endpoint(self) -> str | None:
+        """The API server URL (None when no server runs)."""
+        if self._server is None:
+            return None
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @property
+    def requests(self) -> list[str]:
+        """Paths (with query) the API answered, in order."""
+        return list(self.api.requests) if self.api else []
+
     def stop(self) -> None:
         """Stop the server."""
-        return None
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
 
 
-def start_kubernetes_api(scenario: Scenario, emulation: EmulatedAws) -> KubernetesApi:
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _point_eks_cluster(scenario: Scenario, endpoint: str) -> None:
+    from moto.eks.models import eks_backends
+
+    name = scenario.cluster.eks_cluster_name or f"{scenario.cluster.name}-eks"
+    cluster = eks_backends[scenario.account_id][scenario.region].clusters[name]
+    cluster.endpoint = endpoint
+    # A well-formed (base64 PEM-shaped) CA; unused over plain http but decoded by the client.
+    cluster.certificate_authority = {
+        "data": base64.b64encode(b"-----BEGIN CERTIFICATE-----\nsimulated\n-----END CERTIFICATE-----\n").decode()
+    }
+
+
+def start_kubernetes_api(scenario: Scenario, emulation: EmulatedAws, now: datetime | None = None) -> KubernetesApi:
     """Serve the scenario's Kubernetes objects and point the EKS cluster's endpoint at them."""
-    return KubernetesApi()
+    del emulation  # moto's backends are process-global; the emulation serves them over HTTP
+    if scenario.cluster.orchestrator != "eks":
+        return KubernetesApi()
+    spec = scenario.kubernetes or KubernetesScenario()
+    if spec.unreachable:
+        _point_eks_cluster(scenario, f"http://127.0.0.1:{_closed_port()}")
+        return KubernetesApi()
+    api = _Api(_Store(scenario, spec, now or datetime.now(UTC)))
+    server = make_server("127.0.0.1", 0, api, threaded=True)
+    handle = KubernetesApi(server, api)
+    _point_eks_cluster(scenario, str(handle.endpoint))
+    return handle

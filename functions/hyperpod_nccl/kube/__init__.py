@@ -1,0 +1,31 @@
+"""Read-only access to an EKS cluster's Kubernetes API without kubectl.
+
+`eks_bearer_token` builds the token EKS accepts (a presigned STS GetCallerIdentity URL), and
+`KubeClient` is a small GET-only REST client on urllib3 (already a boto3 dependency, so the
+Lambda package stays small; the `kubernetes` package alone is ~100 MB unzipped).
+"""
+
+from __future__ import annotations
+
+from hyperpod_nccl.kube.client import (
+    KubeClient,
+    KubeError,
+    KubeForbidden,
+    KubeNotFound,
+    KubeServerError,
+    KubeUnauthorized,
+    KubeUnreachable,
+)
+from hyperpod_nccl.kube.token import TOKEN_PREFIX, eks_bearer_token
+
+__all__ = [
+    "TOKEN_PREFIX",
+    "KubeClient",
+    "KubeError",
+    "KubeForbidden",
+    "KubeNotFound",
+    "KubeServerError",
+    "KubeUnauthorized",
+    "KubeUnreachable",
+    "eks_bearer_token",
+]

@@ -1,0 +1,180 @@
+"""A GET-only Kubernetes REST client on urllib3: bearer token, the cluster's CA bundle,
+timeouts, list pagination (`limit`/`continue`) and typed errors.
+
+It deliberately cannot write: there is no method for any verb but GET.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import urllib3
+from urllib3.exceptions import HTTPError as Urllib3Error
+
+DEFAULT_PAGE_SIZE = 500
+DEFAULT_CONNECT_TIMEOUT = 5.0
+DEFAULT_READ_TIMEOUT = 20.0
+# A list must not page forever (a server that keeps returning `continue`).
+MAX_PAGES = 1000
+
+
+class KubeError(Exception):
+    """A Kubernetes API call failed. `status` is the HTTP status (0 when none arrived)."""
+
+    def __init__(self, path: str, status: int, message: str) -> None:
+        super().__init__(f"GET {path}: {status or 'no response'} {message}".strip())
+        self.path = path
+        self.status = status
+        self.message = message
+
+
+class KubeUnauthorized(KubeError):
+    """401: the API server does not accept the token (no EKS access entry / aws-auth mapping)."""
+
+
+class KubeForbidden(KubeError):
+    """403: authenticated, but RBAC does not allow this read."""
+
+
+class KubeNotFound(KubeError):
+    """404: the object (or API group) does not exist."""
+
+
+class KubeServerError(KubeError):
+    """5xx or an unexpected answer."""
+
+
+class KubeUnreachable(KubeError):
+    """No HTTP answer at all: DNS, TCP, TLS or timeout."""
+
+
+def _status_message(body: bytes) -> str:
+    """The `message` of a Kubernetes Status object, or the start of the body."""
+    try:
+        document = json.loads(body)
+        if isinstance(document, dict) and document.get("message"):
+            return str(document["message"])
+    except ValueError:
+        pass
+    return body[:200].decode("utf-8", "replace")
+
+
+def write_ca_bundle(certificate_authority_data: str) -> str:
+    """Decode eks:DescribeCluster's `certificateAuthority.data` into a temporary PEM file."""
+    try:
+        pem = base64.b64decode(certificate_authority_data, validate=False)
+    except (binascii.Error, ValueError) as error:
+        raise KubeUnreachable("/", 0, f"certificate authority data is not base64: {error}") from error
+    handle, path = tempfile.mkstemp(prefix="eks-ca-", suffix=".pem")
+    with os.fdopen(handle, "wb") as stream:
+        stream.write(pem)
+    return path
+
+
+@dataclass
+class KubeClient:
+    """Read-only client for one API server.
+
+    `ca_data` is the base64 CA of eks:DescribeCluster, used for https endpoints (plain http is
+    only accepted because the loopback emulation speaks it).
+    """
+
+    endpoint: str
+    token: str
+    ca_data: str | None = None
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    read_timeout: float = DEFAULT_READ_TIMEOUT
+    page_size: int = DEFAULT_PAGE_SIZE
+    _pool: urllib3.PoolManager | None = field(default=None, init=False, repr=False)
+    _ca_file: str | None = field(default=None, init=False, repr=False)
+
+    def _manager(self) -> urllib3.PoolManager:
+        if self._pool is None:
+            options: dict[str, Any] = {
+                "timeout": urllib3.Timeout(connect=self.connect_timeout, read=self.read_timeout),
+                # Connection errors retry twice; HTTP statuses are answers and are not retried.
+                "retries": urllib3.Retry(total=2, connect=2, read=0, status=0, redirect=0),
+                "maxsize": 8,
+            }
+            if self.endpoint.startswith("https://"):
+                options["cert_reqs"] = "CERT_REQUIRED"
+                if self.ca_data:
+                    self._ca_file = write_ca_bundle(self.ca_data)
+                    options["ca_certs"] = self._ca_file
+            self._pool = urllib3.PoolManager(**options)
+        return self._pool
+
+    def _get(self, path: str, params: dict[str, str | int | bool] | None, accept: str) -> bytes:
+        query = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (params or {}).items()}
+        try:
+            response = self._manager().request(
+                "GET",
+                self.endpoint.rstrip("/") + path,
+                fields=query or None,
+                headers={"Authorization": f"Bearer {self.token}", "Accept": accept},
+            )
+        except Urllib3Error as error:
+            raise KubeUnreachable(path, 0, f"{type(error).__name__}: {error}") from error
+        if response.status == 200:
+            return bytes(response.data)
+        message = _status_message(response.data)
+        error_type: type[KubeError] = {
+            401: KubeUnauthorized,
+            403: KubeForbidden,
+            404: KubeNotFound,
+        }.get(response.status, KubeServerError)
+        raise error_type(path, response.status, message)
+
+    def get_json(self, path: str, params: dict[str, str | int | bool] | None = None) -> dict[str, Any]:
+        """GET one object (or one page) as JSON."""
+        body = self._get(path, params, "application/json")
+        try:
+            document = json.loads(body)
+        except ValueError as error:
+            raise KubeServerError(path, 200, f"answer is not JSON: {error}") from error
+        if not isinstance(document, dict):
+            raise KubeServerError(path, 200, "answer is not a JSON object")
+        return document
+
+    def get_text(self, path: str, params: dict[str, str | int | bool] | None = None) -> str:
+        """GET a plain-text resource (pod logs)."""
+        return self._get(path, params, "text/plain, */*").decode("utf-8", "replace")
+
+    def iter_list(self, path: str, params: dict[str, str | int | bool] | None = None) -> Iterator[dict[str, Any]]:
+        """Every item of a list, following `metadata.continue` page by page."""
+        query: dict[str, str | int | bool] = {**(params or {}), "limit": self.page_size}
+        for _ in range(MAX_PAGES):
+            page = self.get_json(path, query)
+            yield from page.get("items") or []
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return
+            query["continue"] = token
+        raise KubeServerError(path, 200, f"more than {MAX_PAGES} pages")
+
+    def list(self, path: str, params: dict[str, str | int | bool] | None = None) -> list[dict[str, Any]]:
+        """All items of a list (see `iter_list`)."""
+        return list(self.iter_list(path, params))
+
+    def close(self) -> None:
+        """Release connections and remove the temporary CA file."""
+        if self._pool is not None:
+            self._pool.clear()
+            self._pool = None
+        if self._ca_file:
+            Path(self._ca_file).unlink(missing_ok=True)
+            self._ca_file = None
+
+    def __enter__(self) -> KubeClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
