@@ -17,6 +17,10 @@ DEFAULT_SAMPLE_NODES = 3
 MAX_SAMPLE_NODES = 50
 # Per-node SSM budget, connection included (skill.md).
 SSM_NODE_BUDGET_SECONDS = 180
+# Session Manager StartSession rate per account (AWS-published hyperpod-ssm skill: 3 TPS).
+SSM_START_SESSION_PER_SECOND = 3.0
+# Parallel node probes of one CLI sweep (bounded pool; the rate limiter does the pacing).
+SSM_PROBE_WORKERS = 16
 
 # Kubernetes (EKS) collection and checks.
 # Items per list page: large enough that most clusters answer in one page, small enough to keep

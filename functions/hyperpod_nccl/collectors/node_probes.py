@@ -1,32 +1,192 @@
-"""SSM node-probe collector (implemented by the node-probe work, issue 4).
+"""SSM node-probe collector.
 
 Split in three so the monitor's state machine can run one state per node:
 `plan_probes` (which nodes), `probe_node` (one node, never raises), `assemble` (inventory).
-`collect_node_probes` composes them for the CLI.
+`collect_node_probes` composes them for the CLI: a bounded thread pool, the shared
+StartSession rate limiter and a progress line.
 """
 
 from __future__ import annotations
 
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+
+from hyperpod_nccl import instance_types, thresholds
 from hyperpod_nccl.collectors.context import CollectionContext
-from hyperpod_nccl.models.cluster import ControlPlaneInventory
+from hyperpod_nccl.models.cluster import ClusterNode, ControlPlaneInventory
 from hyperpod_nccl.models.node_probe import NodeProbeInventory, NodeProbeResult, ProbePlan, ProbeTarget
+from hyperpod_nccl.probe import script
+from hyperpod_nccl.probe.parsers import parse_node_probe, parse_slurm_controller
+from hyperpod_nccl.ssm.client import SessionError, SessionRunner, wrap_command
+
+# Instance groups whose name marks them as utility nodes (the original's tiering).
+_UTILITY_MARKERS = ("controller", "head", "master", "login")
+# Nodes without an instance behind them: nothing to probe.
+_NOT_PROBED_STATUSES = {"Pending", "ShuttingDown"}
+
+
+def _is_utility(node: ClusterNode, control_plane: ControlPlaneInventory) -> bool:
+    cluster = control_plane.cluster
+    group = cluster.group(node.instance_group) if cluster else None
+    if group is not None and group.slurm_node_type in ("Controller", "Login"):
+        return True
+    return any(marker in node.instance_group.lower() for marker in _UTILITY_MARKERS)
+
+
+def _tier(node: ClusterNode, control_plane: ControlPlaneInventory) -> int:
+    """Lower probes first: Running accelerator nodes, other Running nodes, utility nodes, then
+    nodes HyperPod already reports unhealthy (probed last; they are often unreachable)."""
+    if node.status != "Running":
+        return 3
+    if _is_utility(node, control_plane):
+        return 2
+    return 0 if instance_types.accelerator(node.instance_type) != "cpu" else 1
+
+
+def _target(node: ClusterNode, cluster_id: str, role: str = "node") -> ProbeTarget:
+    return ProbeTarget(
+        instance_id=node.instance_id,
+        instance_group=node.instance_group,
+        instance_type=node.instance_type,
+        cluster_id=cluster_id,
+        role="slurm_controller" if role == "slurm_controller" else "node",
+        hostname=node.private_dns_hostname,
+        status=node.status,
+    )
+
+
+def _slurm_controller(control_plane: ControlPlaneInventory) -> ClusterNode | None:
+    """The controller node: the Controller-typed group, else a group named like one."""
+    cluster = control_plane.cluster
+    running = [n for n in control_plane.nodes or [] if n.status == "Running"]
+    for node in running:
+        group = cluster.group(node.instance_group) if cluster else None
+        if group is not None and group.slurm_node_type == "Controller":
+            return node
+    return next(
+        (n for n in running if any(m in n.instance_group.lower() for m in ("controller", "head", "master"))), None
+    )
 
 
 def plan_probes(ctx: CollectionContext, control_plane: ControlPlaneInventory) -> ProbePlan:
     """Choose the nodes to probe (`--node`, `--sample-nodes N|all`) and say why others are skipped."""
-    return ProbePlan()
+    cluster = control_plane.cluster
+    nodes = control_plane.nodes or []
+    if cluster is None or not nodes:
+        return ProbePlan()
+    scope = ctx.request.scope
+    plan = ProbePlan()
+    if scope.node:
+        chosen = [n for n in nodes if n.instance_id == scope.node]
+        if not chosen:
+            plan.skipped[scope.node] = "not a node of this cluster (ListClusterNodes)"
+        plan.targets = [_target(n, cluster.cluster_id) for n in chosen]
+        plan.skipped.update(
+            {n.instance_id: "--node selects another node" for n in nodes if n.instance_id != scope.node}
+        )
+        return plan
+    candidates = []
+    for node in nodes:
+        if node.status in _NOT_PROBED_STATUSES:
+            plan.skipped[node.instance_id] = f"status {node.status}: no instance to reach yet"
+        else:
+            candidates.append(node)
+    candidates.sort(key=lambda n: _tier(n, control_plane))
+    limit = len(candidates) if scope.sample_nodes == "all" else int(scope.sample_nodes)
+    for node in candidates[limit:]:
+        plan.skipped[node.instance_id] = f"not in the sample of {limit} (use --sample-nodes all)"
+    plan.targets = [_target(n, cluster.cluster_id) for n in candidates[:limit]]
+    if cluster.orchestrator == "slurm":
+        controller = _slurm_controller(control_plane)
+        if controller is not None:
+            plan.skipped.pop(controller.instance_id, None)
+            plan.targets = [t for t in plan.targets if t.instance_id != controller.instance_id]
+            plan.targets.insert(0, _target(controller, cluster.cluster_id, "slurm_controller"))
+    return plan
 
 
-def probe_node(ctx: CollectionContext, target: ProbeTarget) -> NodeProbeResult:
+def _runner(ctx: CollectionContext) -> SessionRunner:
+    return SessionRunner(ssm=ctx.aws.client("ssm"))
+
+
+def probe_node(ctx: CollectionContext, target: ProbeTarget, runner: SessionRunner | None = None) -> NodeProbeResult:
     """Probe one node over SSM within its budget. Never raises: failures become unreachable."""
-    return NodeProbeResult(instance_id=target.instance_id, reachable=False, error="not implemented")
+    runner = runner or _runner(ctx)
+    started = time.monotonic()
+    result = NodeProbeResult(
+        instance_id=target.instance_id,
+        reachable=False,
+        instance_group=target.instance_group,
+        instance_type=target.instance_type,
+        hostname=target.hostname,
+        role=target.role,
+        status=target.status,
+    )
+    try:
+        outcome = runner.run(target.ssm_target, wrap_command(script(target.role)))
+    except SessionError as error:
+        result.error = error.message
+        result.error_kind = error.kind.value
+        result.error_code = error.code or None
+        result.attempts = error.attempts
+        # Keep what arrived before the budget ran out: the sections it holds are still facts.
+        if error.partial_output:
+            _attach(result, error.partial_output.decode("utf-8", "replace"))
+            result.output_bytes = len(error.partial_output)
+    except Exception as error:  # noqa: BLE001 - one node's surprise must not end the sweep
+        result.error = f"{type(error).__name__}: {error}"
+        result.error_kind = "internal"
+    else:
+        result.reachable = True
+        result.complete = outcome.exit_code is not None
+        result.exit_code = outcome.exit_code
+        result.attempts = outcome.attempts
+        result.output_bytes = len(outcome.output)
+        _attach(result, outcome.text)
+    result.duration_seconds = round(time.monotonic() - started, 3)
+    return result
+
+
+def _attach(result: NodeProbeResult, text: str) -> None:
+    if result.role == "slurm_controller":
+        result.slurm = parse_slurm_controller(text)
+    else:
+        result.probe = parse_node_probe(text)
 
 
 def assemble(plan: ProbePlan, results: list[NodeProbeResult]) -> NodeProbeInventory:
     """Fold per-node results into the inventory the checks read."""
-    return NodeProbeInventory(planned_instance_ids=[t.instance_id for t in plan.targets])
+    return NodeProbeInventory(
+        planned_instance_ids=[t.instance_id for t in plan.targets],
+        probed_instance_ids=[r.instance_id for r in results if r.reachable],
+        unreachable_instance_ids=[r.instance_id for r in results if not r.reachable],
+        skipped_instance_ids=list(plan.skipped),
+        skipped_reasons=dict(plan.skipped),
+        results=results,
+    )
 
 
 def collect_node_probes(ctx: CollectionContext, control_plane: ControlPlaneInventory) -> NodeProbeInventory | None:
-    """Probe the planned nodes over SSM. Returns None when no node could be planned."""
-    return None
+    """Probe the planned nodes over SSM in parallel. Returns None when no node could be planned."""
+    plan = plan_probes(ctx, control_plane)
+    if not plan.targets:
+        return assemble(plan, []) if plan.skipped else None
+    runner = _runner(ctx)
+    results: list[NodeProbeResult] = []
+    lock = threading.Lock()
+    total = len(plan.targets)
+    ctx.progress(f"probing {total} node(s) over SSM")
+    workers = max(1, min(thresholds.SSM_PROBE_WORKERS, total))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ssm-probe") as pool:
+        futures = [pool.submit(probe_node, ctx, target, runner) for target in plan.targets]
+        for future in as_completed(futures):
+            result = future.result()
+            with lock:
+                results.append(result)
+                reached = sum(1 for r in results if r.reachable)
+                missed = len(results) - reached
+                ctx.progress(f"SSM probes {len(results)}/{total} done ({reached} reached, {missed} unreachable)")
+    order = {t.instance_id: i for i, t in enumerate(plan.targets)}
+    results.sort(key=lambda r: order.get(r.instance_id, len(order)))
+    return assemble(plan, results)

@@ -1,8 +1,17 @@
-"""On-node probe inventory (owned by the SSM node-probe work, issue 4)."""
+"""On-node probe inventory: what the SSM probes of nodes (and the Slurm controller) found.
+
+`ProbeTarget`, `ProbePlan`, `NodeProbeResult` and `NodeProbeInventory` are the interface of the
+monitor's per-node state machine and of the CLI; the other models are the parsed sections of
+the probe scripts under `hyperpod_nccl/probe/`.
+"""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
+
+ProbeRole = Literal["node", "slurm_controller"]
 
 
 class ProbeTarget(BaseModel):
@@ -12,6 +21,14 @@ class ProbeTarget(BaseModel):
     instance_group: str
     instance_type: str
     cluster_id: str
+    role: ProbeRole = "node"
+    hostname: str | None = None
+    status: str | None = None
+
+    @property
+    def ssm_target(self) -> str:
+        """`sagemaker-cluster:<cluster-id>_<group>-<instance-id>` (operations.md § 3)."""
+        return f"sagemaker-cluster:{self.cluster_id}_{self.instance_group}-{self.instance_id}"
 
 
 class ProbePlan(BaseModel):
@@ -21,18 +38,199 @@ class ProbePlan(BaseModel):
     skipped: dict[str, str] = Field(default_factory=dict)
 
 
+class SectionStatus(BaseModel):
+    """Exit status of one probe section (124 = the command hit its `timeout`)."""
+
+    name: str
+    rc: int | None
+    lines: int = 0
+
+
+class GpuInfo(BaseModel):
+    """One row of `nvidia-smi --query-gpu`."""
+
+    index: int
+    name: str
+    bus_id: str
+    serial: str | None = None
+    uuid: str | None = None
+    driver_version: str | None = None
+    temperature_c: int | None = None
+    ecc_uncorrected_volatile: int | None = None
+
+
+class XidEvent(BaseModel):
+    """One `NVRM: Xid` kernel log line."""
+
+    bus_id: str
+    code: int
+    line: str
+
+
+class RemappedRows(BaseModel):
+    """One row of `nvidia-smi --query-remapped-rows`."""
+
+    bus_id: str
+    correctable: int | None = None
+    uncorrectable: int | None = None
+    pending: bool = False
+    failure: bool = False
+
+
+class NetInterface(BaseModel):
+    """One interface of `ip -br addr` with its MTU from `ip -o link`."""
+
+    name: str
+    state: str
+    addresses: list[str] = Field(default_factory=list)
+    mtu: int | None = None
+
+    @property
+    def kind(self) -> Literal["loopback", "efa", "bridge", "eni", "other"]:
+        """Rough classification used by the MTU check (bridges and veths are not NCCL paths)."""
+        if self.name == "lo":
+            return "loopback"
+        if self.name.startswith(("rdmap", "efa")):
+            return "efa"
+        if self.name.startswith(("docker", "veth", "virbr", "cni", "br-", "eni", "cali", "flannel", "vxlan", "pod")):
+            return "bridge"
+        if self.name.startswith(("ens", "eth", "enp")):
+            return "eni"
+        return "other"
+
+
+class Versions(BaseModel):
+    """Software versions compared across the nodes of an instance group."""
+
+    driver: str | None = None
+    cuda: str | None = None
+    nccl: str | None = None
+    ofi_nccl: str | None = None
+    libfabric: str | None = None
+    efa_installer: str | None = None
+    kernel: str | None = None
+    efa_module: str | None = None
+
+
+class NodeProbeData(BaseModel):
+    """Every signal the node probe collected, parsed. None = the section gave no answer."""
+
+    hostname: str | None = None
+    gpu_present: bool | None = None
+    gpu_query_ok: bool | None = None
+    gpus: list[GpuInfo] = Field(default_factory=list)
+    xids: list[XidEvent] = Field(default_factory=list)
+    remapped_rows: list[RemappedRows] = Field(default_factory=list)
+    dcgm_overall: str | None = None
+    dcgm_incidents: list[str] = Field(default_factory=list)
+    nvvs_failures: list[str] = Field(default_factory=list)
+    nvlink_active: int | None = None
+    nvlink_inactive: list[str] = Field(default_factory=list)
+    topology_pcie_pairs: int | None = None
+    topology_nvlink_pairs: int | None = None
+    acs_enabled_bridges: list[str] = Field(default_factory=list)
+    iommu_enabled: bool | None = None
+    kernel_modules: list[str] = Field(default_factory=list)
+    efa_devices: list[str] | None = None
+    uverbs_devices: int | None = None
+    fi_info_efa_domains: int | None = None
+    fi_info_error: str | None = None
+    ofi_nccl_plugin: list[str] = Field(default_factory=list)
+    versions: Versions = Field(default_factory=Versions)
+    hugepages_total: int | None = None
+    hugepages_free: int | None = None
+    hugepage_size_kib: int | None = None
+    interfaces: list[NetInterface] = Field(default_factory=list)
+    shm_fstype: str | None = None
+    shm_size_bytes: int | None = None
+    memlock_kib: int | None = None
+    memlock_unlimited: bool = False
+    stack_kib: int | None = None
+    stack_unlimited: bool = False
+    remove_ipc: str | None = None
+    numa_nodes: int | None = None
+    firewall_rules: list[str] = Field(default_factory=list)
+    stale_shm_files: list[str] = Field(default_factory=list)
+    training_processes: int | None = None
+    efa_counters: dict[str, dict[str, int]] = Field(default_factory=dict)
+    sections: list[SectionStatus] = Field(default_factory=list)
+
+    def section_rc(self, name: str) -> int | None:
+        """The exit status of section `name` (None when it never ran or was cut off)."""
+        return next((s.rc for s in self.sections if s.name == name), None)
+
+
+class SlurmNodeState(BaseModel):
+    """One line of `sinfo -N -o '%N|%n|%o|%T|%E'`."""
+
+    name: str
+    hostname: str | None = None
+    address: str | None = None
+    state: str
+    reason: str | None = None
+    instance_id: str | None = None
+
+
+class SlurmQueueEntry(BaseModel):
+    """A pending or completing job of `squeue`."""
+
+    job_id: str
+    name: str
+    state: str
+    reason: str
+
+
+class SlurmControllerData(BaseModel):
+    """What the controller probe found (original Check 0, 2 and 7 [Slurm])."""
+
+    ping_output: str | None = None
+    munge_state: str | None = None
+    nodes: list[SlurmNodeState] = Field(default_factory=list)
+    queue: list[SlurmQueueEntry] = Field(default_factory=list)
+    nccl_env: list[str] = Field(default_factory=list)
+    remove_ipc: str | None = None
+    sections: list[SectionStatus] = Field(default_factory=list)
+
+    @property
+    def controller_up(self) -> bool | None:
+        """`scontrol ping` reports the primary controller UP (None when nothing was answered)."""
+        if not self.ping_output:
+            return None
+        return "is UP" in self.ping_output
+
+
 class NodeProbeResult(BaseModel):
-    """What probing one node produced (extended by the node-probe work)."""
+    """What probing one node produced."""
 
     instance_id: str
     reachable: bool
     error: str | None = None
+    error_kind: str | None = None
+    error_code: str | None = None
+    instance_group: str | None = None
+    instance_type: str | None = None
+    hostname: str | None = None
+    role: ProbeRole = "node"
+    status: str | None = None
+    attempts: int = 0
+    duration_seconds: float = 0.0
+    exit_code: int | None = None
+    complete: bool = False
+    output_bytes: int = 0
+    probe: NodeProbeData | None = None
+    slurm: SlurmControllerData | None = None
 
 
 class NodeProbeInventory(BaseModel):
-    """Results of probing nodes over SSM. Extended by the node-probe collector."""
+    """Results of probing nodes over SSM."""
 
     planned_instance_ids: list[str] = Field(default_factory=list)
     probed_instance_ids: list[str] = Field(default_factory=list)
     unreachable_instance_ids: list[str] = Field(default_factory=list)
     skipped_instance_ids: list[str] = Field(default_factory=list)
+    skipped_reasons: dict[str, str] = Field(default_factory=dict)
+    results: list[NodeProbeResult] = Field(default_factory=list)
+
+    def probed(self, role: ProbeRole = "node") -> list[NodeProbeResult]:
+        """Results with parsed probe data for `role` (unreachable nodes with partial output included)."""
+        return [r for r in self.results if r.role == role and (r.probe is not None or r.slurm is not None)]

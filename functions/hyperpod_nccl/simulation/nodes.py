@@ -1,19 +1,391 @@
-"""Simulated SSM agents for the scenario's nodes (implemented by the node-probe work)."""
+# ruff: noqa: E501 - canned tool output lines are kept whole, as the tools print them
+"""Simulated SSM agents for the scenario's nodes.
+
+`start_node_agents` starts one protocol-faithful agent (one websocket endpoint, like the real
+ssmmessages endpoint) and routes the emulation's `ssm:StartSession` to it: the target is
+validated, dead nodes are refused with TargetNotConnected, and each session streams the output
+the probe script would print on that node (rendered from the scenario's node behaviours).
+"""
 
 from __future__ import annotations
 
-from hyperpod_nccl.simulation.aws import EmulatedAws
+import hashlib
+from typing import Any
+
+from hyperpod_nccl import instance_types
+from hyperpod_nccl.probe import script
+from hyperpod_nccl.simulation.aws import (
+    EmulatedAws,
+    SessionRefused,
+    register_start_session_handler,
+    terminated_sessions,
+)
+from hyperpod_nccl.simulation.node_behaviours import NodeBehaviour, NodeBehaviours, SessionFaultSpec
 from hyperpod_nccl.simulation.scenario import Scenario
+from hyperpod_nccl.simulation.ssm_agent import SimulatedSsmAgent
+from hyperpod_nccl.ssm.client import DOCUMENT, RC_MARKER
+
+# HyperPod node statuses whose instance has no running agent.
+UNREACHABLE_STATUSES = {"Failure", "Pending", "ShuttingDown"}
+_GPU_BUSES = ["53", "64", "75", "86", "97", "A8", "B9", "CA"]
+_GPU_NAMES = {
+    "ml.p5en.48xlarge": "NVIDIA H200",
+    "ml.p5e.48xlarge": "NVIDIA H200",
+    "ml.p4d.24xlarge": "NVIDIA A100-SXM4-40GB",
+}
+_DEFAULTS = {
+    "driver_version": "550.127.08",
+    "cuda_version": "12.4",
+    "nccl_version": "2.21.5",
+    "ofi_nccl_version": "1.11.0",
+    "libfabric_version": "1.22.0amzn4.0",
+    "efa_installer_version": "1.36.0",
+    "kernel": "5.10.228-219.884.amzn2.x86_64",
+}
+_COUNTERS = ("rx_drops", "retrans_timeout_events", "unresponsive_remote_events", "impaired_remote_conn_events")
+
+
+def _section(name: str, body: list[str], rc: int = 0) -> list[str]:
+    return [f"@@BEGIN {name}", *body, f"@@END {name} rc={rc}"]
+
+
+def _value(behaviour: NodeBehaviour, field: str) -> str:
+    return str(getattr(behaviour, field) or _DEFAULTS[field])
+
+
+def _seeded(key: str, modulo: int) -> int:
+    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % modulo
+
+
+def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: str, node_key: str) -> str:
+    """The output of `node_probe.sh` on a node that behaves like `behaviour`."""
+    out: list[str] = []
+    short = hostname.split(".", 1)[0]
+    kernel = _value(behaviour, "kernel")
+    out += _section("kernel", [kernel]) + _section("hostname", [short])
+    gpus = (
+        instance_types.GPUS_PER_INSTANCE.get(instance_type, 0)
+        if instance_types.accelerator(instance_type) == "nvidia"
+        else 0
+    )
+    driver = _value(behaviour, "driver_version")
+    if gpus:
+        name = _GPU_NAMES.get(instance_type, "NVIDIA H100 80GB HBM3")
+        uuids = [
+            f"GPU-{hashlib.sha256(f'{node_key}/{i}'.encode()).hexdigest()[:8]}-5e1c-2f3a-8b7d-{i:012x}"
+            for i in range(gpus)
+        ]
+        buses = [f"00000000:{_GPU_BUSES[i % len(_GPU_BUSES)]}:00.0" for i in range(gpus)]
+        out += _section("gpu_list", [f"GPU {i}: {name} (UUID: {uuids[i]})" for i in range(gpus)])
+        rows = []
+        for i in range(gpus):
+            ecc = 2 if i in behaviour.ecc_uncorrected_gpus else 0
+            serial = 1650923000000 + _seeded(f"{node_key}/{i}", 99999)
+            rows.append(f"{i}, {name}, {buses[i]}, {serial}, {uuids[i]}, {driver}, {31 + i % 5}, {ecc}")
+        out += _section("gpu_query", rows)
+        out += _section(
+            "cuda_version",
+            [
+                f"Driver Version                            : {driver}",
+                f"CUDA Version                              : {_value(behaviour, 'cuda_version')}",
+            ],
+        )
+        xid_lines = []
+        for xid in behaviour.xids:
+            bus = buses[xid.gpu][4:].rsplit(".", 1)[0].lower()
+            text = xid.message or {
+                79: "GPU has fallen off the bus.",
+                48: "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 0, subpartition 0.",
+                63: "Row Remapper: New row marked for remapping, reset gpu to activate.",
+                74: "NVLink: fatal error detected on link 4",
+            }.get(xid.code, "Graphics Exception")
+            xid_lines.append(
+                f"[Tue Mar  3 10:41:07 2026] NVRM: Xid (PCI:{bus}): {xid.code}, pid=48213, name=python3, {text}"
+            )
+        out += _section("xid_dmesg", xid_lines, rc=0)
+        out += _section("xid_journal", [], rc=0)
+        remap = []
+        for i in range(gpus):
+            pending = 1 if i in behaviour.remap_pending_gpus else 0
+            failure = 1 if i in behaviour.remap_failure_gpus else 0
+            remap.append(f"{buses[i]}, 0, {pending + failure}, {pending}, {failure}")
+        out += _section("remapped_rows", remap)
+        out += _section("dcgm_health", [_dcgm_json(behaviour.dcgm_overall)], rc=0)
+        out += _section("nvvs_log", [], rc=0) + _section("nvvs_tail", [], rc=1)
+        nvlink = []
+        for i in range(gpus):
+            nvlink.append(f"GPU {i}: {name} (UUID: {uuids[i]})")
+            for link in range(18):
+                down = f"{i}:{link}" in behaviour.nvlink_inactive
+                nvlink.append(f"\t Link {link}: <inactive>" if down else f"\t Link {link}: 26.562 GB/s")
+        out += _section("nvlink", nvlink)
+        header = "\t" + "\t".join(f"GPU{i}" for i in range(gpus)) + "\tCPU Affinity\tNUMA Affinity"
+        topo = [header]
+        for i in range(gpus):
+            cells = ["X" if j == i else "NV18" for j in range(gpus)]
+            topo.append(
+                f"GPU{i}\t "
+                + "\t".join(cells)
+                + f"\t{0 if i < gpus // 2 else 48}-{47 if i < gpus // 2 else 95}\t{0 if i < gpus // 2 else 1}"
+            )
+        out += _section("topology", topo)
+    else:
+        for name in ("gpu_list", "gpu_query", "remapped_rows", "nvlink", "topology"):
+            out += _section(name, ["bash: line 1: nvidia-smi: command not found"], rc=127)
+        out += _section("xid_dmesg", [], rc=0) + _section(
+            "dcgm_health", ["bash: line 1: dcgmi: command not found"], rc=127
+        )
+    acs = [
+        f"{0x10 + i:02x}:00.0 PCI bridge: Broadcom / LSI PEX890xx PCIe Gen 5 Switch (rev b0)\n\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-"
+        for i in range(behaviour.acs_enabled)
+    ]
+    out += _section("pci_acs", [line for block in acs for line in block.split("\n")], rc=0 if acs else 1)
+    out += _section(
+        "cmdline",
+        [
+            f"BOOT_IMAGE=/boot/vmlinuz-{kernel} root=UUID=7a1c0e1d ro console=tty0 console=ttyS0,115200n8 nvme_core.io_timeout=4294967295"
+        ],
+    )
+    out += _section("iommu_dmesg", [], rc=1)
+    efa_expected = instance_types.expected_efa(instance_type) or 0
+    efa_count = behaviour.efa_devices if behaviour.efa_devices is not None else efa_expected
+    modules = [
+        "efa                   139264  0",
+        "ib_uverbs             188416  2 rdma_ucm,efa",
+        "ib_core               434176  5 rdma_cm,iw_cm,ib_uverbs,rdma_ucm,efa",
+    ]
+    if gpus:
+        modules = [
+            "nvidia_peermem         16384  0",
+            *modules,
+            "nvidia              56410112  245 nvidia_uvm,nvidia_peermem,gdrdrv,nvidia_modeset",
+        ]
+    out += _section("modules", modules if efa_expected or gpus else [], rc=0)
+    out += _section(
+        "efa_module_version",
+        ["2.13.0g"] if efa_expected else ["cat: /sys/module/efa/version: No such file or directory"],
+        rc=0 if efa_expected else 1,
+    )
+    devices = [f"rdmap{80 + i}s0" for i in range(efa_count)]
+    out += _section("efa_devices", devices, rc=0)
+    out += _section("uverbs", [f"uverbs{i}" for i in range(efa_count)] + (["rdma_cm"] if efa_count else []), rc=0)
+    if efa_expected and not behaviour.efa_provider_missing:
+        fi = []
+        for device in devices:
+            fi += ["provider: efa", "    fabric: efa", f"    domain: {device}-rdm"]
+        out += _section("fi_info_efa", fi)
+    else:
+        out += _section("fi_info_efa", ["fi_getinfo: -61 (No data available)"], rc=0)
+    libfabric = _value(behaviour, "libfabric_version")
+    out += _section("fi_info_version", [f"fi_info: {libfabric}", f"libfabric: {libfabric}", "libfabric api: 1.22"])
+    ofi = _value(behaviour, "ofi_nccl_version")
+    installer = _value(behaviour, "efa_installer_version")
+    out += (
+        _section(
+            "efa_installer",
+            [
+                f"# EFA installer version: {installer}",
+                "# Debug packages installed: no",
+                "# Packages installed:",
+                f"efa-2.13.0-1.amzn2.x86_64 libfabric-aws-{libfabric}-1.amzn2.x86_64 rdma-core-54.0-1.amzn2.x86_64 aws-ofi-nccl-{ofi}-1.amzn2.x86_64",
+            ],
+        )
+        if efa_expected
+        else _section("efa_installer", ["cat: /opt/amazon/efa_installed_packages: No such file or directory"], rc=1)
+    )
+    out += _section(
+        "ofi_nccl",
+        ["libnccl-net-ofi.so", "libnccl-net.so", "libnccl-ofi-tuner.so"] if efa_expected else [],
+        rc=0 if efa_expected else 1,
+    )
+    nccl = _value(behaviour, "nccl_version")
+    out += _section(
+        "nccl_libs", [f"libnccl.so.{nccl}", f"libnccl.so.{nccl.split('.')[0]}"] if gpus else [], rc=0 if gpus else 1
+    )
+    out += _section("nccl_header", [], rc=2)
+    out += _section(
+        "hugepages",
+        [
+            "MemTotal:       2113442704 kB",
+            "HugePages_Total:    5128",
+            "HugePages_Free:     5120",
+            "Hugepagesize:       2048 kB",
+        ],
+    )
+    mtu = behaviour.mtu
+    out += _section(
+        "interfaces",
+        [
+            "lo               UNKNOWN        127.0.0.1/8 ::1/128",
+            f"ens32            UP             {_ip(hostname)}/20 fe80::8ff:2aff:fe4b:1c7/64",
+            "docker0          DOWN           172.17.0.1/16",
+        ],
+    )
+    out += _section(
+        "links",
+        [
+            "1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536 qdisc noqueue state UNKNOWN mode DEFAULT group default qlen 1000\\    link/loopback 00:00:00:00:00:00 brd 00:00:00:00:00:00",
+            f"2: ens32: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu {mtu} qdisc mq state UP mode DEFAULT group default qlen 1000\\    link/ether 0a:ff:2a:4b:01:c7 brd ff:ff:ff:ff:ff:ff",
+            "3: docker0: <NO-CARRIER,BROADCAST,MULTICAST,UP> mtu 1500 qdisc noqueue state DOWN mode DEFAULT group default \\    link/ether 02:42:9e:0b:3f:11 brd ff:ff:ff:ff:ff:ff",
+        ],
+    )
+    shm = behaviour.shm_bytes if behaviour.shm_bytes is not None else 1082103451648
+    out += _section("shm", ["Type      1B-blocks         Avail Mounted on", f"tmpfs  {shm:>13} {shm:>13} /dev/shm"])
+    out += _section(
+        "memlock",
+        [
+            "unlimited"
+            if behaviour.memlock_kib is None and behaviour.memlock_unlimited
+            else str(behaviour.memlock_kib or 64)
+        ],
+    )
+    out += _section("stack", [str(behaviour.stack_kib)])
+    out += _section(
+        "remove_ipc",
+        [f"RemoveIPC={behaviour.remove_ipc}"] if behaviour.remove_ipc else [],
+        rc=0 if behaviour.remove_ipc else 1,
+    )
+    out += _section("numa", ["node0", "node1"])
+    drops = ["-A INPUT -p tcp -m tcp --dport 29400:29500 -j DROP" for _ in range(behaviour.firewall_drops)]
+    out += _section("firewall", drops, rc=0 if drops else 1)
+    out += _section("stale_shm", behaviour.stale_shm_files, rc=0 if behaviour.stale_shm_files else 1)
+    out += _section("training_procs", ["0"], rc=1)
+    counters = []
+    for device in devices:
+        for counter in _COUNTERS:
+            base = _seeded(f"{node_key}/{device}/{counter}", 4)
+            counters.append(
+                f"/sys/class/infiniband/{device}/ports/1/hw_counters/{counter}:{base + behaviour.efa_counters.get(counter, 0)}"
+            )
+    out += _section("efa_counters", counters, rc=0 if counters else 2)
+    return "\n".join(out) + "\n"
+
+
+def _ip(hostname: str) -> str:
+    return hostname.split(".", 1)[0].removeprefix("ip-").replace("-", ".")
+
+
+def _dcgm_json(overall: str) -> str:
+    incidents = (
+        {}
+        if overall == "Healthy"
+        else {
+            "GPU": {
+                "children": {
+                    "GPU ID: 3": {
+                        "children": {
+                            "Memory": {
+                                "children": {
+                                    "Health": {"value": overall},
+                                    "Error": {"value": "A pending row remap was detected on GPU 3; reset the GPU."},
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    )
+    import json
+
+    return json.dumps(
+        {"body": {"Overall Health": {"value": overall}, **incidents}, "header": ["Health Monitor Report"]}
+    )
+
+
+def render_slurm_controller(scenario: Scenario, behaviours: NodeBehaviours) -> str:
+    """The output of `slurm_controller.sh` on the scenario's controller."""
+    slurm = behaviours.slurm
+    assert slurm is not None
+    controller = next(
+        (k for k in scenario.node_keys() if _slurm_type(scenario, k) == "Controller"), scenario.node_keys()[0]
+    )
+    ctl_host = scenario.hostname(controller).split(".", 1)[0]
+    out: list[str] = []
+    ping = f"Slurmctld(primary) at {ctl_host} is {'UP' if slurm.slurmctld_up else 'DOWN'}"
+    out += _section("slurm_ping", [ping], rc=0 if slurm.slurmctld_up else 1)
+    out += _section("munge", ["active" if slurm.munge_active else "inactive"], rc=0 if slurm.munge_active else 3)
+    rows = []
+    for key in scenario.node_keys():
+        if _slurm_type(scenario, key) != "Compute":
+            continue
+        short = scenario.hostname(key).split(".", 1)[0]
+        state, _, reason = slurm.node_states.get(key, "idle|none").partition("|")
+        rows.append(f"{short}|{short}|{_ip(short)}|{state}|{reason or 'none'}")
+    out += _section("sinfo", rows)
+    out += _section(
+        "squeue", [f"{job.split('|')[0]}|{job.split('|')[1]}|PENDING|{job.split('|')[2]}" for job in slurm.pending_jobs]
+    )
+    out += _section(
+        "nccl_env_files", [f"/etc/profile.d/nccl.sh:{line}" for line in slurm.nccl_env], rc=0 if slurm.nccl_env else 1
+    )
+    out += _section(
+        "remove_ipc", [f"RemoveIPC={slurm.remove_ipc}"] if slurm.remove_ipc else [], rc=0 if slurm.remove_ipc else 1
+    )
+    return "\n".join(out) + "\n"
+
+
+def _slurm_type(scenario: Scenario, key: str) -> str | None:
+    group = scenario.cluster.instance_groups
+    name = key.split(":", 1)[0]
+    return next((g.slurm_node_type for g in group if g.name == name), None)
 
 
 class NodeAgents:
-    """Handle on the running simulated agents."""
+    """Handle on the running simulated agent and its StartSession routing."""
+
+    def __init__(self, agent: SimulatedSsmAgent) -> None:
+        self.agent = agent
 
     def stop(self) -> None:
-        """Stop every agent."""
-        return None
+        """Stop the agent."""
+        self.agent.stop()
 
 
 def start_node_agents(scenario: Scenario, emulation: EmulatedAws, cluster_arn: str) -> NodeAgents:
-    """Start the agents and route ssm:StartSession to them."""
-    return NodeAgents()
+    """Start the agent and route ssm:StartSession for the scenario's account and region to it."""
+    agent = SimulatedSsmAgent(is_terminated=lambda sid: sid in terminated_sessions()).start()
+    behaviours = scenario.node_behaviours or NodeBehaviours()
+    cluster_id = cluster_arn.rsplit("/", 1)[-1]
+    by_target = {
+        f"sagemaker-cluster:{cluster_id}_{key.split(':', 1)[0]}-{scenario.instance_id(key)}": key
+        for key in scenario.node_keys()
+    }
+    sessions_started: dict[str, int] = {}
+
+    def start_session(target: str, document: str | None, parameters: dict[str, Any]) -> dict[str, Any]:
+        key = by_target.get(target)
+        if key is None:
+            raise SessionRefused("InvalidTarget", f"Target {target} is not a valid target for this account and region.")
+        if document != DOCUMENT:
+            raise SessionRefused("InvalidDocument", f"document {document!r} is not supported by the simulation")
+        override = scenario.override(key)
+        behaviour = behaviours.for_node(key)
+        if behaviour.unreachable or (override is not None and override.status in UNREACHABLE_STATUSES):
+            raise SessionRefused("TargetNotConnected", f"{target} is not connected.")
+        command = " ".join(parameters.get("command") or [])
+        output = _answer(scenario, behaviours, key, behaviour, command)
+        count = sessions_started.get(key, 0)
+        sessions_started[key] = count + 1
+        faults = behaviour.session_faults[count] if count < len(behaviour.session_faults) else SessionFaultSpec()
+        return agent.add_session(target, output.encode("utf-8"), faults)
+
+    register_start_session_handler(f"{scenario.account_id}/{scenario.region}", start_session)
+    return NodeAgents(agent)
+
+
+def _answer(scenario: Scenario, behaviours: NodeBehaviours, key: str, behaviour: NodeBehaviour, command: str) -> str:
+    """What the command prints: the script is recognised from its base64 text, not executed."""
+    import base64
+    import re
+
+    match = re.search(r"echo ([A-Za-z0-9+/=]+) \| base64 -d", command)
+    text = base64.b64decode(match.group(1)).decode("utf-8", "replace") if match else ""
+    if text == script("slurm_controller") and behaviours.slurm is not None:
+        body = render_slurm_controller(scenario, behaviours)
+    elif text == script("node"):
+        group = next(g for g in scenario.cluster.instance_groups if g.name == key.split(":", 1)[0])
+        body = render_node_probe(behaviour, group.instance_type, scenario.hostname(key), key)
+    else:
+        return f"bash: simulated node cannot run this command\n\n{RC_MARKER}=127\n"
+    return f"{body}\n{RC_MARKER}=0\n"

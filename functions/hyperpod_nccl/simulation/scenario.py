@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from hyperpod_nccl.simulation.kubernetes import KubernetesScenario
+from hyperpod_nccl.simulation.node_behaviours import NodeBehaviours
 
 SCENARIO_PACKAGE = "hyperpod_nccl.simulation"
 
@@ -104,7 +105,7 @@ class Scenario(_Strict):
     faults: list[FaultSpec] = Field(default_factory=list)
     # Sections owned by the log, node-probe and Kubernetes simulations.
     logs: Any = None
-    node_behaviours: Any = None
+    node_behaviours: NodeBehaviours | None = None
     kubernetes: KubernetesScenario | None = None
 
     def node_keys(self) -> list[str]:

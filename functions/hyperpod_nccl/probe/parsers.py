@@ -1,0 +1,472 @@
+"""Turn the sectioned output of the probe scripts into pydantic models.
+
+Parsers are lenient: a section that is missing, cut off or unparsable leaves its field None
+or empty, so a partial output (budget expired mid-probe) still yields what it contains.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from hyperpod_nccl.models.node_probe import (
+    GpuInfo,
+    NetInterface,
+    NodeProbeData,
+    RemappedRows,
+    SectionStatus,
+    SlurmControllerData,
+    SlurmNodeState,
+    SlurmQueueEntry,
+    Versions,
+    XidEvent,
+)
+from hyperpod_nccl.xid import XID_LINE
+
+_BEGIN = re.compile(r"^@@BEGIN (?P<name>[a-z0-9_]+)$")
+_END = re.compile(r"^@@END (?P<name>[a-z0-9_]+) rc=(?P<rc>-?\d*)$")
+NOT_FOUND_RC = 127
+_MISSING = ("command not found", "No such file or directory", "not found")
+
+
+@dataclass
+class Section:
+    """The output lines of one section and its exit status (None when the end was cut off)."""
+
+    name: str
+    lines: list[str]
+    rc: int | None
+
+    @property
+    def text(self) -> str:
+        """The output as one string."""
+        return "\n".join(self.lines)
+
+    @property
+    def tool_missing(self) -> bool:
+        """The section's command is not installed (exit 127)."""
+        return self.rc == NOT_FOUND_RC
+
+
+def split_sections(output: str) -> dict[str, Section]:
+    """Split probe output into sections by their markers (text outside sections is ignored)."""
+    sections: dict[str, Section] = {}
+    current: Section | None = None
+    for raw in output.replace("\r\n", "\n").split("\n"):
+        line = raw.rstrip("\r")
+        begin = _BEGIN.match(line)
+        if begin:
+            current = Section(begin.group("name"), [], None)
+            sections[current.name] = current
+            continue
+        end = _END.match(line)
+        if end and current is not None and end.group("name") == current.name:
+            rc = end.group("rc")
+            current.rc = int(rc) if rc else None
+            current = None
+            continue
+        if current is not None and line:
+            current.lines.append(line)
+    return sections
+
+
+def _int(value: str | None) -> int | None:
+    if value is None:
+        return None
+    value = value.strip()
+    return int(value) if re.fullmatch(r"-?\d+", value) else None
+
+
+def _na(value: str) -> str | None:
+    value = value.strip()
+    return None if value in ("", "N/A", "[N/A]", "[Not Supported]", "[Unknown Error]") else value
+
+
+def _first(lines: list[str]) -> str | None:
+    return lines[0].strip() if lines else None
+
+
+def _yes(value: str) -> bool:
+    return value.strip().lower() in ("1", "yes", "true")
+
+
+def _ok_lines(section: Section | None) -> list[str]:
+    """Lines of a section that ran, without tool-missing noise."""
+    if section is None or section.tool_missing:
+        return []
+    return [line for line in section.lines if not any(marker in line for marker in _MISSING)]
+
+
+def parse_gpu_query(lines: list[str]) -> list[GpuInfo]:
+    """`index,name,pci.bus_id,serial,uuid,driver_version,temperature.gpu,ecc...` CSV rows."""
+    gpus = []
+    for line in lines:
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) < 6 or _int(fields[0]) is None:
+            continue
+        gpus.append(
+            GpuInfo(
+                index=int(fields[0]),
+                name=fields[1],
+                bus_id=fields[2],
+                serial=_na(fields[3]),
+                uuid=_na(fields[4]),
+                driver_version=_na(fields[5]),
+                temperature_c=_int(_na(fields[6]) if len(fields) > 6 else None),
+                ecc_uncorrected_volatile=_int(_na(fields[7]) if len(fields) > 7 else None),
+            )
+        )
+    return gpus
+
+
+def parse_xids(lines: list[str]) -> list[XidEvent]:
+    """Xid events, de-duplicated on (bus, code, message) across dmesg and the journal."""
+    seen: set[tuple[str, int, str]] = set()
+    events = []
+    for line in lines:
+        match = XID_LINE.search(line)
+        if not match:
+            continue
+        message = line[match.start() :]
+        key = (match.group("bus"), int(match.group("code")), message)
+        if key in seen:
+            continue
+        seen.add(key)
+        events.append(XidEvent(bus_id=match.group("bus"), code=int(match.group("code")), line=message[:300]))
+    return events
+
+
+def parse_remapped_rows(lines: list[str]) -> list[RemappedRows]:
+    """`gpu_bus_id, correctable, uncorrectable, pending, failure` rows."""
+    rows = []
+    for line in lines:
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) != 5 or not re.match(r"^[0-9A-Fa-f]+:[0-9A-Fa-f]{2}:", fields[0]):
+            continue
+        rows.append(
+            RemappedRows(
+                bus_id=fields[0],
+                correctable=_int(fields[1]),
+                uncorrectable=_int(fields[2]),
+                pending=_yes(fields[3]),
+                failure=_yes(fields[4]),
+            )
+        )
+    return rows
+
+
+def _walk_strings(node: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _walk_strings(value, f"{path}/{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _walk_strings(value, f"{path}/{index}")
+    elif isinstance(node, str):
+        yield path, node
+
+
+def parse_dcgm_health(text: str) -> tuple[str | None, list[str]]:
+    """Overall health and the incident messages of `dcgmi health --check` (JSON or table)."""
+    if not text.strip() or "Error" in text.split("\n", 1)[0]:
+        return None, []
+    overall: str | None = None
+    incidents: list[str] = []
+    try:
+        document = json.loads(text)
+    except ValueError:
+        match = re.search(r"Overall Health\s*[|:]\s*(\w+)", text)
+        overall = match.group(1) if match else None
+        incidents = [
+            line.strip(" |") for line in text.splitlines() if re.search(r"\b(Fail|Warn|Warning)\b", line, re.I)
+        ]
+        return overall, incidents[:20]
+    for path, value in _walk_strings(document):
+        if path.lower().endswith("overall health/value") and overall is None:
+            overall = value
+        elif "message" in path.lower().rsplit("/", 1)[-1] or "/error" in path.lower():
+            incidents.append(value)
+    return overall, incidents[:20]
+
+
+def parse_nvlink(lines: list[str]) -> tuple[int | None, list[str]]:
+    """(active link count, inactive/down link lines) of `nvidia-smi nvlink --status`."""
+    if not lines:
+        return None, []
+    active, inactive = 0, []
+    gpu = ""
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith("GPU "):
+            gpu = stripped.split(":", 1)[0]
+        elif stripped.startswith("Link "):
+            if re.search(r"inactive|down|error|fail", stripped, re.I):
+                inactive.append(f"{gpu} {stripped}")
+            elif "GB/s" in stripped:
+                active += 1
+    return active, inactive
+
+
+def parse_topology(lines: list[str]) -> tuple[int | None, int | None]:
+    """(GPU pairs over NVLink, GPU pairs over PCIe/host bridges) of `nvidia-smi topo -m`."""
+    if not lines:
+        return None, None
+    header = next((line.split() for line in lines if line.strip().startswith("GPU0")), None)
+    if header is None:
+        return None, None
+    gpu_columns = [i for i, name in enumerate(header) if re.fullmatch(r"GPU\d+", name)]
+    nvlink = pcie = 0
+    for line in lines:
+        cells = line.split()
+        if not cells or not re.fullmatch(r"GPU\d+", cells[0]) or cells == header:
+            continue
+        values = cells[1:]
+        for column in gpu_columns:
+            if column >= len(values):
+                continue
+            cell = values[column]
+            if cell.startswith("NV"):
+                nvlink += 1
+            elif cell in ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC"):
+                pcie += 1
+    return nvlink, pcie
+
+
+def parse_acs(lines: list[str]) -> list[str]:
+    """PCI devices whose ACS control has source validation on (`ACSCtl: SrcValid+`)."""
+    enabled, device = [], ""
+    for line in lines:
+        if re.match(r"^[0-9a-f]{2,4}:", line):
+            device = line.strip()
+        elif "ACSCtl:" in line and "SrcValid+" in line and device:
+            enabled.append(device[:120])
+    return enabled
+
+
+def parse_interfaces(addr_lines: list[str], link_lines: list[str]) -> list[NetInterface]:
+    """`ip -br addr` rows joined with the MTU of `ip -o link`."""
+    mtus: dict[str, int] = {}
+    for line in link_lines:
+        match = re.match(r"^\d+:\s+([^:@\s]+)(?:@\S+)?:.*\bmtu (\d+)", line)
+        if match:
+            mtus[match.group(1)] = int(match.group(2))
+    interfaces = []
+    for line in addr_lines:
+        fields = line.split()
+        if len(fields) < 2 or fields[0].endswith(":"):
+            continue
+        name = fields[0].split("@", 1)[0]
+        interfaces.append(NetInterface(name=name, state=fields[1], addresses=fields[2:], mtu=mtus.get(name)))
+    return interfaces
+
+
+def parse_shm(lines: list[str]) -> tuple[str | None, int | None]:
+    """(fs type, size in bytes) of `df -B1 --output=fstype,size,avail,target /dev/shm`."""
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 4 and fields[-1] == "/dev/shm" and _int(fields[1]) is not None:
+            return fields[0], _int(fields[1])
+    return None, None
+
+
+def _limit(lines: list[str]) -> tuple[int | None, bool]:
+    value = lines[0].strip() if lines else ""
+    if value == "unlimited":
+        return None, True
+    return _int(value), False
+
+
+def parse_fi_info(section: Section | None) -> tuple[int | None, str | None]:
+    """(distinct EFA RDM domains, error) of `fi_info -p efa -t FI_EP_RDM | grep ...`."""
+    if section is None:
+        return None, "fi_info section missing"
+    if section.tool_missing:
+        return None, "fi_info not installed"
+    domains = set()
+    provider = ""
+    for line in section.lines:
+        stripped = line.strip()
+        if stripped.startswith("provider:"):
+            provider = stripped.split(":", 1)[1].strip()
+        elif stripped.startswith("domain:") and provider.split(";")[0] == "efa":
+            domains.add(stripped.split(":", 1)[1].strip().removesuffix("-rdm").removesuffix("-dgrm"))
+    error = None if domains else (section.text.strip()[:200] or f"no efa provider (rc={section.rc})")
+    return len(domains), error
+
+
+def _version_from(pattern: str, text: str) -> str | None:
+    match = re.search(pattern, text, re.M)
+    return match.group(1) if match else None
+
+
+def parse_versions(sections: dict[str, Section], gpus: list[GpuInfo]) -> Versions:
+    """Versions of the driver, CUDA, NCCL, aws-ofi-nccl, libfabric, the EFA installer and kernel."""
+
+    def text(name: str) -> str:
+        return "\n".join(_ok_lines(sections.get(name)))
+
+    nccl_libs = sorted(
+        (
+            tuple(int(p) for p in m.groups())
+            for m in re.finditer(r"libnccl\.so\.(\d+)\.(\d+)\.(\d+)", text("nccl_libs"))
+        ),
+        reverse=True,
+    )
+    nccl = ".".join(str(p) for p in nccl_libs[0]) if nccl_libs else None
+    if nccl is None:
+        header = dict(re.findall(r"#define NCCL_(MAJOR|MINOR|PATCH) (\d+)", text("nccl_header")))
+        if len(header) == 3:
+            nccl = f"{header['MAJOR']}.{header['MINOR']}.{header['PATCH']}"
+    installer = text("efa_installer")
+    ofi = text("ofi_nccl")
+    kernel = _ok_lines(sections.get("kernel"))
+    return Versions(
+        driver=next((g.driver_version for g in gpus if g.driver_version), None)
+        or _version_from(r"Driver Version\s*:\s*(\S+)", text("cuda_version")),
+        cuda=_version_from(r"CUDA Version\s*:\s*(\S+)", text("cuda_version")),
+        nccl=nccl,
+        ofi_nccl=_version_from(r"(?:aws-ofi-nccl|libnccl-ofi|nccl-ofi)[-_ ]?v?(\d+\.\d+\.\d+)", installer + "\n" + ofi),
+        libfabric=_version_from(r"^libfabric:\s*(\S+)", text("fi_info_version")),
+        efa_installer=_version_from(r"EFA installer version:\s*(\S+)", installer),
+        kernel=kernel[0].strip() if kernel else None,
+        efa_module=_first(_ok_lines(sections.get("efa_module_version"))),
+    )
+
+
+def parse_efa_counters(lines: list[str]) -> dict[str, dict[str, int]]:
+    """`/sys/class/infiniband/<dev>/ports/1/hw_counters/<name>:<value>` lines by device."""
+    counters: dict[str, dict[str, int]] = {}
+    for line in lines:
+        match = re.match(r"^/sys/class/infiniband/([^/]+)/ports/\d+/hw_counters/([a-z_]+):(\d+)$", line.strip())
+        if match:
+            counters.setdefault(match.group(1), {})[match.group(2)] = int(match.group(3))
+    return counters
+
+
+def _statuses(sections: dict[str, Section]) -> list[SectionStatus]:
+    return [SectionStatus(name=s.name, rc=s.rc, lines=len(s.lines)) for s in sections.values()]
+
+
+def parse_node_probe(output: str) -> NodeProbeData:
+    """Parse the output of `node_probe.sh`."""
+    sections = split_sections(output)
+
+    def lines(name: str) -> list[str]:
+        return _ok_lines(sections.get(name))
+
+    gpu_list = sections.get("gpu_list")
+    gpu_present: bool | None = None
+    if gpu_list is not None:
+        gpu_present = any(line.startswith("GPU ") for line in gpu_list.lines)
+    gpus = parse_gpu_query(lines("gpu_query"))
+    gpu_query = sections.get("gpu_query")
+    dcgm_overall, dcgm_incidents = parse_dcgm_health(
+        sections["dcgm_health"].text if "dcgm_health" in sections and not sections["dcgm_health"].tool_missing else ""
+    )
+    nvlink_active, nvlink_inactive = parse_nvlink(lines("nvlink") if gpu_present else [])
+    nv_pairs, pcie_pairs = parse_topology(lines("topology") if gpu_present else [])
+    cmdline = " ".join(lines("cmdline"))
+    iommu: bool | None = None
+    if "cmdline" in sections or "iommu_dmesg" in sections:
+        iommu = bool(re.search(r"\b(intel_iommu|amd_iommu)=on\b", cmdline)) or bool(lines("iommu_dmesg"))
+    fi_domains, fi_error = parse_fi_info(sections.get("fi_info_efa"))
+    hugepages = dict(re.findall(r"^(\w+):\s+(\d+)", "\n".join(lines("hugepages")), re.M))
+    shm_type, shm_size = parse_shm(lines("shm"))
+    memlock, memlock_unlimited = _limit(lines("memlock"))
+    stack, stack_unlimited = _limit(lines("stack"))
+    remove_ipc = _version_from(r"RemoveIPC\s*=\s*(\S+)", "\n".join(lines("remove_ipc")))
+    efa_devices = [d for d in lines("efa_devices") if d.strip()] if "efa_devices" in sections else None
+    uverbs = sections.get("uverbs")
+    return NodeProbeData(
+        hostname=_first(lines("hostname")),
+        gpu_present=gpu_present,
+        gpu_query_ok=None if gpu_query is None or not gpu_present else gpu_query.rc == 0 and bool(gpus),
+        gpus=gpus,
+        xids=parse_xids(lines("xid_dmesg") + lines("xid_journal")),
+        remapped_rows=parse_remapped_rows(lines("remapped_rows")),
+        dcgm_overall=dcgm_overall,
+        dcgm_incidents=dcgm_incidents,
+        nvvs_failures=lines("nvvs_tail")[:20],
+        nvlink_active=nvlink_active,
+        nvlink_inactive=nvlink_inactive,
+        topology_nvlink_pairs=nv_pairs,
+        topology_pcie_pairs=pcie_pairs,
+        acs_enabled_bridges=parse_acs(lines("pci_acs")),
+        iommu_enabled=iommu,
+        kernel_modules=[line.split()[0] for line in lines("modules") if line.split()],
+        efa_devices=[d for d in efa_devices if not d.startswith("ls:")] if efa_devices is not None else None,
+        uverbs_devices=None if uverbs is None else sum(1 for line in uverbs.lines if line.strip().startswith("uverbs")),
+        fi_info_efa_domains=fi_domains,
+        fi_info_error=fi_error,
+        ofi_nccl_plugin=[line.strip() for line in lines("ofi_nccl") if line.strip() and not line.endswith(":")],
+        versions=parse_versions(sections, gpus),
+        hugepages_total=_int(hugepages.get("HugePages_Total")),
+        hugepages_free=_int(hugepages.get("HugePages_Free")),
+        hugepage_size_kib=_int(hugepages.get("Hugepagesize")),
+        interfaces=parse_interfaces(lines("interfaces"), lines("links")),
+        shm_fstype=shm_type,
+        shm_size_bytes=shm_size,
+        memlock_kib=memlock,
+        memlock_unlimited=memlock_unlimited,
+        stack_kib=stack,
+        stack_unlimited=stack_unlimited,
+        remove_ipc=remove_ipc,
+        numa_nodes=len(lines("numa")) if "numa" in sections else None,
+        firewall_rules=lines("firewall")[:20],
+        stale_shm_files=[line.strip() for line in lines("stale_shm") if line.strip().startswith("nccl-")],
+        training_processes=_int(_first(lines("training_procs"))),
+        efa_counters=parse_efa_counters(lines("efa_counters")),
+        sections=_statuses(sections),
+    )
+
+
+def parse_sinfo(lines: list[str]) -> list[SlurmNodeState]:
+    """`%N|%n|%o|%T|%E` rows (state suffixes such as `*` or `~` are kept in the state)."""
+    nodes = []
+    for line in lines:
+        fields = line.split("|")
+        if len(fields) != 5:
+            continue
+        reason = fields[4].strip()
+        nodes.append(
+            SlurmNodeState(
+                name=fields[0].strip(),
+                hostname=fields[1].strip() or None,
+                address=fields[2].strip() or None,
+                state=fields[3].strip(),
+                reason=None if reason in ("", "none", "(null)") else reason,
+            )
+        )
+    return nodes
+
+
+def parse_squeue(lines: list[str]) -> list[SlurmQueueEntry]:
+    """`%i|%j|%T|%R` rows of pending and completing jobs."""
+    entries = []
+    for line in lines:
+        fields = line.split("|")
+        if len(fields) == 4:
+            entries.append(SlurmQueueEntry(job_id=fields[0], name=fields[1], state=fields[2], reason=fields[3]))
+    return entries
+
+
+def parse_slurm_controller(output: str) -> SlurmControllerData:
+    """Parse the output of `slurm_controller.sh`."""
+    sections = split_sections(output)
+
+    def lines(name: str) -> list[str]:
+        return _ok_lines(sections.get(name))
+
+    munge = lines("munge")
+    return SlurmControllerData(
+        ping_output="\n".join(lines("slurm_ping")) or None,
+        munge_state=munge[0].strip() if munge else None,
+        nodes=parse_sinfo(lines("sinfo")),
+        queue=parse_squeue(lines("squeue")),
+        nccl_env=[line.split(":", 1)[-1].strip() for line in lines("nccl_env_files")][:30],
+        remove_ipc=_version_from(r"RemoveIPC\s*=\s*(\S+)", "\n".join(lines("remove_ipc"))),
+        sections=_statuses(sections),
+    )

@@ -1,0 +1,29 @@
+# hyperpod-nccl Slurm controller probe (read-only). Same section format as node_probe.sh.
+export LC_ALL=C
+export PATH="$PATH:/opt/slurm/bin:/usr/local/bin:/usr/sbin:/sbin"
+begin() { printf '@@BEGIN %s\n' "$1"; }
+end() { printf '@@END %s rc=%s\n' "$1" "$2"; }
+
+begin slurm_ping
+timeout 15 scontrol ping 2>&1
+end slurm_ping "$?"
+
+begin munge
+timeout 5 systemctl is-active munge 2>&1
+end munge "$?"
+
+begin sinfo
+timeout 15 sinfo -N -h -o '%N|%n|%o|%T|%E' 2>&1
+end sinfo "$?"
+
+begin squeue
+timeout 15 squeue -h -t PENDING,COMPLETING -o '%i|%j|%T|%R' 2>&1 | head -n 50
+end squeue "${PIPESTATUS[0]}"
+
+begin nccl_env_files
+timeout 5 grep -HE '^[[:space:]]*(export[[:space:]]+)?(NCCL_|FI_)[A-Z_]*=' /etc/profile.d/nccl.sh /opt/ml/config/nccl.conf /etc/slurm/prolog.d/ /opt/slurm/etc/prolog.d/ -r 2>&1 | head -n 30
+end nccl_env_files "${PIPESTATUS[0]}"
+
+begin remove_ipc
+timeout 5 grep -hE '^[[:space:]]*RemoveIPC' /etc/systemd/logind.conf /etc/systemd/logind.conf.d/ -r 2>&1
+end remove_ipc "$?"

@@ -1,0 +1,97 @@
+"""Per-node behaviour of the simulated cluster, and the probe output such a node would print.
+
+The simulated agent does not execute the probe script: it answers with the output the script
+would produce on a node with this behaviour, in the same section format and with the command
+output formats of the real tools (nvidia-smi CSV, fi_info, df, ip, sinfo, ...).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class XidSpec(_Strict):
+    """An Xid the node's kernel log shows for GPU `gpu`."""
+
+    gpu: int
+    code: int
+    message: str = ""
+
+
+class SessionFaultSpec(_Strict):
+    """Data-channel faults the simulated agent injects into one session (see ssm_agent)."""
+
+    drop_first: int = 0
+    duplicate: bool = False
+    reorder: bool = False
+    corrupt_digest: int = 0
+    stall_seconds: float = 0.0
+    close_without_channel_closed: bool = False
+    disconnect_after: int | None = None
+    kms: bool = False
+
+
+class NodeBehaviour(_Strict):
+    """How one node looks from the inside. Unset fields take the scenario's defaults."""
+
+    unreachable: bool = False
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    nccl_version: str | None = None
+    ofi_nccl_version: str | None = None
+    libfabric_version: str | None = None
+    efa_installer_version: str | None = None
+    kernel: str | None = None
+    xids: list[XidSpec] = Field(default_factory=list)
+    remap_pending_gpus: list[int] = Field(default_factory=list)
+    remap_failure_gpus: list[int] = Field(default_factory=list)
+    ecc_uncorrected_gpus: list[int] = Field(default_factory=list)
+    dcgm_overall: str = "Healthy"
+    nvlink_inactive: list[str] = Field(default_factory=list, description='"gpu:link" pairs')
+    efa_devices: int | None = None
+    efa_provider_missing: bool = False
+    memlock_kib: int | None = None
+    memlock_unlimited: bool = True
+    stack_kib: int = 8192
+    shm_bytes: int | None = None
+    remove_ipc: str | None = "no"
+    acs_enabled: int = 0
+    firewall_drops: int = 0
+    stale_shm_files: list[str] = Field(default_factory=list)
+    mtu: int = 9001
+    efa_counters: dict[str, int] = Field(default_factory=dict, description="added to every device's counters")
+    session_faults: list[SessionFaultSpec] = Field(
+        default_factory=list, description="faults of the node's first sessions, one per session"
+    )
+
+
+class SlurmControllerBehaviour(_Strict):
+    """The Slurm controller's view: slurmctld, munge, node states and the queue."""
+
+    slurmctld_up: bool = True
+    munge_active: bool = True
+    node_states: dict[str, str] = Field(default_factory=dict, description='node key -> "drain|reason"')
+    pending_jobs: list[str] = Field(default_factory=list, description='"id|name|reason"')
+    nccl_env: list[str] = Field(default_factory=list)
+    remove_ipc: str | None = "no"
+
+
+class NodeBehaviours(_Strict):
+    """The `node_behaviours` section of a scenario (`<scenario>.node_behaviours.json`)."""
+
+    defaults: NodeBehaviour = Field(default_factory=NodeBehaviour)
+    nodes: dict[str, NodeBehaviour] = Field(default_factory=dict)
+    slurm: SlurmControllerBehaviour | None = None
+
+    def for_node(self, node_key: str) -> NodeBehaviour:
+        """The node's behaviour: its own fields over the defaults."""
+        own = self.nodes.get(node_key)
+        if own is None:
+            return self.defaults
+        merged = self.defaults.model_dump()
+        merged.update(own.model_dump(exclude_unset=True))
+        return NodeBehaviour.model_validate(merged)

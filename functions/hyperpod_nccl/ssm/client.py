@@ -1,0 +1,487 @@
+"""A Session Manager client for one non-interactive command per session.
+
+`SessionRunner.run(target, command)` calls `ssm:StartSession` with the
+`AWS-StartNonInteractiveCommand` document, speaks the data-channel protocol over a websocket
+(open frame, 5→6→7 handshake, acks, in-order delivery, retransmission, `channel_closed`) and
+returns the command's output and exit code. The exit code comes from a marker the wrapper
+prints after the command, because that document sends no exit-code message.
+
+Everything runs within one budget per node (connection included); on expiry the session is
+terminated and the partial output is kept on the error.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+from websockets.sync.client import ClientConnection, connect
+
+from hyperpod_nccl import thresholds
+from hyperpod_nccl.collectors.aws import ACCESS_DENIED_CODES, THROTTLING_CODES, error_code, error_message
+from hyperpod_nccl.ssm import codec
+from hyperpod_nccl.ssm.codec import ClientMessage, PayloadType
+
+DOCUMENT = "AWS-StartNonInteractiveCommand"
+CLIENT_VERSION = "1.2.0.0"
+RC_MARKER = "__RC__"
+_RC_LINE = re.compile(rb"\n?" + RC_MARKER.encode() + rb"=(\d+)\r?\n?")
+_EXIT_CODE = re.compile(rb"EXIT_CODE:\s*(-?\d+)")
+# Session types whose output our runner understands (all are plain byte streams without KMS).
+_ACCEPTED_SESSION_TYPES = {"NonInteractiveCommands", "InteractiveCommands", "Standard_Stream"}
+_ACTION_SUCCESS, _ACTION_FAILED, _ACTION_UNSUPPORTED = 1, 2, 3
+# Retransmission timer (Jacobson/Karels as in the plugin): RTO = RTT + max(10 ms, 4 RTTVAR), <= 1 s.
+_RTO_MIN_VARIANCE, _RTO_MAX = 0.010, 1.0
+_POLL_SECONDS = 0.05
+TRANSIENT_CODES = THROTTLING_CODES | {
+    "ServiceUnavailable",
+    "ServiceUnavailableException",
+    "InternalFailure",
+    "InternalServerError",
+    "InternalServerException",
+    "RequestTimeout",
+}
+INVALID_TARGET_CODES = frozenset({"InvalidTarget", "InvalidDocument", "ValidationException", "InvalidParameters"})
+
+
+class SessionErrorKind(StrEnum):
+    """Why a session did not produce the command's full output."""
+
+    ACCESS_DENIED = "access_denied"
+    TARGET_NOT_CONNECTED = "target_not_connected"
+    INVALID_TARGET = "invalid_target"
+    KMS_ENCRYPTION = "kms_encryption"
+    BUDGET_EXPIRED = "budget_expired"
+    THROTTLED = "throttled"
+    TRANSPORT = "transport"
+    PROTOCOL = "protocol"
+
+    @property
+    def retryable(self) -> bool:
+        """Transient kinds: throttling and dropped connections are worth another session."""
+        return self in (SessionErrorKind.THROTTLED, SessionErrorKind.TRANSPORT)
+
+
+class SessionError(Exception):
+    """A session failure with its kind, the AWS error code if any and the output seen so far."""
+
+    def __init__(
+        self,
+        kind: SessionErrorKind,
+        message: str,
+        *,
+        code: str = "",
+        partial_output: bytes = b"",
+        session_id: str | None = None,
+        attempts: int = 1,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.code = code
+        self.partial_output = partial_output
+        self.session_id = session_id
+        self.attempts = attempts
+
+
+def classify_start_error(error: BaseException) -> SessionError:
+    """Map a StartSession failure to a kind: denied, not connected, invalid, transient."""
+    code = error_code(error)
+    message = error_message(error)
+    if code in ACCESS_DENIED_CODES:
+        kind = SessionErrorKind.ACCESS_DENIED
+    elif code == "TargetNotConnected":
+        kind = SessionErrorKind.TARGET_NOT_CONNECTED
+    elif code in INVALID_TARGET_CODES:
+        kind = SessionErrorKind.INVALID_TARGET
+    elif code in THROTTLING_CODES:
+        kind = SessionErrorKind.THROTTLED
+    else:
+        # Service errors without a client-side cause, and endpoint/connection errors (no code).
+        kind = SessionErrorKind.TRANSPORT
+    return SessionError(kind, message, code=code)
+
+
+class RateLimiter:
+    """A thread-safe token bucket: at most `rate` acquisitions per second after a `burst`.
+
+    One instance is shared by every probe thread so a sweep of hundreds of nodes stays under
+    the account's StartSession rate instead of failing with throttling.
+    """
+
+    def __init__(
+        self,
+        rate: float,
+        burst: int = 1,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._clock = clock
+        self._sleep = sleep
+        self._tokens = float(burst)
+        self._stamp = clock()
+        self._lock = threading.Lock()
+
+    def try_acquire(self) -> float:
+        """Take a token if one is available and return 0; otherwise return the seconds to wait."""
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(float(self.burst), self._tokens + (now - self._stamp) * self.rate)
+            self._stamp = now
+            if self._tokens >= 1.0:
+                self._tokens -= 1.0
+                return 0.0
+            return (1.0 - self._tokens) / self.rate
+
+    def acquire(self, deadline: float | None = None) -> bool:
+        """Wait for a token; False (without a token) when it would not come before `deadline`."""
+        while True:
+            wait = self.try_acquire()
+            if wait == 0.0:
+                return True
+            if deadline is not None and self._clock() + wait > deadline:
+                return False
+            self._sleep(wait)
+
+
+START_SESSION_LIMITER = RateLimiter(
+    thresholds.SSM_START_SESSION_PER_SECOND, burst=int(thresholds.SSM_START_SESSION_PER_SECOND)
+)
+
+
+def wrap_command(script: str) -> str:
+    """The `command` parameter: the script travels base64-encoded (no quoting issues) and the
+    exit status is printed after it as `__RC__=<n>`. The document exec's the string without a
+    shell, hence the explicit `bash -c`."""
+    encoded = base64.b64encode(script.encode("utf-8")).decode("ascii")
+    return f"bash -c 'echo {encoded} | base64 -d | bash; printf \"\\n{RC_MARKER}=%d\\n\" $?'"
+
+
+def split_exit_code(output: bytes) -> tuple[bytes, int | None]:
+    """Separate the command output from the trailing RC marker (None when the marker is absent)."""
+    matches = list(_RC_LINE.finditer(output))
+    if not matches:
+        return output, None
+    last = matches[-1]
+    return output[: last.start()] + output[last.end() :], int(last.group(1))
+
+
+@dataclass
+class CommandResult:
+    """The output of one command run over a session."""
+
+    output: bytes
+    exit_code: int | None
+    session_id: str
+    attempts: int = 1
+
+    @property
+    def text(self) -> str:
+        """The output decoded as UTF-8 (invalid bytes replaced)."""
+        return self.output.decode("utf-8", "replace")
+
+
+@dataclass
+class _Pending:
+    message: ClientMessage
+    frame: bytes
+    first_sent: float
+    last_sent: float
+    resent: bool = False
+
+
+@dataclass
+class _RetransmitTimer:
+    rtt: float = 0.1
+    rttvar: float = 0.0
+    rto: float = 0.2
+
+    def observe(self, sample: float) -> None:
+        self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.rtt - sample)
+        self.rtt = 0.875 * self.rtt + 0.125 * sample
+        self.rto = min(_RTO_MAX, self.rtt + max(_RTO_MIN_VARIANCE, 4 * self.rttvar))
+
+
+@dataclass
+class DataChannel:
+    """The client side of one data channel, from the open frame to `channel_closed`."""
+
+    ws: ClientConnection
+    token: str
+    clock: Callable[[], float] = time.monotonic
+    max_output_bytes: int = 4 * 1024 * 1024
+    output: bytearray = field(default_factory=bytearray)
+    exit_code: int | None = None
+    handshake_complete: bool = False
+    customer_message: str = ""
+    _out_seq: int = 0
+    _expected: int = 0
+    _buffer: dict[int, ClientMessage] = field(default_factory=dict)
+    _outgoing: dict[int, _Pending] = field(default_factory=dict)
+    _timer: _RetransmitTimer = field(default_factory=_RetransmitTimer)
+
+    def open(self) -> None:
+        """Send the OpenDataChannelInput text frame (the token authorises the channel)."""
+        import json
+        import uuid
+
+        self.ws.send(
+            json.dumps(
+                {
+                    "MessageSchemaVersion": "1.0",
+                    "RequestId": str(uuid.uuid4()),
+                    "TokenValue": self.token,
+                    "ClientId": str(uuid.uuid4()),
+                    "ClientVersion": CLIENT_VERSION,
+                }
+            )
+        )
+
+    def run(self, deadline: float) -> None:
+        """Receive until `channel_closed`. Raises SessionError on expiry, KMS, or a dropped
+        connection before the command's exit marker arrived."""
+        while True:
+            now = self.clock()
+            if now >= deadline:
+                raise SessionError(
+                    SessionErrorKind.BUDGET_EXPIRED, "probe budget expired", partial_output=bytes(self.output)
+                )
+            try:
+                self._resend_oldest(now)
+                frame = self.ws.recv(timeout=min(_POLL_SECONDS, max(0.0, deadline - now)))
+            except TimeoutError:
+                continue
+            except ConnectionClosed as closed:
+                self._closed(closed)
+                return
+            if isinstance(frame, str):
+                continue  # text frames after the open frame carry nothing for a client
+            try:
+                message = codec.decode(frame)
+            except codec.CodecError:
+                continue
+            if not message.digest_ok:
+                continue  # not acknowledged, so the agent sends it again
+            if message.message_type == codec.CHANNEL_CLOSED:
+                return
+            if message.message_type == codec.ACKNOWLEDGE:
+                self._on_ack(message)
+            elif message.message_type == codec.OUTPUT_STREAM_DATA:
+                try:
+                    self._on_stream(message)
+                except ConnectionClosed as closed:
+                    self._closed(closed)
+                    return
+
+    def _closed(self, closed: ConnectionClosed) -> None:
+        """The peer closed the socket: fine once the exit marker arrived (only the goodbye or
+        an ack was lost), a transient transport failure otherwise."""
+        if split_exit_code(bytes(self.output))[1] is not None or self.exit_code is not None:
+            return
+        raise SessionError(
+            SessionErrorKind.TRANSPORT,
+            f"data channel closed before the command finished ({closed})",
+            partial_output=bytes(self.output),
+        ) from closed
+
+    def _send_stream(self, payload_type: PayloadType, payload: bytes) -> None:
+        message = codec.stream_message(codec.INPUT_STREAM_DATA, self._out_seq, payload_type, payload)
+        frame = message.encode()
+        now = self.clock()
+        self._outgoing[self._out_seq] = _Pending(message, frame, now, now)
+        self._out_seq += 1
+        self.ws.send(frame)
+
+    def _resend_oldest(self, now: float) -> None:
+        if not self._outgoing:
+            return
+        oldest = self._outgoing[min(self._outgoing)]
+        if now - oldest.last_sent >= self._timer.rto:
+            oldest.last_sent = now
+            oldest.resent = True
+            self.ws.send(oldest.frame)
+
+    def _on_ack(self, ack: ClientMessage) -> None:
+        try:
+            seq = codec.acknowledged_sequence(ack)
+        except (ValueError, KeyError, TypeError):
+            return
+        pending = self._outgoing.pop(seq, None)
+        # Karn's rule: only unambiguous (never resent) messages give an RTT sample.
+        if pending is not None and not pending.resent:
+            self._timer.observe(self.clock() - pending.first_sent)
+
+    def _on_stream(self, message: ClientMessage) -> None:
+        seq = message.sequence_number
+        # Every stream message is acked, duplicates too: a lost ack would otherwise make the
+        # agent resend forever.
+        self.ws.send(codec.acknowledgement(message).encode())
+        if seq < self._expected or seq in self._buffer:
+            return
+        if seq > self._expected:
+            self._buffer[seq] = message
+            return
+        self._process(message)
+        self._expected += 1
+        while self._expected in self._buffer:
+            self._process(self._buffer.pop(self._expected))
+            self._expected += 1
+
+    def _process(self, message: ClientMessage) -> None:
+        ptype = message.payload_type
+        if ptype in (PayloadType.OUTPUT, PayloadType.STDERR):
+            room = self.max_output_bytes - len(self.output)
+            if room > 0:
+                self.output.extend(message.payload[:room])
+        elif ptype == PayloadType.EXIT_CODE:
+            match = _EXIT_CODE.search(message.payload)
+            if match:
+                self.exit_code = int(match.group(1))
+        elif ptype == PayloadType.HANDSHAKE_REQUEST:
+            self._answer_handshake(message)
+        elif ptype == PayloadType.HANDSHAKE_COMPLETE:
+            self.handshake_complete = True
+            try:
+                self.customer_message = str(message.json().get("CustomerMessage") or "")
+            except ValueError:
+                self.customer_message = ""
+        elif ptype == PayloadType.ENC_CHALLENGE_REQUEST:
+            raise _kms_error()
+
+    def _answer_handshake(self, request: ClientMessage) -> None:
+        actions = request.json().get("RequestedClientActions") or []
+        processed: list[dict[str, Any]] = []
+        kms_requested = False
+        for action in actions:
+            action_type = action.get("ActionType")
+            parameters = action.get("ActionParameters") or {}
+            if action_type == "SessionType" and parameters.get("SessionType") in _ACCEPTED_SESSION_TYPES:
+                processed.append(_action(action_type, _ACTION_SUCCESS))
+            elif action_type == "KMSEncryption":
+                kms_requested = True
+                processed.append(_action(action_type, _ACTION_FAILED, "KMS session encryption is not supported"))
+            else:
+                processed.append(_action(str(action_type), _ACTION_UNSUPPORTED, "unsupported client action"))
+        self._send_stream(
+            PayloadType.HANDSHAKE_RESPONSE,
+            codec.json_bytes({"ClientVersion": CLIENT_VERSION, "ProcessedClientActions": processed, "Errors": None}),
+        )
+        if kms_requested:
+            raise _kms_error()
+
+
+def _action(action_type: str, status: int, error: str = "") -> dict[str, Any]:
+    return {"ActionType": action_type, "ActionStatus": status, "ActionResult": None, "Error": error}
+
+
+def _kms_error() -> SessionError:
+    return SessionError(
+        SessionErrorKind.KMS_ENCRYPTION,
+        "the account's Session Manager preferences require KMS encryption, which this client does not "
+        "implement; the session was refused (fail closed)",
+    )
+
+
+def run_data_channel(
+    stream_url: str,
+    token: str,
+    deadline: float,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    max_output_bytes: int = 4 * 1024 * 1024,
+) -> tuple[bytes, int | None]:
+    """Open the data channel at `stream_url`, collect the command's output until the channel
+    closes, and return (output without the RC marker, exit code)."""
+    remaining = deadline - clock()
+    if remaining <= 0:
+        raise SessionError(SessionErrorKind.BUDGET_EXPIRED, "probe budget expired before connecting")
+    try:
+        ws = connect(stream_url, open_timeout=remaining, compression=None, max_size=None)
+    except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as error:
+        raise SessionError(SessionErrorKind.TRANSPORT, f"cannot open the data channel: {error}") from error
+    channel = DataChannel(ws, token, clock=clock, max_output_bytes=max_output_bytes)
+    try:
+        channel.open()
+        channel.run(deadline)
+    except ConnectionClosed as closed:
+        raise SessionError(
+            SessionErrorKind.TRANSPORT, f"data channel closed: {closed}", partial_output=bytes(channel.output)
+        ) from closed
+    except SessionError as error:
+        if not error.partial_output:
+            error.partial_output = bytes(channel.output)
+        raise
+    finally:
+        ws.close()
+    output, marker_code = split_exit_code(bytes(channel.output))
+    return output, marker_code if marker_code is not None else channel.exit_code
+
+
+@dataclass
+class SessionRunner:
+    """Runs commands on nodes over Session Manager within a per-node budget.
+
+    `ssm` is a boto3 SSM client; `limiter` paces StartSession across threads.
+    """
+
+    ssm: Any
+    limiter: RateLimiter = field(default_factory=lambda: START_SESSION_LIMITER)
+    budget_seconds: float = thresholds.SSM_NODE_BUDGET_SECONDS
+    max_attempts: int = 5
+    backoff_seconds: float = 1.0
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+    def run(self, target: str, command: str) -> CommandResult:
+        """Run `command` (already wrapped, see `wrap_command`) on `target`. Raises SessionError."""
+        deadline = self.clock() + self.budget_seconds
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return self._attempt(target, command, deadline, attempt)
+            except SessionError as error:
+                error.attempts = attempt
+                delay = self.backoff_seconds * (2 ** (attempt - 1))
+                if not error.kind.retryable or attempt >= self.max_attempts or self.clock() + delay >= deadline:
+                    raise
+                self.sleep(delay)
+
+    def _attempt(self, target: str, command: str, deadline: float, attempt: int) -> CommandResult:
+        if not self.limiter.acquire(deadline):
+            raise SessionError(
+                SessionErrorKind.BUDGET_EXPIRED, "probe budget expired waiting for the StartSession rate limit"
+            )
+        try:
+            response = self.ssm.start_session(Target=target, DocumentName=DOCUMENT, Parameters={"command": [command]})
+        except (ClientError, BotoCoreError) as error:
+            raise classify_start_error(error) from error
+        session_id = str(response["SessionId"])
+        try:
+            output, exit_code = run_data_channel(
+                response["StreamUrl"], response["TokenValue"], deadline, clock=self.clock
+            )
+        except SessionError as error:
+            error.session_id = session_id
+            # The session may still be alive on the agent side: end it so the command stops.
+            self.terminate(session_id)
+            raise
+        return CommandResult(output=output, exit_code=exit_code, session_id=session_id, attempts=attempt)
+
+    def terminate(self, session_id: str) -> None:
+        """TerminateSession, best effort (a failure here must not hide the original error)."""
+        try:
+            self.ssm.terminate_session(SessionId=session_id)
+        except (ClientError, BotoCoreError):
+            return
