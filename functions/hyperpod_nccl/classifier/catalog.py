@@ -134,6 +134,9 @@ class Catalog(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     version: int
+    # Case-sensitive quoted terms for CloudWatch FilterLogEvents: one call per term, so that only
+    # candidate lines cross the network (every positive corpus line contains one; see the tests).
+    cloudwatch_terms: list[str] = Field(default_factory=list)
     signatures: list[Signature]
 
     @model_validator(mode="after")

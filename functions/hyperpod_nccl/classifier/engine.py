@@ -271,7 +271,9 @@ def _to_hit(group: _Group) -> SignatureHit:
     return SignatureHit(
         id=signature.id,
         cls=signature.cls,
-        title=signature.title if "xid" not in fields else f"{signature.title} {fields['xid']}",
+        title=f"{signature.title} {fields['xid']}"
+        if signature.split_by == "xid" and "xid" in fields
+        else signature.title,
         priority=priority,
         reference=reference,
         count=group.count,

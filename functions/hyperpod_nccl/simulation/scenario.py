@@ -11,11 +11,12 @@ import json
 from datetime import datetime, timedelta
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from hyperpod_nccl.simulation.kubernetes import KubernetesScenario
+from hyperpod_nccl.simulation.logs import LogsSpec
 from hyperpod_nccl.simulation.node_behaviours import NodeBehaviours
 
 SCENARIO_PACKAGE = "hyperpod_nccl.simulation"
@@ -104,7 +105,7 @@ class Scenario(_Strict):
     events: list[EventSpec] = Field(default_factory=list)
     faults: list[FaultSpec] = Field(default_factory=list)
     # Sections owned by the log, node-probe and Kubernetes simulations.
-    logs: Any = None
+    logs: LogsSpec | None = None
     node_behaviours: NodeBehaviours | None = None
     kubernetes: KubernetesScenario | None = None
 

@@ -1,0 +1,192 @@
+"""The CloudWatch scan against the AWS emulation: the seeded log group of each scenario, the
+missing group, denied and throttled FilterLogEvents, and pagination over many events."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from hyperpod_nccl.checks import discover
+from hyperpod_nccl.collectors.context import CollectionContext
+from hyperpod_nccl.collectors.control_plane import collect_control_plane
+from hyperpod_nccl.collectors.logs import collect_logs, stream_identity
+from hyperpod_nccl.models.findings import Finding, Status
+from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.models.logs import LogInventory
+from hyperpod_nccl.models.request import DiagnoseRequest
+from hyperpod_nccl.simulation.logs import LogLineSpec, LogsSpec, LogStreamSpec
+from hyperpod_nccl.simulation.scenario import FaultSpec, Scenario
+
+LOG_CHECKS = ("logs.cloudwatch", "logs.signatures", "logs.hma_detections", "logs.nccl_versions")
+
+
+def _scan(sim) -> tuple[LogInventory | None, CollectionContext]:  # type: ignore[no-untyped-def]
+    request = DiagnoseRequest(cluster=sim.scenario.cluster.name, region=sim.scenario.region)
+    ctx = CollectionContext(request=request, aws=sim.clients(), now=sim.now)
+    control_plane = collect_control_plane(ctx)
+    return collect_logs(ctx, control_plane), ctx
+
+
+def _findings(sim, logs: LogInventory | None) -> dict[str, list[Finding]]:  # type: ignore[no-untyped-def]
+    registry = discover()
+    inventory = Inventory(
+        cluster_name=sim.scenario.cluster.name,
+        region=sim.scenario.region,
+        orchestrator=sim.scenario.cluster.orchestrator,
+        collected_at=sim.now,
+        window_start=sim.now,
+        window_end=sim.now,
+        logs=logs,
+    )
+    return {check_id: registry[check_id].run(inventory) for check_id in LOG_CHECKS}
+
+
+def _signatures(findings: list[Finding]) -> dict[str, Finding]:
+    return {f"{f.fields['signature']}@{f.resources[-1].id}": f for f in findings if f.is_issue}
+
+
+def test_eks_scenario_log_findings_per_stream_and_node(simulate) -> None:
+    sim = simulate("eks-p5")
+    logs, ctx = _scan(sim)
+    assert logs is not None and logs.group_exists and not logs.truncated
+    assert ctx.degraded == []
+    found = _findings(sim, logs)
+    signatures = _signatures(found["logs.signatures"])
+
+    worker3 = sim.instance_id("worker:3")
+    timeout = signatures[f"watchdog_timeout@{worker3}/training"]
+    assert timeout.status is Status.FAIL and timeout.reference.pointer == "references/debugging-guide.md § 1"
+    assert timeout.fields["count"] == 9  # 8 repeated watchdog lines + the "detected by watchdog" line
+    assert timeout.fields["op"] == "ALLREDUCE" and timeout.fields["timeout_ms"] == "600000"
+    assert timeout.fields["first_seen"] and timeout.fields["first_seen"] != timeout.fields["last_seen"]
+    assert any(r.kind == "node" and r.id == worker3 for r in timeout.resources)
+
+    worker9 = sim.instance_id("worker:9")
+    fallback = signatures[f"tcp_fallback@{worker9}/nccl"]
+    assert fallback.reference.pointer == "references/debugging-guide.md § 13" and fallback.fields["count"] == 8
+    assert f"ofi_plugin_missing@{worker9}/nccl" in signatures
+
+    worker2 = sim.instance_id("worker:2")
+    lifecycle = signatures[f"lifecycle_failure@LifecycleConfig/worker/{worker2}"]
+    assert lifecycle.reference.pointer == "references/node-debugger.md § D"
+
+    worker5 = sim.instance_id("worker:5")
+    xid = signatures[f"xid@SagemakerHealthMonitoringAgent/worker/{worker5}"]
+    assert xid.fields["xid"] == "79" and xid.fields["action"] == "replace"
+    assert xid.reference.pointer == "references/node-debugger.md § F"
+
+    hma = found["logs.hma_detections"]
+    assert [f.resources[0].id for f in hma] == [worker5]
+    assert hma[0].fields["reasons"] == "XidHardwareFailure" and hma[0].status is Status.FAIL
+
+    drift = found["logs.nccl_versions"]
+    assert len(drift) == 1 and drift[0].status is Status.FAIL
+    assert drift[0].fields["nccl_versions"] == "2.21.5,2.23.4"
+    assert [r.id for r in drift[0].resources] == [f"{sim.instance_id('worker:7')}/nccl"]
+
+    # Healthy INFO chatter on the other workers produced nothing.
+    worker1 = sim.instance_id("worker:1")
+    assert not any(worker1 in key for key in signatures)
+
+
+def test_healthy_scenario_scans_chatter_without_findings(simulate) -> None:
+    sim = simulate("healthy-eks")
+    logs, ctx = _scan(sim)
+    assert logs is not None and logs.events_matched > 0 and ctx.degraded == []
+    found = _findings(sim, logs)
+    assert [f.status for f in found["logs.signatures"]] == [Status.PASS]
+    assert [f.status for f in found["logs.cloudwatch"]] == [Status.PASS]
+    assert found["logs.hma_detections"] == []
+    assert [f.status for f in found["logs.nccl_versions"]] == [Status.PASS]
+
+
+def test_missing_log_group_is_an_info_not_a_crash(simulate) -> None:
+    def disable(scenario: Scenario) -> None:
+        assert scenario.logs is not None
+        scenario.logs.enabled = False
+
+    sim = simulate("healthy-eks", edit=disable)
+    logs, ctx = _scan(sim)
+    assert logs is not None and not logs.group_exists and ctx.degraded == []
+    found = _findings(sim, logs)
+    [info] = found["logs.cloudwatch"]
+    assert info.status is Status.INFO and "CloudWatch not enabled" in info.title
+    assert info.reference.pointer == "references/operations.md § 4"
+    assert found["logs.signatures"] == [] and found["logs.nccl_versions"] == []
+
+
+def test_denied_filter_degrades_naming_the_action(simulate) -> None:
+    denied = FaultSpec(operation="logs:FilterLogEvents", error_code="AccessDeniedException", message="not allowed")
+    sim = simulate("eks-p5", faults=[denied])
+    logs, ctx = _scan(sim)
+    [degraded] = ctx.degraded
+    assert degraded.missing_action == "logs:FilterLogEvents" and "grant logs:FilterLogEvents" in degraded.fix
+    assert logs is not None and logs.truncated and logs.scans == []
+
+
+def test_denied_describe_log_groups_degrades(simulate) -> None:
+    denied = FaultSpec(operation="logs:DescribeLogGroups", error_code="AccessDeniedException")
+    sim = simulate("healthy-eks", faults=[denied])
+    logs, ctx = _scan(sim)
+    assert logs is None
+    assert [d.missing_action for d in ctx.degraded] == ["logs:DescribeLogGroups"]
+
+
+def test_throttling_after_some_terms_keeps_partial_results(simulate) -> None:
+    # The first FilterLogEvents calls succeed, then every call is throttled: what arrived is
+    # still classified and the scan is marked partial.
+    sim = simulate("eks-p5")
+    sim.emulation.faults.add_fault(
+        FaultSpec(operation="logs:FilterLogEvents", error_code="ThrottlingException", http_status=400)
+    )
+    logs, ctx = _scan(sim)
+    [degraded] = ctx.degraded
+    assert "throttled" in degraded.reason and degraded.missing_action is None
+    assert logs is not None and logs.truncated
+    found = _findings(sim, logs)
+    assert any(f.status is Status.WARN and "incomplete" in f.title for f in found["logs.cloudwatch"])
+
+
+def test_every_page_of_a_noisy_stream_is_read(simulate) -> None:
+    def noisy(scenario: Scenario) -> None:
+        assert scenario.logs is not None
+        scenario.logs.streams.append(
+            LogStreamSpec(
+                node="worker:1",
+                kind="nccl",
+                lines=[
+                    LogLineSpec(
+                        minutes_ago=60,
+                        repeat=2500,
+                        every_seconds=0.01,
+                        message="{host}:{pid}:{pid} [3] NCCL INFO Using network Socket",
+                    )
+                ],
+            )
+        )
+
+    sim = simulate("healthy-eks", edit=noisy)
+    logs, _ = _scan(sim)
+    assert logs is not None
+    [scan] = [s for s in logs.scans if s.instance_id == sim.instance_id("worker:1") and s.kind == "nccl"]
+    [hit] = scan.hits
+    assert hit.id == "tcp_fallback" and hit.count == 2500
+
+
+def test_stream_names_map_to_nodes() -> None:
+    assert stream_identity("SagemakerHealthMonitoringAgent/worker/i-0123456789abcdef0") == (
+        "health_agent",
+        "worker",
+        "i-0123456789abcdef0",
+    )
+    assert stream_identity("LifecycleConfig/compute/i-0123456789abcdef0")[0:2] == ("lifecycle", "compute")
+    assert stream_identity("i-0123456789abcdef0/nccl") == ("nccl", None, "i-0123456789abcdef0")
+    assert stream_identity("something-else") == ("other", None, None)
+
+
+def test_logs_spec_rejects_unknown_keys() -> None:
+    import pydantic
+    import pytest
+
+    with pytest.raises(pydantic.ValidationError):
+        LogsSpec.model_validate({"streams": [], "bogus": 1})
+    assert isinstance(datetime.now(), datetime)
