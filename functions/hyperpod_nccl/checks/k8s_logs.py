@@ -1,0 +1,50 @@
+"""Pod logs of training containers (and of the previous instance after a restart), scanned
+with the failure classifier; findings name the pod, its node and the node's instance id."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from hyperpod_nccl.checks import check
+from hyperpod_nccl.checks._kubernetes import kube, pod_resources
+from hyperpod_nccl.classifier import hits_to_findings, scan_lines
+from hyperpod_nccl.models.findings import Finding, Priority
+from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.references import PAT_RUNTIME
+
+
+@check(
+    id="k8s.pod_logs",
+    title="Failure signatures in training pod logs",
+    priority=Priority.P1,
+    reference=PAT_RUNTIME,
+    source="kubernetes",
+    orchestrators=("eks",),
+)
+def pod_logs(inv: Inventory) -> Iterator[Finding]:
+    """Classify each container log tail; one finding per signature per container log."""
+    k8s = kube(inv)
+    if k8s.logs is None:
+        return
+    pods = {(p.namespace, p.name): p for p in k8s.pods or []}
+    scanned = 0
+    found = 0
+    for log in k8s.logs:
+        if not log.lines:
+            continue
+        scanned += 1
+        pod = pods.get((log.namespace, log.pod))
+        resources = pod_resources(k8s, pod) if pod else []
+        which = f"{log.namespace}/{log.pod} [{log.container}{', previous' if log.previous else ''}]"
+        for finding in hits_to_findings(pod_logs, scan_lines(log.lines).hits, resources):
+            found += 1
+            finding.title = f"{which}: {finding.title}"
+            # One container's current and previous logs are separate findings of the same pod.
+            finding.fields["signature"] = f"{finding.fields['signature']}@{log.container}" + (
+                "/previous" if log.previous else ""
+            )
+            finding.fields["container"] = log.container
+            finding.fields["previous"] = log.previous
+            yield finding
+    if scanned and not found:
+        yield pod_logs.passed(f"no failure signature in {scanned} container log tail(s)")
