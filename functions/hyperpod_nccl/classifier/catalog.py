@@ -128,6 +128,15 @@ def group_fields(match: re.Match[str]) -> dict[str, str]:
     return out
 
 
+class FailureClass(BaseModel):
+    """What a failure class means and the read-only commands that confirm it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cause: str
+    confirm: list[str] = Field(default_factory=list)
+
+
 class Catalog(BaseModel):
     """The whole catalog file."""
 
@@ -137,6 +146,7 @@ class Catalog(BaseModel):
     # Case-sensitive quoted terms for CloudWatch FilterLogEvents: one call per term, so that only
     # candidate lines cross the network (every positive corpus line contains one; see the tests).
     cloudwatch_terms: list[str] = Field(default_factory=list)
+    classes: dict[str, FailureClass]
     signatures: list[Signature]
 
     @model_validator(mode="after")
@@ -146,6 +156,8 @@ class Catalog(BaseModel):
             if signature.id in seen:
                 raise ValueError(f"duplicate signature id {signature.id}")
             seen.add(signature.id)
+            if signature.cls not in self.classes:
+                raise ValueError(f"signature {signature.id}: class {signature.cls!r} is not described in `classes`")
         return self
 
     def by_id(self, signature_id: str) -> Signature:
@@ -155,10 +167,9 @@ class Catalog(BaseModel):
                 return signature
         raise KeyError(signature_id)
 
-    @property
-    def classes(self) -> list[str]:
-        """Every failure class, sorted."""
-        return sorted({s.cls for s in self.signatures})
+    def failure_class(self, name: str) -> FailureClass:
+        """The description of a class."""
+        return self.classes[name]
 
 
 @lru_cache(maxsize=1)

@@ -1,0 +1,137 @@
+"""`hyperpod-nccl triage`: step 1 of the workflow as a command — classify an error string or logs.
+
+    hyperpod-nccl triage train.log worker-3.log        # several files
+    kubectl logs <POD> | hyperpod-nccl triage -        # stdin (also the default)
+    hyperpod-nccl triage --format json *.log           # one JSON object per input, per line
+
+Nothing is contacted: the input is classified locally with the same catalog as the CloudWatch
+scan and the pod-log check. Exit 0 when every input was read (healthy or not); 1 when an input
+could not be read or is not text (the others are still reported).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import json
+import sys
+from typing import Any, BinaryIO, cast
+
+from hyperpod_nccl.classifier import Scanner, ScanResult, SignatureHit, hit_status, load_catalog
+
+NAME = "triage"
+HELP = "Classify error strings or log files (NCCL, EFA, CUDA, driver, kernel) and point at the runbook."
+SNIFF_BYTES = 8192
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+class NotText(Exception):
+    """The input is a binary blob, not a log."""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Declare triage's arguments."""
+    parser.add_argument("files", nargs="*", metavar="FILE", help="log files to classify; '-' or nothing reads stdin")
+    parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
+
+
+def _is_binary(head: bytes) -> bool:
+    # Text logs never carry NUL bytes; UTF-16 or compiled blobs do.
+    return b"\x00" in head
+
+
+def scan_binary(stream: BinaryIO, name: str) -> ScanResult:
+    """Classify a byte stream, transparently gunzipping; raises NotText for binary blobs."""
+    buffered: Any = stream if hasattr(stream, "peek") else io.BufferedReader(cast(Any, stream))
+    head = buffered.peek(SNIFF_BYTES)[:SNIFF_BYTES]
+    source: Any = buffered
+    if head.startswith(GZIP_MAGIC):
+        source = gzip.GzipFile(fileobj=buffered)
+        head = source.peek(SNIFF_BYTES)[:SNIFF_BYTES]
+    if _is_binary(head):
+        raise NotText(f"{name}: binary data, not a text log")
+    scanner = Scanner()
+    scanner.feed_binary(source)
+    return scanner.finish()
+
+
+def _finding_json(hit: SignatureHit) -> dict[str, object]:
+    return {
+        "id": hit.id,
+        "class": hit.cls,
+        "priority": hit.priority.value,
+        "reference": {"file": hit.reference.file, "section": hit.reference.section},
+        "title": hit.title,
+        "count": hit.count,
+        "first_seen": hit.first_seen,
+        "last_seen": hit.last_seen,
+        "evidence": hit.evidence,
+        "fields": hit.fields,
+    }
+
+
+def render_json(source: str, result: ScanResult) -> str:
+    """One line: {"source", "lines", "findings": [...]}."""
+    document = {
+        "source": source,
+        "lines": result.lines_scanned,
+        "findings": [_finding_json(hit) for hit in result.hits],
+    }
+    return json.dumps(document, sort_keys=False)
+
+
+def render_text(source: str, result: ScanResult) -> str:
+    """The [FAIL]/→ pointer style of diagnose, with root cause and read-only next commands."""
+    catalog = load_catalog()
+    out = [f"== {source} ({result.lines_scanned} lines) =="]
+    if not result.hits:
+        out.append("[PASS] no NCCL/EFA/CUDA/driver failure signature found")
+        return "\n".join(out)
+    for hit in result.hits:
+        status = hit_status(hit).value
+        when = ""
+        if hit.first_seen:
+            when = f" (first {hit.first_seen}" + (
+                f", last {hit.last_seen})" if hit.last_seen != hit.first_seen else ")"
+            )
+        out.append(f"[{status}] {hit.priority.value} {hit.title} — {hit.count} line(s){when}")
+        failure_class = catalog.classes.get(hit.cls)
+        if failure_class:
+            out.append(f"       root cause: {failure_class.cause}")
+        facts = " ".join(f"{k}={v}" for k, v in hit.fields.items() if v not in (None, ""))
+        if facts:
+            out.append(f"       facts: {facts}")
+        out.extend(f"       | {line[:200]}" for line in hit.evidence[-3:])
+        if failure_class and failure_class.confirm:
+            out.append("       next (read-only):")
+            out.extend(f"         {command}" for command in failure_class.confirm)
+        out.append(f"       → {hit.reference.pointer}")
+    return "\n".join(out)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Classify each input and print its report; unreadable inputs get a one-line error."""
+    sources = args.files or ["-"]
+    failed = False
+    for index, name in enumerate(sources):
+        try:
+            if name == "-":
+                result = scan_binary(sys.stdin.buffer, "-")
+            else:
+                with open(name, "rb") as handle:
+                    result = scan_binary(handle, name)
+        except NotText as error:
+            sys.stderr.write(f"hyperpod-nccl triage: {error}\n")
+            failed = True
+            continue
+        except (OSError, EOFError) as error:  # missing, unreadable, a directory, a truncated gzip
+            reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
+            sys.stderr.write(f"hyperpod-nccl triage: {name}: cannot read ({reason})\n")
+            failed = True
+            continue
+        if args.format == "json":
+            sys.stdout.write(render_json(name, result) + "\n")
+        else:
+            sys.stdout.write(("\n" if index else "") + render_text(name, result) + "\n")
+    return 1 if failed else 0
