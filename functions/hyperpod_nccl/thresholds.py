@@ -41,3 +41,13 @@ DEV_SHM_RECOMMENDED = "10Gi"
 # cap bounds memory and time on a noisy group; hitting it marks the scan truncated.
 LOG_EVENTS_PER_TERM = 5000
 LOG_FILTER_PAGE_LIMIT = 1000
+# On-node probe limits (original Check 8, debugging-guide § 17): memlock and stack in KiB.
+NODE_MIN_MEMLOCK_KIB = 8388608
+NODE_MIN_STACK_KIB = 4096
+NODE_MIN_SHM_BYTES = 2**30
+NODE_RECOMMENDED_SHM_BYTES = 4 * 2**30
+# NCCL 2.20 and newer need at least this driver major version.
+NCCL_2_20_MIN_DRIVER_MAJOR = 525
+# EFA error-counter outliers within an instance group (robust z = 0.6745 * (x - median) / MAD).
+EFA_COUNTER_OUTLIER_Z = 3.5
+EFA_COUNTER_MIN_EXCESS = 100

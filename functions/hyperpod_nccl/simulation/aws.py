@@ -215,7 +215,8 @@ def _json_error(response: Any, code: str, message: str) -> Any:
     response.response_headers = getattr(response, "response_headers", {})
     return (
         400,
-        {"x-amzn-ErrorType": code, "content-type": "application/x-amz-json-1.1"},
+        # moto takes the HTTP status from the "status" header, not from the tuple.
+        {"x-amzn-ErrorType": code, "content-type": "application/x-amz-json-1.1", "status": "400"},
         json.dumps({"__type": code, "message": message}),
     )
 

@@ -467,6 +467,10 @@ class SessionRunner:
             response = self.ssm.start_session(Target=target, DocumentName=DOCUMENT, Parameters={"command": [command]})
         except (ClientError, BotoCoreError) as error:
             raise classify_start_error(error) from error
+        if not all(response.get(key) for key in ("SessionId", "StreamUrl", "TokenValue")):
+            raise SessionError(
+                SessionErrorKind.PROTOCOL, "StartSession answered without SessionId/StreamUrl/TokenValue"
+            )
         session_id = str(response["SessionId"])
         try:
             output, exit_code = run_data_channel(

@@ -22,6 +22,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         f"shipped: {', '.join(available_scenarios())}",
     )
     add_scope_arguments(parser)
+    # The simulated cluster is small and its faulty nodes are spread out: probe every node.
+    parser.set_defaults(sample_nodes="all")
 
 
 def run(args: argparse.Namespace) -> int:

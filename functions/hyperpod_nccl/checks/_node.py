@@ -1,0 +1,47 @@
+"""Helpers shared by the on-node checks (not a check module: no `@check` here)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from hyperpod_nccl import suggested
+from hyperpod_nccl.models.findings import Resource, SuggestedCommand
+from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.models.node_probe import NodeProbeData, NodeProbeResult
+
+
+def probed_nodes(inv: Inventory) -> Iterator[tuple[NodeProbeResult, NodeProbeData]]:
+    """Every node probe that produced parsed data (partial outputs included)."""
+    if inv.node_probes is None:
+        return
+    for result in inv.node_probes.results:
+        if result.role == "node" and result.probe is not None:
+            yield result, result.probe
+
+
+def node_resource(result: NodeProbeResult) -> Resource:
+    """The node as a finding resource, named by group and hostname."""
+    name = result.instance_group or ""
+    if result.hostname:
+        name = f"{name} {result.hostname.split('.', 1)[0]}".strip()
+    return Resource(kind="node", id=result.instance_id, name=name or None)
+
+
+def node_label(result: NodeProbeResult) -> str:
+    """`i-0abc (worker)` for titles."""
+    return f"{result.instance_id} ({result.instance_group})" if result.instance_group else result.instance_id
+
+
+def reboot(inv: Inventory, result: NodeProbeResult) -> SuggestedCommand:
+    """Reboot this node (drain first)."""
+    return suggested.batch_reboot(inv.cluster_name, [result.instance_id], inv.region)
+
+
+def replace(inv: Inventory, result: NodeProbeResult) -> SuggestedCommand:
+    """Replace this node (confirmed hardware fault)."""
+    return suggested.batch_replace(inv.cluster_name, [result.instance_id], inv.region)
+
+
+def nodes_count(inv: Inventory) -> int:
+    """How many nodes produced probe data."""
+    return sum(1 for _ in probed_nodes(inv))

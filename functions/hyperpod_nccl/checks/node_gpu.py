@@ -1,0 +1,208 @@
+"""On-node GPU checks: Xid, ECC, row remapping, DCGM, GPU inventory, NVLink, P2P path."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from hyperpod_nccl import instance_types
+from hyperpod_nccl.checks import check
+from hyperpod_nccl.checks._node import node_label, node_resource, nodes_count, probed_nodes, reboot, replace
+from hyperpod_nccl.models.findings import Finding, Priority
+from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.references import DBG_P2P_ACS, NODE_DCGM, NODE_GPU, NODE_NVIDIA, NODE_ROW_REMAP
+from hyperpod_nccl.xid import most_severe_action, xid_info
+
+
+def _short_bus(bus: str) -> str:
+    """`00000000:53:00.0` and `0000:53:00` both become `53:00` (dmesg and nvidia-smi differ)."""
+    parts = bus.lower().split(".", 1)[0].split(":")
+    return ":".join(parts[-2:])
+
+
+@check(
+    id="node.gpu_xid",
+    title="GPU Xid errors on the node",
+    priority=Priority.P0,
+    reference=NODE_GPU,
+    source="node_probes",
+)
+def gpu_xid(inv: Inventory) -> Iterator[Finding]:
+    """Each node with Xid lines: hardware Xids are P0 (reboot or replace per § G), app Xids P1."""
+    clean = 0
+    for result, probe in probed_nodes(inv):
+        if not probe.xids:
+            clean += probe.gpu_present is True
+            continue
+        gpu_by_bus = {_short_bus(g.bus_id): g for g in probe.gpus}
+        codes = sorted({x.code for x in probe.xids})
+        action = most_severe_action(codes)
+        hardware = any(xid_info(c).is_hardware or xid_info(c).category == "unknown" for c in codes)
+        evidence = []
+        for event in probe.xids[:8]:
+            gpu = gpu_by_bus.get(_short_bus(event.bus_id))
+            info = xid_info(event.code)
+            where = f"GPU {gpu.index} serial {gpu.serial}" if gpu else f"PCI {event.bus_id}"
+            evidence.append(f"Xid {event.code} ({info.name}; {info.category}, action {info.action}) on {where}")
+        commands = []
+        if action == "replace":
+            commands.append(replace(inv, result))
+        elif action in ("reboot", "reset-gpu"):
+            commands.append(reboot(inv, result))
+        yield gpu_xid.fail(
+            f"Xid {', '.join(map(str, codes))} on {node_label(result)} → {action}",
+            priority=Priority.P0 if hardware else Priority.P1,
+            detail=("hardware fault: drain the node, then " + action)
+            if hardware
+            else "application-level Xid: fix or restart the workload before touching hardware",
+            evidence=evidence + [e.line for e in probe.xids[:3]],
+            resources=[node_resource(result)],
+            suggested_commands=commands,
+            fields={"xid_codes": ",".join(map(str, codes)), "action": action},
+        )
+    if clean:
+        yield gpu_xid.passed(f"no Xid in the kernel log of {clean} GPU node(s)")
+
+
+@check(
+    id="node.gpu_ecc",
+    title="Uncorrectable ECC errors",
+    priority=Priority.P0,
+    reference=NODE_NVIDIA,
+    source="node_probes",
+)
+def gpu_ecc(inv: Inventory) -> Iterator[Finding]:
+    """Volatile uncorrectable ECC errors in the current boot."""
+    for result, probe in probed_nodes(inv):
+        bad = [g for g in probe.gpus if (g.ecc_uncorrected_volatile or 0) > 0]
+        if bad:
+            yield gpu_ecc.fail(
+                f"uncorrectable ECC errors on {len(bad)} GPU(s) of {node_label(result)}",
+                detail="read together with the row-remap state (§ G.1.a): pending remap → reboot; failure → replace",
+                evidence=[f"GPU {g.index} ({g.bus_id}, serial {g.serial}): {g.ecc_uncorrected_volatile}" for g in bad],
+                resources=[node_resource(result)],
+                suggested_commands=[reboot(inv, result)],
+            )
+
+
+@check(
+    id="node.gpu_row_remap",
+    title="GPU row remapping pending or failed",
+    priority=Priority.P0,
+    reference=NODE_ROW_REMAP,
+    source="node_probes",
+)
+def gpu_row_remap(inv: Inventory) -> Iterator[Finding]:
+    """Remap failure → replace (P0); pending → reboot to apply it (P1)."""
+    checked = 0
+    for result, probe in probed_nodes(inv):
+        if not probe.remapped_rows:
+            continue
+        checked += 1
+        failed = [r for r in probe.remapped_rows if r.failure]
+        pending = [r for r in probe.remapped_rows if r.pending and not r.failure]
+        if failed:
+            yield gpu_row_remap.fail(
+                f"row remapping FAILED on {len(failed)} GPU(s) of {node_label(result)} → replace",
+                detail="no spare rows are left: the GPU can no longer hide bad memory",
+                evidence=[f"{r.bus_id}: failure=Yes uncorrectable={r.uncorrectable}" for r in failed],
+                resources=[node_resource(result)],
+                suggested_commands=[replace(inv, result)],
+                fields={"state": "failure"},
+            )
+        elif pending:
+            yield gpu_row_remap.fail(
+                f"row remap pending on {len(pending)} GPU(s) of {node_label(result)} → reboot",
+                priority=Priority.P1,
+                detail="the remap takes effect only after a GPU reset; if it is still pending after a reboot, replace",
+                evidence=[f"{r.bus_id}: pending=Yes uncorrectable={r.uncorrectable}" for r in pending],
+                resources=[node_resource(result)],
+                suggested_commands=[reboot(inv, result)],
+                fields={"state": "pending"},
+            )
+    if checked:
+        yield gpu_row_remap.passed(f"row-remap state read on {checked} node(s)")
+
+
+@check(id="node.gpu_dcgm", title="DCGM health", priority=Priority.P1, reference=NODE_DCGM, source="node_probes")
+def gpu_dcgm(inv: Inventory) -> Iterator[Finding]:
+    """DCGM overall Fail/Warn, or FAIL lines in the newest nvvs log. Pass is not trusted alone."""
+    for result, probe in probed_nodes(inv):
+        overall = (probe.dcgm_overall or "").lower()
+        if overall.startswith(("fail", "warn")) or probe.nvvs_failures:
+            yield gpu_dcgm.fail(
+                f"DCGM reports {probe.dcgm_overall or 'failures'} on {node_label(result)}",
+                priority=Priority.P0 if overall.startswith("fail") else Priority.P1,
+                evidence=[*probe.dcgm_incidents[:5], *probe.nvvs_failures[:5]],
+                resources=[node_resource(result)],
+                suggested_commands=[reboot(inv, result)],
+            )
+
+
+@check(
+    id="node.gpu_inventory",
+    title="GPUs visible to the driver",
+    priority=Priority.P0,
+    reference=NODE_GPU,
+    source="node_probes",
+)
+def gpu_inventory(inv: Inventory) -> Iterator[Finding]:
+    """nvidia-smi must answer and show every GPU of the instance type."""
+    for result, probe in probed_nodes(inv):
+        expected = instance_types.GPUS_PER_INSTANCE.get(result.instance_type or "")
+        if instance_types.accelerator(result.instance_type or "") != "nvidia":
+            continue
+        if probe.gpu_present is False or probe.gpu_query_ok is False:
+            yield gpu_inventory.fail(
+                f"nvidia-smi cannot query the GPUs of {node_label(result)}",
+                detail="driver not loaded, a GPU fell off the bus, or nvidia-smi hangs",
+                resources=[node_resource(result)],
+                suggested_commands=[reboot(inv, result)],
+            )
+        elif expected and probe.gpus and len(probe.gpus) < expected:
+            yield gpu_inventory.fail(
+                f"{len(probe.gpus)} of {expected} GPUs visible on {node_label(result)}",
+                resources=[node_resource(result)],
+                suggested_commands=[reboot(inv, result), replace(inv, result)],
+            )
+
+
+@check(id="node.nvlink", title="NVLink links", priority=Priority.P0, reference=NODE_NVIDIA, source="node_probes")
+def nvlink(inv: Inventory) -> Iterator[Finding]:
+    """Inactive or erroring NVLinks → replace (after a reboot does not clear them)."""
+    for result, probe in probed_nodes(inv):
+        if probe.nvlink_inactive:
+            yield nvlink.fail(
+                f"{len(probe.nvlink_inactive)} NVLink link(s) inactive on {node_label(result)}",
+                detail="collectives fall back to slower paths or hang; reboot, then replace if it persists",
+                evidence=probe.nvlink_inactive[:8],
+                resources=[node_resource(result)],
+                suggested_commands=[reboot(inv, result), replace(inv, result)],
+            )
+
+
+@check(
+    id="node.p2p_path", title="GPU peer-to-peer path", priority=Priority.P1, reference=DBG_P2P_ACS, source="node_probes"
+)
+def p2p_path(inv: Inventory) -> Iterator[Finding]:
+    """PCI ACS source validation on bridges blocks P2P (FAIL); IOMMU on and PCIe-only topology warn."""
+    for result, probe in probed_nodes(inv):
+        if probe.acs_enabled_bridges:
+            yield p2p_path.fail(
+                f"PCI ACS enabled on {len(probe.acs_enabled_bridges)} bridge(s) of {node_label(result)}",
+                detail="ACS redirects peer-to-peer traffic through the root complex (10-50x slower, or blocked)",
+                evidence=probe.acs_enabled_bridges[:5],
+                resources=[node_resource(result)],
+            )
+        if probe.iommu_enabled:
+            yield p2p_path.warn(
+                f"IOMMU enabled on {node_label(result)}",
+                priority=Priority.P2,
+                detail="an IOMMU in translation mode can break or slow GPU peer-to-peer and GPUDirect RDMA",
+                resources=[node_resource(result)],
+            )
+        if probe.topology_pcie_pairs and not probe.topology_nvlink_pairs and nodes_count(inv):
+            yield p2p_path.warn(
+                f"GPUs of {node_label(result)} talk over PCIe only (no NVLink in nvidia-smi topo -m)",
+                priority=Priority.P2,
+                resources=[node_resource(result)],
+            )

@@ -1,0 +1,155 @@
+"""On-node limits and shared memory: memlock, stack, /dev/shm, RemoveIPC, stale NCCL segments,
+and the NCCL-versus-driver compatibility of the host."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from hyperpod_nccl import thresholds
+from hyperpod_nccl.checks import check
+from hyperpod_nccl.checks._node import node_label, node_resource, probed_nodes
+from hyperpod_nccl.models.findings import Finding, Priority
+from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.references import DBG_MEMLOCK_SHM, DBG_STALE_SHM, DBG_VERSION_MISMATCH
+
+
+def _gib(size: int) -> str:
+    return f"{size / 2**30:.2f} GiB" if size >= 2**30 else f"{size / 2**20:.0f} MiB"
+
+
+@check(
+    id="node.memlock",
+    title="Locked-memory limit",
+    priority=Priority.P0,
+    reference=DBG_MEMLOCK_SHM,
+    source="node_probes",
+)
+def memlock(inv: Inventory) -> Iterator[Finding]:
+    """memlock 0 or small: ibv_reg_mr fails and NCCL falls back to TCP."""
+    ok = 0
+    for result, probe in probed_nodes(inv):
+        if probe.memlock_unlimited or probe.memlock_kib is None:
+            ok += probe.memlock_unlimited
+            continue
+        if probe.memlock_kib < thresholds.NODE_MIN_MEMLOCK_KIB:
+            yield memlock.fail(
+                f"memlock limit {probe.memlock_kib} KiB on {node_label(result)}",
+                priority=Priority.P0 if probe.memlock_kib == 0 else Priority.P1,
+                detail=f"EFA memory registration needs >= {thresholds.NODE_MIN_MEMLOCK_KIB} KiB (or unlimited); "
+                "set it in limits.conf / the Slurm prolog, and IPC_LOCK in pods",
+                resources=[node_resource(result)],
+                fields={"memlock_kib": probe.memlock_kib},
+            )
+        else:
+            ok += 1
+    if ok:
+        yield memlock.passed(f"memlock large enough on {ok} node(s)")
+
+
+@check(id="node.stack", title="Stack limit", priority=Priority.P1, reference=DBG_MEMLOCK_SHM, source="node_probes")
+def stack(inv: Inventory) -> Iterator[Finding]:
+    """Stack below 4 MiB fails; memlock and stack both unlimited warns (libc shrinks thread stacks)."""
+    for result, probe in probed_nodes(inv):
+        if probe.stack_kib is not None and probe.stack_kib < thresholds.NODE_MIN_STACK_KIB:
+            yield stack.fail(
+                f"stack limit {probe.stack_kib} KiB on {node_label(result)}",
+                resources=[node_resource(result)],
+            )
+        elif probe.stack_unlimited and probe.memlock_unlimited:
+            yield stack.warn(
+                f"stack and memlock both unlimited on {node_label(result)}",
+                priority=Priority.P2,
+                detail="glibc then gives NCCL's threads a 2 MiB stack; prefer fixed limits",
+                resources=[node_resource(result)],
+            )
+
+
+@check(id="node.dev_shm", title="/dev/shm size", priority=Priority.P1, reference=DBG_MEMLOCK_SHM, source="node_probes")
+def dev_shm(inv: Inventory) -> Iterator[Finding]:
+    """< 1 GiB fails (NCCL's shared-memory transport), < 4 GiB warns, non-tmpfs warns."""
+    for result, probe in probed_nodes(inv):
+        size = probe.shm_size_bytes
+        if size is None:
+            continue
+        if size < thresholds.NODE_MIN_SHM_BYTES:
+            yield dev_shm.fail(
+                f"/dev/shm is {_gib(size)} on {node_label(result)}",
+                detail="NCCL's intra-node shared-memory buffers do not fit: bus errors or SHM transport failures",
+                resources=[node_resource(result)],
+                fields={"shm_bytes": size},
+            )
+        elif size < thresholds.NODE_RECOMMENDED_SHM_BYTES:
+            yield dev_shm.warn(
+                f"/dev/shm is {_gib(size)} on {node_label(result)} (4 GiB or more recommended)",
+                priority=Priority.P2,
+                resources=[node_resource(result)],
+            )
+        elif probe.shm_fstype and probe.shm_fstype != "tmpfs":
+            yield dev_shm.warn(
+                f"/dev/shm is {probe.shm_fstype}, not tmpfs, on {node_label(result)}",
+                priority=Priority.P2,
+                resources=[node_resource(result)],
+            )
+
+
+@check(
+    id="node.remove_ipc", title="systemd RemoveIPC", priority=Priority.P2, reference=DBG_STALE_SHM, source="node_probes"
+)
+def remove_ipc(inv: Inventory) -> Iterator[Finding]:
+    """RemoveIPC=yes deletes a user's shared memory at logout, under running NCCL jobs."""
+    for result, probe in probed_nodes(inv):
+        if probe.remove_ipc and probe.remove_ipc.lower() in ("yes", "true", "1"):
+            yield remove_ipc.warn(
+                f"RemoveIPC={probe.remove_ipc} in logind.conf on {node_label(result)}",
+                detail="set RemoveIPC=no (lifecycle script) so NCCL's /dev/shm segments survive logouts",
+                resources=[node_resource(result)],
+            )
+
+
+@check(
+    id="node.stale_shm",
+    title="Stale NCCL shared memory",
+    priority=Priority.P2,
+    reference=DBG_STALE_SHM,
+    source="node_probes",
+)
+def stale_shm(inv: Inventory) -> Iterator[Finding]:
+    """`/dev/shm/nccl-*` with no training process running: leftovers of a crashed run."""
+    for result, probe in probed_nodes(inv):
+        if probe.stale_shm_files and not probe.training_processes:
+            yield stale_shm.warn(
+                f"{len(probe.stale_shm_files)} stale /dev/shm/nccl-* segment(s) on {node_label(result)}",
+                evidence=probe.stale_shm_files[:5],
+                resources=[node_resource(result)],
+            )
+
+
+def _version_tuple(version: str | None) -> tuple[int, ...]:
+    if not version:
+        return ()
+    parts = []
+    for part in version.split("."):
+        digits = "".join(ch for ch in part if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+@check(
+    id="node.nccl_driver_compat",
+    title="Host NCCL versus GPU driver",
+    priority=Priority.P1,
+    reference=DBG_VERSION_MISMATCH,
+    source="node_probes",
+)
+def nccl_driver_compat(inv: Inventory) -> Iterator[Finding]:
+    """NCCL >= 2.20 on a driver older than 525."""
+    for result, probe in probed_nodes(inv):
+        nccl = _version_tuple(probe.versions.nccl)
+        driver = _version_tuple(probe.versions.driver)
+        if nccl >= (2, 20) and driver and driver[0] < thresholds.NCCL_2_20_MIN_DRIVER_MAJOR:
+            yield nccl_driver_compat.warn(
+                f"NCCL {probe.versions.nccl} with driver {probe.versions.driver} on {node_label(result)}",
+                resources=[node_resource(result)],
+            )

@@ -1,0 +1,172 @@
+"""Slurm checks from the controller probe over SSM (original Check 0, 2 and 7 [Slurm])."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from hyperpod_nccl.checks import check
+from hyperpod_nccl.models.findings import Finding, Priority, Resource
+from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.models.node_probe import NodeProbeResult, SlurmControllerData
+from hyperpod_nccl.references import OPS_NCCL_ENV, OPS_SLURM
+
+_BAD_STATES = ("down", "drain", "fail", "not_responding")
+
+
+def _controller(inv: Inventory) -> tuple[NodeProbeResult, SlurmControllerData] | None:
+    if inv.node_probes is None:
+        return None
+    for result in inv.node_probes.results:
+        if result.role == "slurm_controller" and result.slurm is not None:
+            return result, result.slurm
+    return None
+
+
+def _controller_resource(result: NodeProbeResult) -> Resource:
+    return Resource(kind="node", id=result.instance_id, name=f"{result.instance_group} (Slurm controller)")
+
+
+def _instance_by_host(inv: Inventory) -> dict[str, str]:
+    """Slurm node names are the short private DNS names: map them to instance ids."""
+    mapping = {}
+    for node in inv.control_plane.nodes or []:
+        if node.private_dns_hostname:
+            mapping[node.private_dns_hostname.split(".", 1)[0]] = node.instance_id
+    return mapping
+
+
+@check(
+    id="slurm.controller",
+    title="slurmctld and munge",
+    priority=Priority.P0,
+    reference=OPS_SLURM,
+    source="node_probes",
+    orchestrators=("slurm",),
+)
+def controller(inv: Inventory) -> Iterator[Finding]:
+    """`scontrol ping` must say UP and munge must be active."""
+    found = _controller(inv)
+    if found is None:
+        return
+    result, slurm = found
+    resource = [_controller_resource(result)]
+    if slurm.controller_up is False:
+        yield controller.fail("slurmctld is not UP", evidence=[slurm.ping_output or ""], resources=resource)
+    elif slurm.controller_up:
+        yield controller.passed("slurmctld is UP", evidence=[slurm.ping_output or ""], resources=resource)
+    if slurm.munge_state and slurm.munge_state != "active":
+        yield controller.fail(
+            f"munge is {slurm.munge_state} on the controller",
+            detail="without munge no Slurm daemon authenticates: jobs cannot start",
+            resources=resource,
+        )
+
+
+@check(
+    id="slurm.node_states",
+    title="Slurm node states",
+    priority=Priority.P1,
+    reference=OPS_SLURM,
+    source="node_probes",
+    orchestrators=("slurm",),
+)
+def node_states(inv: Inventory) -> Iterator[Finding]:
+    """DOWN/DRAIN nodes fail, DRAINED warns; each names the Slurm node and its instance id."""
+    found = _controller(inv)
+    if found is None:
+        return
+    by_host = _instance_by_host(inv)
+    healthy = 0
+    for node in found[1].nodes:
+        state = node.state.lower().rstrip("*~#!%$@^-")
+        if not any(bad in state for bad in _BAD_STATES):
+            healthy += 1
+            continue
+        instance_id = by_host.get(node.name) or by_host.get(node.hostname or "")
+        resources = [Resource(kind="slurm_node", id=node.name)]
+        if instance_id:
+            resources.append(Resource(kind="node", id=instance_id, name=node.name))
+        label = f"{node.name} ({instance_id})" if instance_id else node.name
+        finding = node_states.warn if state == "drained" else node_states.fail
+        yield finding(
+            f"Slurm node {label} is {node.state}" + (f": {node.reason}" if node.reason else ""),
+            detail="resume it after fixing the cause, or reboot/replace the instance behind it",
+            resources=resources,
+            fields={"state": node.state, "reason": node.reason, "signature": state},
+        )
+    if healthy:
+        yield node_states.passed(f"{healthy} Slurm node(s) in a usable state")
+
+
+@check(
+    id="slurm.queue",
+    title="Slurm queue",
+    priority=Priority.P1,
+    reference=OPS_SLURM,
+    source="node_probes",
+    orchestrators=("slurm",),
+)
+def queue(inv: Inventory) -> Iterator[Finding]:
+    """Pending or completing jobs with their reasons."""
+    found = _controller(inv)
+    if found is None or not found[1].queue:
+        return
+    entries = found[1].queue
+    yield queue.warn(
+        f"{len(entries)} job(s) pending or completing",
+        evidence=[f"job {e.job_id} {e.name}: {e.state} {e.reason}" for e in entries[:10]],
+        resources=[Resource(kind="job", id=e.job_id, name=e.name) for e in entries[:10]],
+    )
+
+
+@check(
+    id="slurm.nccl_env",
+    title="NCCL and libfabric environment on the controller",
+    priority=Priority.P1,
+    reference=OPS_NCCL_ENV,
+    source="node_probes",
+    orchestrators=("slurm",),
+)
+def nccl_env(inv: Inventory) -> Iterator[Finding]:
+    """NCCL_DEBUG=TRACE (P0) or INFO (P1) in profile/prolog files; FI_PROVIDER is informative."""
+    found = _controller(inv)
+    if found is None:
+        return
+    result, slurm = found
+    lines = slurm.nccl_env
+    resource = [_controller_resource(result)]
+    debug = next((line.split("=", 1)[1].strip("'\" ") for line in lines if "NCCL_DEBUG=" in line), None)
+    if debug and debug.upper() == "TRACE":
+        yield nccl_env.warn(
+            "NCCL_DEBUG=TRACE in the Slurm environment files", priority=Priority.P0, evidence=lines, resources=resource
+        )
+    elif debug and debug.upper() == "INFO":
+        yield nccl_env.warn(
+            "NCCL_DEBUG=INFO in the Slurm environment files",
+            detail="INFO logging has a measurable cost on every job; keep it for debugging runs (WARN otherwise)",
+            evidence=lines,
+            resources=resource,
+        )
+    elif lines:
+        yield nccl_env.info("NCCL/FI variables set in the Slurm environment files", evidence=lines, resources=resource)
+
+
+@check(
+    id="slurm.remove_ipc",
+    title="RemoveIPC on the Slurm controller",
+    priority=Priority.P2,
+    reference=OPS_SLURM,
+    source="node_probes",
+    orchestrators=("slurm",),
+)
+def slurm_remove_ipc(inv: Inventory) -> Iterator[Finding]:
+    """RemoveIPC unset or yes removes shared memory under running jobs (operations § 7)."""
+    found = _controller(inv)
+    if found is None:
+        return
+    result, slurm = found
+    if slurm.remove_ipc is None or slurm.remove_ipc.lower() in ("yes", "true", "1"):
+        yield slurm_remove_ipc.warn(
+            f"RemoveIPC is {slurm.remove_ipc or 'unset (defaults to yes)'} on the controller",
+            resources=[_controller_resource(result)],
+        )
