@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 
+from hyperpod_nccl.monitor.settings import METRICS_NAMESPACE
+
 SERVICE = "hyperpod-nccl-monitor"
-METRICS_NAMESPACE = "HyperPodNccl"
 
 
 def powertools(function: str) -> tuple[Logger, Tracer, Metrics]:

@@ -161,3 +161,44 @@ class MonitorSettings(BaseModel):
     def history_seconds(self) -> int:
         """How long sweep records and fault history are kept (DynamoDB TTL)."""
         return self.history_days * 24 * 3600
+
+
+# --- triggers ----------------------------------------------------------------------------------
+# EventBridge Scheduler's target input for the trigger function. Scheduler fills the two
+# context attributes per invocation; the scheduled time makes each tick's trigger id unique
+# (and a redelivered tick idempotent).
+SCHEDULE_SOURCE = "hyperpod-nccl.schedule"
+SCHEDULE_TARGET_INPUT: dict[str, str] = {
+    "source": SCHEDULE_SOURCE,
+    "id": "<aws.scheduler.execution-id>",
+    "time": "<aws.scheduler.scheduled-time>",
+}
+# EventBridge rule patterns (one per detail type) the trigger function accepts.
+HYPERPOD_EVENT_PATTERNS: list[dict[str, object]] = [
+    {
+        "source": ["aws.sagemaker"],
+        "detail-type": ["SageMaker HyperPod Cluster Event"],
+        "detail": {"EventDetails": {"EventLevel": ["Warn", "Error"]}},
+    },
+    {
+        "source": ["aws.sagemaker"],
+        "detail-type": ["SageMaker HyperPod Cluster Node Health Event"],
+        "detail": {"HealthSummary": {"HealthStatus": ["Unhealthy"]}},
+    },
+    {
+        "source": ["aws.sagemaker"],
+        "detail-type": ["SageMaker HyperPod Cluster State Change"],
+    },
+]
+
+# --- metrics (Powertools EMF; infra alarms and dashboards read these names) --------------------
+METRICS_NAMESPACE = "HyperPodNccl"
+METRIC_FINDINGS = {"P0": "FindingsP0", "P1": "FindingsP1", "P2": "FindingsP2"}
+METRIC_NODES_PROBED = "NodesProbed"
+METRIC_NODES_UNREACHABLE = "NodesUnreachable"
+METRIC_SWEEP_DURATION = "SweepDurationSeconds"
+METRIC_SWEEP_FAILED = "SweepFailed"
+METRIC_SWEEPS_COMPLETED = "SweepsCompleted"
+METRIC_NOTIFICATIONS = "NotificationsSent"
+METRIC_TRIGGERS_REJECTED = "TriggersRejected"
+METRIC_DIMENSION_CLUSTER = "Cluster"

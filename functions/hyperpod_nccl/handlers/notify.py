@@ -1,0 +1,38 @@
+"""Notify state: publish what changed (or that the sweep could not run) to the alerts topic."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from hyperpod_nccl.handlers import powertools
+from hyperpod_nccl.monitor.settings import METRIC_DIMENSION_CLUSTER, METRIC_NOTIFICATIONS, MonitorSettings
+from hyperpod_nccl.monitor.store import Store
+from hyperpod_nccl.monitor.sweep import SweepState, run_notify
+
+logger, tracer, metrics = powertools("notify")
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """Publish one sweep's notification, at most once."""
+    settings = MonitorSettings.from_env()
+    state = SweepState.model_validate(event)
+    logger.append_keys(sweep_id=state.sweep.sweep_id, cluster=state.sweep.cluster)
+    store = Store.connect(settings.require_table())
+    output = run_notify(
+        state,
+        store,
+        boto3.client("sns"),
+        topic_arn=settings.require_topic(),
+        base_url=settings.reference_base_url,
+    )
+    metrics.add_dimension(name=METRIC_DIMENSION_CLUSTER, value=state.sweep.cluster)
+    metrics.add_metric(name=METRIC_NOTIFICATIONS, unit=MetricUnit.Count, value=int(output.published))
+    logger.info("notify", extra=output.model_dump())
+    return output.model_dump(mode="json")

@@ -1,0 +1,45 @@
+"""Trigger: EventBridge Scheduler ticks and HyperPod EventBridge events start (or fold into) a
+sweep; malformed or foreign events are rejected with a logged reason and start nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from hyperpod_nccl.handlers import powertools
+from hyperpod_nccl.monitor.events import Rejection, parse_trigger
+from hyperpod_nccl.monitor.settings import METRIC_TRIGGERS_REJECTED, MonitorSettings
+from hyperpod_nccl.monitor.store import Store
+from hyperpod_nccl.monitor.sweep import start_sweep
+
+logger, tracer, metrics = powertools("trigger")
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
+    """Validate the event and start one sweep per cluster it names."""
+    settings = MonitorSettings.from_env()
+    parsed = parse_trigger(event, settings.clusters)
+    if isinstance(parsed, Rejection):
+        logger.warning("event rejected", extra=parsed.model_dump())
+        metrics.add_metric(name=METRIC_TRIGGERS_REJECTED, unit=MetricUnit.Count, value=1)
+        return {"rejected": parsed.model_dump(), "outcomes": []}
+    store = Store.connect(settings.require_table())
+    sfn = boto3.client("stepfunctions")
+    outcomes = []
+    for trigger in parsed:
+        outcome = start_sweep(
+            trigger,
+            store,
+            sfn,
+            state_machine_arn=settings.require_state_machine(),
+            history_seconds=settings.history_seconds,
+        )
+        logger.info("trigger handled", extra=outcome.model_dump())
+        outcomes.append(outcome.model_dump())
+    return {"rejected": None, "outcomes": outcomes}

@@ -1,0 +1,197 @@
+"""DynamoDB single-table store of the monitor, designed from its access patterns.
+
+Keys (pk / sk; `C` = `<region>#<cluster name>`), one line per access pattern:
+
+- per-cluster sweep lock with folded triggers: `CLUSTER#C` / `LOCK`
+- a trigger seen (idempotency per event id): `CLUSTER#C` / `TRIGGER#<trigger id>`
+- sweeps of a cluster with coverage and duration (TTL): `CLUSTER#C` / `SWEEP#<started ISO>#<sweep id>`
+- a finding's state and history summary (first/last seen, occurrences, resolved at):
+  `CLUSTER#C` / `FINDING#<fingerprint>`
+- open findings of a cluster: GSI `gsi1` `OPEN#C` / `<priority>#<fingerprint>` (sparse: removed on resolve)
+- a finding's occurrences: `FINDING#C#<fingerprint>` / `OCC#<started ISO>#<sweep id>`
+- per-node fault history (survives replacement): `NODE#<instance id>` / `FAULT#<ISO>#<sweep id>#<fingerprint>`
+- per-GPU fault history (serial/UUID): `GPU#<serial or uuid>` / `FAULT#<ISO>#<sweep id>#<fingerprint>`
+- one sweep's scratch (collector outputs, TTL): `SWEEP#<sweep id>` / `REQUEST`, `TARGET#<id>`, `PROBE#<id>`,
+  `DEGRADED#<step>`, `NOTIFIED` and blobs `<NAME>#<chunk>` (CONTROL_PLANE, PLAN, LOGS, KUBERNETES, RESULT, DIFF)
+
+Node and GPU history are keyed by the hardware, not by cluster membership, so a node replaced
+by HyperPod keeps its record and a GPU UUID that reappears is recognised.
+
+Idempotency: every write that a retried Lambda may repeat is either an overwrite of the same
+value (scratch items) or conditional on the sweep id (occurrences, fault history, finding
+counters, the stored diff), so a retry never duplicates a finding or an occurrence.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from boto3.dynamodb.conditions import Attr, Key
+from botocore.exceptions import ClientError
+
+from hyperpod_nccl.monitor.settings import GSI1, SCRATCH_RETENTION_SECONDS
+
+# DynamoDB items are limited to 400 KB; blobs are compressed and split well below that.
+BLOB_CHUNK_BYTES = 300_000
+
+
+def cluster_key(region: str, cluster: str) -> str:
+    """The partition of everything about one cluster."""
+    return f"CLUSTER#{region}#{cluster}"
+
+
+def open_index_key(region: str, cluster: str) -> str:
+    """The sparse GSI partition holding a cluster's open findings."""
+    return f"OPEN#{region}#{cluster}"
+
+
+def sweep_key(sweep_id: str) -> str:
+    """The partition of one sweep's scratch data."""
+    return f"SWEEP#{sweep_id}"
+
+
+def finding_history_key(region: str, cluster: str, fingerprint: str) -> str:
+    """The partition of one finding's occurrences."""
+    return f"FINDING#{region}#{cluster}#{fingerprint}"
+
+
+def is_conditional_failure(error: ClientError) -> bool:
+    """True when a conditional write was refused (the idempotency guard fired)."""
+    return error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+
+
+def epoch(moment: datetime) -> int:
+    """Seconds since the epoch (the TTL attribute's format)."""
+    return int(moment.timestamp())
+
+
+class Store:
+    """Typed access to the monitor's table. `table` is a boto3 `dynamodb.Table` resource."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+
+    @classmethod
+    def connect(cls, table_name: str, region: str | None = None) -> Store:
+        """Open the table with boto3's default credentials and endpoint (AWS_ENDPOINT_URL honoured)."""
+        import boto3
+
+        return cls(boto3.resource("dynamodb", region_name=region).Table(table_name))
+
+    # --- plain items ------------------------------------------------------------------------
+    def get(self, pk: str, sk: str) -> dict[str, Any] | None:
+        """One item, read consistently (a step reads what the previous step wrote)."""
+        item: dict[str, Any] | None = self.table.get_item(Key={"pk": pk, "sk": sk}, ConsistentRead=True).get("Item")
+        return item
+
+    def put(self, item: dict[str, Any]) -> None:
+        """Overwrite one item (used where a retry writes the same value again)."""
+        self.table.put_item(Item=item)
+
+    def put_new(self, item: dict[str, Any]) -> bool:
+        """Create an item only if its key is unused. False when it already existed."""
+        try:
+            self.table.put_item(Item=item, ConditionExpression=Attr("pk").not_exists())
+        except ClientError as error:
+            if is_conditional_failure(error):
+                return False
+            raise
+        return True
+
+    def query(self, pk: str, prefix: str = "", *, index: str | None = None) -> Iterator[dict[str, Any]]:
+        """All items of a partition whose sort key starts with `prefix`, ascending."""
+        partition, sort = ("gsi1pk", "gsi1sk") if index else ("pk", "sk")
+        condition: Any = Key(partition).eq(pk)
+        if prefix:
+            condition = condition & Key(sort).begins_with(prefix)
+        kwargs: dict[str, Any] = {"KeyConditionExpression": condition}
+        if index:
+            kwargs["IndexName"] = index
+        else:
+            kwargs["ConsistentRead"] = True
+        while True:
+            page = self.table.query(**kwargs)
+            yield from page.get("Items", [])
+            if "LastEvaluatedKey" not in page:
+                return
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def put_many(self, items: list[dict[str, Any]]) -> None:
+        """Overwrite many items in batches."""
+        with self.table.batch_writer(overwrite_by_pkeys=["pk", "sk"]) as batch:
+            for item in items:
+                batch.put_item(Item=item)
+
+    def update(self, pk: str, sk: str, **kwargs: Any) -> dict[str, Any]:
+        """UpdateItem passthrough returning the new attributes."""
+        response = self.table.update_item(Key={"pk": pk, "sk": sk}, ReturnValues="ALL_NEW", **kwargs)
+        attributes: dict[str, Any] = response.get("Attributes", {})
+        return attributes
+
+    def delete(self, pk: str, sk: str, **kwargs: Any) -> None:
+        """DeleteItem passthrough."""
+        self.table.delete_item(Key={"pk": pk, "sk": sk}, **kwargs)
+
+    # --- blobs (JSON too large for one item or for the state payload) --------------------------
+    def put_blob(self, pk: str, name: str, text: str, *, expires_at: int, only_if_new: bool = False) -> bool:
+        """Store `text` compressed under `<name>#<chunk>`. Chunk 0 is written last, so a reader
+        that finds it finds every chunk. With `only_if_new`, an existing blob wins (returns False)."""
+        data = zlib.compress(text.encode(), 6)
+        chunks = [data[i : i + BLOB_CHUNK_BYTES] for i in range(0, len(data), BLOB_CHUNK_BYTES)] or [b""]
+        for index in range(len(chunks) - 1, 0, -1):
+            self.put({"pk": pk, "sk": f"{name}#{index:04d}", "data": chunks[index], "expires_at": expires_at})
+        head = {"pk": pk, "sk": f"{name}#0000", "data": chunks[0], "chunks": len(chunks), "expires_at": expires_at}
+        if only_if_new:
+            return self.put_new(head)
+        self.put(head)
+        return True
+
+    def get_blob(self, pk: str, name: str) -> str | None:
+        """The text stored by `put_blob`, or None when it was never (completely) written."""
+        head = self.get(pk, f"{name}#0000")
+        if head is None:
+            return None
+        parts = [bytes(head["data"].value if hasattr(head["data"], "value") else head["data"])]
+        for index in range(1, int(head.get("chunks", 1))):
+            item = self.get(pk, f"{name}#{index:04d}")
+            if item is None:
+                return None
+            parts.append(bytes(item["data"].value if hasattr(item["data"], "value") else item["data"]))
+        return zlib.decompress(b"".join(parts)).decode()
+
+    # --- sweep scratch ------------------------------------------------------------------------
+    def put_scratch(self, sweep_id: str, sk: str, payload: Any, *, now: datetime) -> None:
+        """A small JSON value of one sweep (overwritten identically on retry)."""
+        self.put(
+            {
+                "pk": sweep_key(sweep_id),
+                "sk": sk,
+                "json": json.dumps(payload, default=str),
+                "expires_at": epoch(now) + SCRATCH_RETENTION_SECONDS,
+            }
+        )
+
+    def get_scratch(self, sweep_id: str, sk: str) -> Any:
+        """A value written by `put_scratch`, or None."""
+        item = self.get(sweep_key(sweep_id), sk)
+        return None if item is None else json.loads(item["json"])
+
+    def scratch_items(self, sweep_id: str, prefix: str) -> list[Any]:
+        """Every JSON value of one sweep under `prefix` (e.g. all PROBE# results)."""
+        return [json.loads(item["json"]) for item in self.query(sweep_key(sweep_id), prefix) if "json" in item]
+
+    def open_findings(self, region: str, cluster: str) -> list[dict[str, Any]]:
+        """The open findings of a cluster, read from the sparse index, with their stored state.
+
+        The index is eventually consistent, so each hit is re-read from the table: a finding
+        resolved a moment ago must not be reported open again."""
+        result = []
+        for hit in self.query(open_index_key(region, cluster), index=GSI1):
+            item = self.get(hit["pk"], hit["sk"])
+            if item is not None and item.get("state") == "open":
+                result.append(item)
+        return result

@@ -1,0 +1,818 @@
+"""Sweep orchestration: what each state of the sweep state machine does, plus the trigger that
+starts it. Handlers parse their input and call exactly one function here.
+
+Flow (monitor/sweep.asl.json): Discover -> Collect (CloudWatch scan | Kubernetes | Map of one
+state per node) -> Aggregate -> Notify (only on change) -> FollowUp (folded triggers).
+Collector outputs live in the table under the sweep's partition; the state carries only ids.
+
+Per-cluster lock: the trigger takes `CLUSTER#C / LOCK` with a conditional write and a lease
+(a crashed sweep cannot block its cluster past the lease). A trigger arriving while the lock
+is held is appended to the lock's `pending` list ("folded"); Aggregate consumes pending
+triggers atomically and the same execution sweeps once more, or releases the lock.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from botocore.exceptions import ClientError
+from pydantic import BaseModel, ConfigDict, Field
+
+from hyperpod_nccl.checks import discover as registered_checks
+from hyperpod_nccl.collectors import resolve_orchestrator
+from hyperpod_nccl.collectors.aws import AwsClients
+from hyperpod_nccl.collectors.context import CollectionContext
+from hyperpod_nccl.collectors.control_plane import collect_control_plane
+from hyperpod_nccl.collectors.kubernetes import collect_kubernetes
+from hyperpod_nccl.collectors.logs import collect_logs
+from hyperpod_nccl.collectors.node_probes import assemble, plan_probes, probe_node
+from hyperpod_nccl.engine import applicable_checks, build_result
+from hyperpod_nccl.errors import DiagnosisAborted
+from hyperpod_nccl.models.cluster import ControlPlaneInventory
+from hyperpod_nccl.models.findings import DegradedSource, Finding, Scope, SweepResult
+from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.models.kubernetes import KubernetesInventory
+from hyperpod_nccl.models.logs import LogInventory
+from hyperpod_nccl.models.node_probe import NodeProbeInventory, NodeProbeResult, ProbePlan, ProbeTarget
+from hyperpod_nccl.models.request import DiagnoseRequest
+from hyperpod_nccl.monitor.diff import OpenFinding, SweepDiff, compute_changes, open_counts
+from hyperpod_nccl.monitor.events import TriggerRequest
+from hyperpod_nccl.monitor.notify import build_alert, sns_message
+from hyperpod_nccl.monitor.settings import LOCK_LEASE_SECONDS
+from hyperpod_nccl.monitor.store import (
+    Store,
+    cluster_key,
+    epoch,
+    finding_history_key,
+    is_conditional_failure,
+    open_index_key,
+    sweep_key,
+)
+
+CONTROL_PLANE = "CONTROL_PLANE"
+PLAN = "PLAN"
+LOGS = "LOGS"
+KUBERNETES = "KUBERNETES"
+RESULT = "RESULT"
+DIFF = "DIFF"
+LOCK = "LOCK"
+DEFAULT_SINCE_SECONDS = 7200
+_LOCK_RACE_ATTEMPTS = 5
+
+
+class SweepRef(BaseModel):
+    """The only thing the state machine carries about a sweep (ids and scope, never results)."""
+
+    sweep_id: str
+    execution: str
+    cluster: str
+    region: str
+    node: str | None = None
+    triggers: list[str] = Field(default_factory=list)
+    reasons: list[str] = Field(default_factory=list)
+    started_at: datetime
+    since_seconds: int = DEFAULT_SINCE_SECONDS
+    follow_up: int = 0
+    follow_up_of: str | None = None
+
+
+class TaskFailure(BaseModel):
+    """A Step Functions Catch result."""
+
+    model_config = ConfigDict(extra="allow")
+
+    Error: str = "States.TaskFailed"
+    Cause: str = ""
+
+
+class DiscoverOutput(BaseModel):
+    """What Discover puts in the state: whether collection can go on and the node ids to probe."""
+
+    discovered: bool
+    targets: list[str] = Field(default_factory=list)
+    orchestrator: str = "unknown"
+    reason: str | None = None
+
+
+class ProbeItem(BaseModel):
+    """One Map item: one node of one sweep."""
+
+    sweep_id: str
+    cluster: str
+    region: str
+    instance_id: str
+
+
+class StepOutput(BaseModel):
+    """A collector state's tiny result (the data itself is in the table)."""
+
+    source: str
+    collected: bool
+    degraded: int = 0
+
+
+class ProbeOutput(BaseModel):
+    """A node state's tiny result."""
+
+    instance_id: str
+    reachable: bool
+
+
+class AggregateOutput(BaseModel):
+    """Aggregate's result: whether to notify, and the follow-up sweep if triggers were folded."""
+
+    sweep_id: str
+    status: Literal["complete", "partial", "failed"]
+    notify: bool
+    follow_up: bool = False
+    next: SweepRef | None = None
+    changes: int = 0
+    open_by_priority: dict[str, int] = Field(default_factory=dict)
+    nodes_probed: int = 0
+    nodes_unreachable: int = 0
+    duration_seconds: float = 0.0
+
+
+class SweepState(BaseModel):
+    """The state machine's state as Aggregate and Notify receive it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    sweep: SweepRef
+    discover: DiscoverOutput | None = None
+    failure: TaskFailure | None = None
+    aggregate: AggregateOutput | None = None
+    aggregate_error: TaskFailure | None = None
+
+
+class NotifyOutput(BaseModel):
+    """Notify's result."""
+
+    published: bool
+    message_id: str | None = None
+    reason: str = ""
+
+
+class TriggerOutcome(BaseModel):
+    """What the trigger did with one request."""
+
+    trigger_id: str
+    cluster: str
+    status: Literal["started", "folded", "duplicate"]
+    sweep_id: str
+
+
+# --- shared helpers --------------------------------------------------------------------------
+
+
+def request_for(ref: SweepRef, coverage: int | Literal["all"]) -> DiagnoseRequest:
+    """The engine request of a sweep: the cluster, the node a trigger named, the coverage."""
+    scope = Scope(node=ref.node, sample_nodes=coverage, since_seconds=ref.since_seconds)
+    return DiagnoseRequest(cluster=ref.cluster, region=ref.region, scope=scope)
+
+
+def context_for(ref: SweepRef, aws: AwsClients, coverage: int | Literal["all"]) -> CollectionContext:
+    """Every state of one sweep shares its start time, so windows agree across Lambdas."""
+    return CollectionContext(request=request_for(ref, coverage), aws=aws, now=ref.started_at)
+
+
+def _expiry(ref: SweepRef, seconds: int) -> int:
+    return epoch(ref.started_at) + seconds
+
+
+def _store_degraded(store: Store, ref: SweepRef, step: str, degraded: Iterable[DegradedSource]) -> int:
+    items = [d.model_dump(mode="json") for d in degraded]
+    store.put_scratch(ref.sweep_id, f"DEGRADED#{step}", items, now=ref.started_at)
+    return len(items)
+
+
+def _load_control_plane(store: Store, sweep_id: str) -> ControlPlaneInventory | None:
+    text = store.get_blob(sweep_key(sweep_id), CONTROL_PLANE)
+    return None if text is None else ControlPlaneInventory.model_validate_json(text)
+
+
+def _load_ref(store: Store, sweep_id: str) -> SweepRef:
+    raw = store.get_scratch(sweep_id, "REQUEST")
+    if raw is None:
+        raise LookupError(f"sweep {sweep_id} has no stored request (Discover did not run)")
+    return SweepRef.model_validate(raw)
+
+
+# --- states ----------------------------------------------------------------------------------
+
+
+def run_discover(ref: SweepRef, store: Store, aws: AwsClients, coverage: int | Literal["all"]) -> DiscoverOutput:
+    """Discover: the control plane and the probe plan, stored; the node ids, returned."""
+    store.put_scratch(ref.sweep_id, "REQUEST", ref.model_dump(mode="json"), now=ref.started_at)
+    ctx = context_for(ref, aws, coverage)
+    try:
+        control_plane = collect_control_plane(ctx)
+    except DiagnosisAborted as aborted:
+        reason = f"{aborted.message}; fix: {aborted.fix}"
+        store.put_scratch(ref.sweep_id, "ABORTED", {"reason": reason}, now=ref.started_at)
+        return DiscoverOutput(discovered=False, reason=reason)
+    cluster = control_plane.cluster
+    orchestrator = resolve_orchestrator(ctx, cluster.orchestrator if cluster else "unknown")
+    if cluster is not None and cluster.orchestrator != orchestrator:
+        control_plane = control_plane.model_copy(
+            update={"cluster": cluster.model_copy(update={"orchestrator": orchestrator})}
+        )
+    plan = plan_probes(ctx, control_plane)
+    pk = sweep_key(ref.sweep_id)
+    expires = _expiry(ref, 2 * 24 * 3600)
+    store.put_blob(pk, CONTROL_PLANE, control_plane.model_dump_json(), expires_at=expires)
+    store.put_blob(pk, PLAN, plan.model_dump_json(), expires_at=expires)
+    store.put_many(
+        [
+            {"pk": pk, "sk": f"TARGET#{t.instance_id}", "json": t.model_dump_json(), "expires_at": expires}
+            for t in plan.targets
+        ]
+    )
+    _store_degraded(store, ref, "discover", ctx.degraded)
+    return DiscoverOutput(
+        discovered=True, targets=[t.instance_id for t in plan.targets], orchestrator=str(orchestrator)
+    )
+
+
+def run_collect_logs(ref: SweepRef, store: Store, aws: AwsClients, coverage: int | Literal["all"]) -> StepOutput:
+    """CloudWatch scan state: collect_logs over the stored control plane; result stored."""
+    return _run_collector(ref, store, aws, coverage, "logs", LOGS)
+
+
+def run_collect_kubernetes(ref: SweepRef, store: Store, aws: AwsClients, coverage: int | Literal["all"]) -> StepOutput:
+    """Kubernetes state: collect_kubernetes over the stored control plane; result stored."""
+    return _run_collector(ref, store, aws, coverage, "kubernetes", KUBERNETES)
+
+
+def _run_collector(
+    ref: SweepRef, store: Store, aws: AwsClients, coverage: int | Literal["all"], source: str, blob: str
+) -> StepOutput:
+    control_plane = _load_control_plane(store, ref.sweep_id)
+    if control_plane is None:
+        raise LookupError(f"sweep {ref.sweep_id} has no stored control plane (Discover did not run)")
+    ctx = context_for(ref, aws, coverage)
+    collector = collect_logs if source == "logs" else collect_kubernetes
+    collected: BaseModel | None = collector(ctx, control_plane)
+    text = "null" if collected is None else collected.model_dump_json()
+    store.put_blob(sweep_key(ref.sweep_id), blob, text, expires_at=_expiry(ref, 2 * 24 * 3600))
+    count = _store_degraded(store, ref, source, ctx.degraded)
+    return StepOutput(source=source, collected=collected is not None, degraded=count)
+
+
+def run_probe_node(item: ProbeItem, store: Store, aws: AwsClients, coverage: int | Literal["all"]) -> ProbeOutput:
+    """One node's state: probe it (never raises) and store the result under the sweep."""
+    ref = _load_ref(store, item.sweep_id)
+    stored = store.get(sweep_key(item.sweep_id), f"TARGET#{item.instance_id}")
+    if stored is None:
+        result = NodeProbeResult(
+            instance_id=item.instance_id, reachable=False, error="node was not in the sweep's plan"
+        )
+    else:
+        ctx = context_for(ref, aws, coverage)
+        result = probe_node(ctx, ProbeTarget.model_validate_json(stored["json"]))
+        if ctx.degraded:
+            _store_degraded(store, ref, f"probe#{item.instance_id}", ctx.degraded)
+    store.put_scratch(item.sweep_id, f"PROBE#{item.instance_id}", result.model_dump(mode="json"), now=ref.started_at)
+    return ProbeOutput(instance_id=item.instance_id, reachable=result.reachable)
+
+
+# --- aggregate -------------------------------------------------------------------------------
+
+
+def _missing(source: str, why: str) -> DegradedSource:
+    return DegradedSource(
+        source=source,
+        reason=why,
+        fix="see the sweep execution's history in Step Functions and the function's logs; the next sweep retries",
+        partial=True,
+    )
+
+
+def _load_optional(store: Store, sweep_id: str, blob: str, model: type[BaseModel]) -> tuple[bool, Any]:
+    text = store.get_blob(sweep_key(sweep_id), blob)
+    if text is None:
+        return False, None
+    return True, None if text == "null" else model.model_validate_json(text)
+
+
+def build_inventory(store: Store, ref: SweepRef) -> tuple[Inventory, list[DegradedSource]] | None:
+    """The Inventory of a sweep from the table, and every degraded source (None without a
+    control plane: discovery never completed)."""
+    control_plane = _load_control_plane(store, ref.sweep_id)
+    if control_plane is None:
+        return None
+    pk = sweep_key(ref.sweep_id)
+    plan_text = store.get_blob(pk, PLAN)
+    plan = ProbePlan.model_validate_json(plan_text) if plan_text else ProbePlan()
+    degraded = [
+        DegradedSource.model_validate(d) for batch in store.scratch_items(ref.sweep_id, "DEGRADED#") for d in batch
+    ]
+    logs_done, logs = _load_optional(store, ref.sweep_id, LOGS, LogInventory)
+    if not logs_done:
+        degraded.append(_missing("CloudWatch scan", "the CloudWatch scan state failed or timed out"))
+    kube_done, kube = _load_optional(store, ref.sweep_id, KUBERNETES, KubernetesInventory)
+    if not kube_done:
+        degraded.append(_missing("Kubernetes", "the Kubernetes state failed or timed out"))
+    stored = {r["instance_id"]: NodeProbeResult.model_validate(r) for r in store.scratch_items(ref.sweep_id, "PROBE#")}
+    results = []
+    for target in plan.targets:
+        result = stored.get(target.instance_id)
+        if result is None:
+            result = NodeProbeResult(
+                instance_id=target.instance_id,
+                reachable=False,
+                error="the node's probe state failed or timed out before storing a result",
+            )
+        results.append(result)
+    node_probes: NodeProbeInventory | None = assemble(plan, results) if plan.targets or plan.skipped else None
+    cluster = control_plane.cluster
+    now = ref.started_at
+    inventory = Inventory(
+        cluster_name=cluster.name if cluster else ref.cluster,
+        region=ref.region,
+        orchestrator=cluster.orchestrator if cluster else "unknown",
+        scope=request_for(ref, "all").scope,
+        collected_at=now,
+        window_start=now - timedelta(seconds=ref.since_seconds),
+        window_end=now,
+        control_plane=control_plane,
+        logs=logs,
+        node_probes=node_probes,
+        kubernetes=kube,
+    )
+    return inventory, degraded
+
+
+def re_evaluation_rule(inventory: Inventory) -> Any:
+    """A predicate: was this previously open finding evaluated again in this sweep?
+
+    Its check must have run; a node-probe finding also needs one of its nodes probed (an
+    unreachable or unsampled node says nothing about whether its fault is gone)."""
+    ran = {c.meta.id for c in applicable_checks(inventory)}
+    checks = registered_checks()
+    probed = set(inventory.node_probes.probed_instance_ids) if inventory.node_probes else set()
+
+    def re_evaluated(finding: Finding) -> bool:
+        if finding.check_id not in ran:
+            return False
+        meta = checks[finding.check_id].meta
+        nodes = [r.id for r in finding.resources if r.kind == "node"]
+        if meta.source == "node_probes" and nodes:
+            return any(n in probed for n in nodes)
+        if inventory.scope.node and nodes:
+            return inventory.scope.node in nodes
+        return True
+
+    return re_evaluated
+
+
+def _previous_open(store: Store, ref: SweepRef) -> list[OpenFinding]:
+    found = []
+    for item in store.open_findings(ref.region, ref.cluster):
+        found.append(
+            OpenFinding(
+                fingerprint=item["sk"].split("#", 1)[1],
+                finding=Finding.model_validate_json(item["finding"]),
+                first_seen=datetime.fromisoformat(item["first_seen"]),
+                last_seen=datetime.fromisoformat(item["last_seen"]),
+                occurrences=int(item.get("occurrences", 1)),
+            )
+        )
+    return found
+
+
+def _store_diff(store: Store, diff: SweepDiff, history_seconds: int) -> SweepDiff:
+    """Store the diff once; a retried Aggregate reuses the first attempt's diff (whose updates
+    it may already have applied) instead of computing an empty one."""
+    pk = sweep_key(diff.sweep_id)
+    if store.put_blob(
+        pk, DIFF, diff.model_dump_json(), expires_at=epoch(diff.started_at) + history_seconds, only_if_new=True
+    ):
+        return diff
+    text = store.get_blob(pk, DIFF)
+    return diff if text is None else SweepDiff.model_validate_json(text)
+
+
+def _persist_findings(store: Store, ref: SweepRef, result: SweepResult, diff: SweepDiff, history_seconds: int) -> None:
+    """Findings history, occurrences and node/GPU fault history; each write conditional on the
+    sweep id, so a retry adds nothing."""
+    ck = cluster_key(ref.region, ref.cluster)
+    now = (result.finished_at or ref.started_at).isoformat()
+    stamp = ref.started_at.isoformat()
+    expires = epoch(ref.started_at) + history_seconds
+    current: dict[str, Finding] = {}
+    for finding in result.issues:
+        current.setdefault(finding.fingerprint, finding)
+    for fingerprint, finding in current.items():
+        priority = finding.priority.value if finding.priority else "none"
+        try:
+            store.update(
+                ck,
+                f"FINDING#{fingerprint}",
+                UpdateExpression=(
+                    "SET finding = :finding, check_id = :check, priority = :priority, title = :title, "
+                    "#state = :open, last_seen = :now, last_sweep_id = :sweep, gsi1pk = :openpk, gsi1sk = :opensk, "
+                    "first_seen = if_not_exists(first_seen, :now) ADD occurrences :one REMOVE resolved_at"
+                ),
+                ConditionExpression="attribute_not_exists(last_sweep_id) OR last_sweep_id <> :sweep",
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues={
+                    ":finding": finding.model_dump_json(),
+                    ":check": finding.check_id,
+                    ":priority": priority,
+                    ":title": finding.title,
+                    ":open": "open",
+                    ":now": now,
+                    ":sweep": ref.sweep_id,
+                    ":openpk": open_index_key(ref.region, ref.cluster),
+                    ":opensk": f"{priority}#{fingerprint}",
+                    ":one": 1,
+                },
+            )
+        except ClientError as error:
+            if not is_conditional_failure(error):
+                raise
+        store.put_new(
+            {
+                "pk": finding_history_key(ref.region, ref.cluster, fingerprint),
+                "sk": f"OCC#{stamp}#{ref.sweep_id}",
+                "priority": priority,
+                "status": finding.status.value,
+                "expires_at": expires,
+            }
+        )
+        for resource in finding.resources:
+            if resource.kind not in ("node", "gpu"):
+                continue
+            store.put_new(
+                {
+                    "pk": f"{'NODE' if resource.kind == 'node' else 'GPU'}#{resource.id}",
+                    "sk": f"FAULT#{stamp}#{ref.sweep_id}#{fingerprint}",
+                    "check_id": finding.check_id,
+                    "priority": priority,
+                    "title": finding.title,
+                    "cluster": ref.cluster,
+                    "region": ref.region,
+                    "expires_at": expires,
+                }
+            )
+    for change in diff.of_kind("resolved"):
+        try:
+            store.update(
+                ck,
+                f"FINDING#{change.fingerprint}",
+                UpdateExpression=(
+                    "SET #state = :resolved, resolved_at = :now, resolved_sweep_id = :sweep REMOVE gsi1pk, gsi1sk"
+                ),
+                ConditionExpression="#state = :open",
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues={
+                    ":resolved": "resolved",
+                    ":open": "open",
+                    ":now": now,
+                    ":sweep": ref.sweep_id,
+                },
+            )
+        except ClientError as error:
+            if not is_conditional_failure(error):
+                raise
+
+
+def _record_sweep(
+    store: Store,
+    ref: SweepRef,
+    status: str,
+    diff: SweepDiff,
+    finished_at: datetime,
+    history_seconds: int,
+) -> float:
+    duration = max(0.0, (finished_at - ref.started_at).total_seconds())
+    store.put(
+        {
+            "pk": cluster_key(ref.region, ref.cluster),
+            "sk": f"SWEEP#{ref.started_at.isoformat()}#{ref.sweep_id}",
+            "sweep_id": ref.sweep_id,
+            "execution": ref.execution,
+            "status": status,
+            "started_at": ref.started_at.isoformat(),
+            "finished_at": finished_at.isoformat(),
+            "duration_seconds": str(round(duration, 3)),
+            "coverage": diff.coverage.model_dump_json(),
+            "open_by_priority": json.dumps(diff.open_by_priority),
+            "changes": len(diff.changes),
+            "degraded_sources": json.dumps([d.model_dump(mode="json") for d in diff.degraded_sources]),
+            "triggers": ref.triggers,
+            "node": ref.node or "",
+            "failure": diff.failure or "",
+            "expires_at": epoch(ref.started_at) + history_seconds,
+        }
+    )
+    return duration
+
+
+def _failure_text(state: SweepState) -> str | None:
+    if state.discover is not None and not state.discover.discovered:
+        return state.discover.reason or "discovery failed"
+    if state.failure is not None and state.discover is None:
+        return f"Discover failed: {state.failure.Error}: {state.failure.Cause[:500]}"
+    return None
+
+
+def run_aggregate(
+    state: SweepState,
+    store: Store,
+    *,
+    history_seconds: int,
+    now: datetime | None = None,
+) -> AggregateOutput:
+    """Aggregate: inventory from the table, the CLI's engine, history, diff, lock hand-over."""
+    ref = state.sweep
+    now = now or datetime.now(UTC)
+    failure = _failure_text(state)
+    built = None if failure else build_inventory(store, ref)
+    if built is None:
+        failure = failure or "discovery stored no control plane"
+        diff = SweepDiff(
+            sweep_id=ref.sweep_id, cluster=ref.cluster, region=ref.region, started_at=ref.started_at,
+            finished_at=now, failure=failure,
+        )  # fmt: skip
+        diff = _store_diff(store, diff, history_seconds)
+        duration = _record_sweep(store, ref, "failed", diff, now, history_seconds)
+        follow = finish_sweep(store, ref, now)
+        return AggregateOutput(
+            sweep_id=ref.sweep_id, status="failed", notify=True, follow_up=follow is not None, next=follow,
+            duration_seconds=duration,
+        )  # fmt: skip
+    inventory, degraded = built
+    if state.failure is not None:
+        degraded.append(_missing("collectors", f"the Collect state failed: {state.failure.Error}"))
+    result = build_result(inventory, degraded, ref.started_at)
+    store.put_blob(
+        sweep_key(ref.sweep_id), RESULT, result.model_dump_json(), expires_at=epoch(ref.started_at) + history_seconds
+    )
+    changes, kept_open = compute_changes(
+        _previous_open(store, ref), result.findings, re_evaluated=re_evaluation_rule(inventory)
+    )
+    diff = SweepDiff(
+        sweep_id=ref.sweep_id,
+        cluster=ref.cluster,
+        region=ref.region,
+        cluster_arn=result.cluster_arn,
+        started_at=ref.started_at,
+        finished_at=result.finished_at,
+        changes=changes,
+        open_by_priority=open_counts(result.findings),
+        coverage=result.coverage,
+        degraded_sources=result.degraded_sources,
+        kept_open=kept_open,
+    )
+    diff = _store_diff(store, diff, history_seconds)
+    _persist_findings(store, ref, result, diff, history_seconds)
+    status: Literal["complete", "partial"] = "partial" if result.degraded_sources else "complete"
+    duration = _record_sweep(store, ref, status, diff, now, history_seconds)
+    follow = finish_sweep(store, ref, now)
+    return AggregateOutput(
+        sweep_id=ref.sweep_id,
+        status=status,
+        notify=diff.worth_notifying,
+        follow_up=follow is not None,
+        next=follow,
+        changes=len(diff.changes),
+        open_by_priority=diff.open_by_priority,
+        nodes_probed=result.coverage.nodes_probed,
+        nodes_unreachable=result.coverage.nodes_unreachable,
+        duration_seconds=duration,
+    )
+
+
+# --- notify ----------------------------------------------------------------------------------
+
+
+def run_notify(state: SweepState, store: Store, sns: Any, *, topic_arn: str, base_url: str) -> NotifyOutput:
+    """Notify: publish the stored diff once (a retried Notify does not publish twice)."""
+    ref = state.sweep
+    text = store.get_blob(sweep_key(ref.sweep_id), DIFF)
+    if text is None:
+        cause = state.aggregate_error.Cause[:500] if state.aggregate_error else "no diff stored"
+        diff = SweepDiff(
+            sweep_id=ref.sweep_id, cluster=ref.cluster, region=ref.region, started_at=ref.started_at,
+            failure=f"Aggregate failed: {cause}",
+        )  # fmt: skip
+    else:
+        diff = SweepDiff.model_validate_json(text)
+    if not diff.worth_notifying:
+        return NotifyOutput(published=False, reason="nothing changed")
+    marker: dict[str, Any] = {
+        "pk": sweep_key(ref.sweep_id),
+        "sk": "NOTIFIED",
+        "expires_at": epoch(ref.started_at) + 7 * 24 * 3600,
+    }
+    if not store.put_new(marker):
+        return NotifyOutput(published=False, reason="already published for this sweep")
+    try:
+        response = sns.publish(TopicArn=topic_arn, **sns_message(build_alert(diff, base_url)))
+    except Exception:
+        store.delete(marker["pk"], marker["sk"])  # let the Retry publish it
+        raise
+    return NotifyOutput(published=True, message_id=response.get("MessageId"), reason=f"{len(diff.changes)} changes")
+
+
+# --- lock and triggers -----------------------------------------------------------------------
+
+
+def _lock_ref(lock: dict[str, Any]) -> SweepRef | None:
+    raw = lock.get("ref")
+    return SweepRef.model_validate_json(raw) if raw else None
+
+
+def _merge_pending(ref: SweepRef, pending: list[TriggerRequest], now: datetime) -> SweepRef:
+    nodes = {p.node for p in pending}
+    node = nodes.pop() if len(nodes) == 1 else None  # several nodes or a cluster-wide trigger: sweep all
+    n = ref.follow_up + 1
+    return SweepRef(
+        sweep_id=f"{ref.execution}-f{n}",
+        execution=ref.execution,
+        cluster=ref.cluster,
+        region=ref.region,
+        node=node,
+        triggers=[p.trigger_id for p in pending],
+        reasons=[p.reason for p in pending],
+        started_at=now,
+        since_seconds=ref.since_seconds,
+        follow_up=n,
+        follow_up_of=ref.sweep_id,
+    )
+
+
+def finish_sweep(store: Store, ref: SweepRef, now: datetime) -> SweepRef | None:
+    """Hand the lock over: to a follow-up sweep of the triggers folded in meanwhile, or release it.
+
+    Conditional on the pending list being exactly what was read, so a trigger folded in at the
+    same moment is never lost. Idempotent: a retry finds the follow-up it already created."""
+    ck = cluster_key(ref.region, ref.cluster)
+    for _ in range(_LOCK_RACE_ATTEMPTS):
+        lock = store.get(ck, LOCK)
+        if lock is None:
+            return None
+        holder = _lock_ref(lock)
+        if lock.get("sweep_id") != ref.sweep_id:
+            # Already handed over by a previous attempt of this Aggregate, or lost to lease expiry.
+            return holder if holder is not None and holder.follow_up_of == ref.sweep_id else None
+        pending = [TriggerRequest.model_validate_json(p) for p in lock.get("pending", [])]
+        try:
+            if not pending:
+                store.delete(
+                    ck,
+                    LOCK,
+                    ConditionExpression="sweep_id = :me AND (attribute_not_exists(pending) OR size(pending) = :zero)",
+                    ExpressionAttributeValues={":me": ref.sweep_id, ":zero": 0},
+                )
+                return None
+            follow = _merge_pending(ref, pending, now)
+            store.update(
+                ck,
+                LOCK,
+                UpdateExpression="SET sweep_id = :next, #ref = :ref, lease_expires_at = :lease, pending = :empty",
+                ConditionExpression="sweep_id = :me AND size(pending) = :count",
+                ExpressionAttributeNames={"#ref": "ref"},
+                ExpressionAttributeValues={
+                    ":next": follow.sweep_id,
+                    ":ref": follow.model_dump_json(),
+                    ":lease": epoch(now) + LOCK_LEASE_SECONDS,
+                    ":empty": [],
+                    ":me": ref.sweep_id,
+                    ":count": len(pending),
+                },
+            )
+            return follow
+        except ClientError as error:
+            if not is_conditional_failure(error):
+                raise
+    raise RuntimeError(f"lock of {ref.cluster} kept changing; retry")
+
+
+def _mark_trigger(store: Store, trigger: TriggerRequest, status: str, sweep_id: str, expires: int) -> None:
+    store.put(
+        {
+            "pk": cluster_key(trigger.region, trigger.cluster),
+            "sk": f"TRIGGER#{trigger.trigger_id}",
+            "status": status,
+            "sweep_id": sweep_id,
+            "kind": trigger.kind,
+            "reason": trigger.reason[:1000],
+            "node": trigger.node or "",
+            "received_at": trigger.received_at.isoformat(),
+            "expires_at": expires,
+        }
+    )
+
+
+def start_sweep(
+    trigger: TriggerRequest,
+    store: Store,
+    sfn: Any,
+    *,
+    state_machine_arn: str,
+    history_seconds: int,
+    since_seconds: int = DEFAULT_SINCE_SECONDS,
+) -> TriggerOutcome:
+    """Start a sweep for one trigger, fold it into the running sweep, or drop it as a replay."""
+    ck = cluster_key(trigger.region, trigger.cluster)
+    now = trigger.received_at
+    expires = epoch(now) + history_seconds
+    seen = store.get(ck, f"TRIGGER#{trigger.trigger_id}")
+    if seen is not None and seen.get("status") in ("started", "folded"):
+        return TriggerOutcome(
+            trigger_id=trigger.trigger_id,
+            cluster=trigger.cluster,
+            status="duplicate",
+            sweep_id=seen.get("sweep_id", ""),
+        )
+    ref = SweepRef(
+        sweep_id=trigger.sweep_id,
+        execution=trigger.sweep_id,
+        cluster=trigger.cluster,
+        region=trigger.region,
+        node=trigger.node,
+        triggers=[trigger.trigger_id],
+        reasons=[trigger.reason],
+        started_at=now,
+        since_seconds=since_seconds,
+    )
+    for _ in range(_LOCK_RACE_ATTEMPTS):
+        try:
+            store.table.put_item(
+                Item={
+                    "pk": ck,
+                    "sk": LOCK,
+                    "sweep_id": ref.sweep_id,
+                    "ref": ref.model_dump_json(),
+                    "lease_expires_at": epoch(now) + LOCK_LEASE_SECONDS,
+                    "pending": [],
+                },
+                ConditionExpression="attribute_not_exists(pk) OR lease_expires_at < :now OR sweep_id = :me",
+                ExpressionAttributeValues={":now": epoch(now), ":me": ref.sweep_id},
+            )
+        except ClientError as error:
+            if not is_conditional_failure(error):
+                raise
+        else:
+            _start_execution(sfn, state_machine_arn, ref, store, ck)
+            _mark_trigger(store, trigger, "started", ref.sweep_id, expires)
+            return TriggerOutcome(
+                trigger_id=trigger.trigger_id, cluster=trigger.cluster, status="started", sweep_id=ref.sweep_id
+            )
+        try:
+            lock = store.update(
+                ck,
+                LOCK,
+                UpdateExpression="SET pending = list_append(if_not_exists(pending, :empty), :trigger)",
+                ConditionExpression="attribute_exists(pk) AND lease_expires_at >= :now",
+                ExpressionAttributeValues={
+                    ":empty": [],
+                    ":trigger": [trigger.model_dump_json()],
+                    ":now": epoch(now),
+                },
+            )
+        except ClientError as error:
+            if not is_conditional_failure(error):
+                raise
+            continue  # the lock was released or expired in between: try to take it
+        _mark_trigger(store, trigger, "folded", str(lock.get("sweep_id", "")), expires)
+        return TriggerOutcome(
+            trigger_id=trigger.trigger_id,
+            cluster=trigger.cluster,
+            status="folded",
+            sweep_id=str(lock.get("sweep_id", "")),
+        )
+    raise RuntimeError(f"lock of {trigger.cluster} kept changing; retry")
+
+
+def _start_execution(sfn: Any, arn: str, ref: SweepRef, store: Store, ck: str) -> None:
+    try:
+        sfn.start_execution(
+            stateMachineArn=arn, name=ref.execution, input=json.dumps({"sweep": ref.model_dump(mode="json")})
+        )
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") == "ExecutionAlreadyExists":
+            # Same deterministic name: this trigger's sweep exists. If it already ended, the
+            # lock just taken would guard nothing: give it back.
+            execution_arn = arn.replace(":stateMachine:", ":execution:") + f":{ref.execution}"
+            status = sfn.describe_execution(executionArn=execution_arn).get("status")
+            if status != "RUNNING":
+                _release(store, ck, ref.sweep_id)
+            return
+        # Give the lock back so the next trigger is not blocked until the lease expires.
+        _release(store, ck, ref.sweep_id)
+        raise
+
+
+def _release(store: Store, ck: str, sweep_id: str) -> None:
+    try:
+        store.delete(ck, LOCK, ConditionExpression="sweep_id = :me", ExpressionAttributeValues={":me": sweep_id})
+    except ClientError as error:
+        if not is_conditional_failure(error):
+            raise

@@ -1,0 +1,396 @@
+"""The serverless monitor, run locally: the REAL state machine definition (monitor/sweep.asl.json)
+executed by the emulation's Step Functions, its Lambda tasks dispatched in-process to our real
+handlers, against a simulated cluster, with the table and topic in the same emulation.
+
+Plumbing, not product: moto executes state machines only when told so (POST /moto-api/config),
+its engine calls Lambda at localhost:$MOTO_PORT, and its Docker-less Lambda merely echoes; we
+route each invocation to the handler the function is named after, exactly as Lambda would run
+`hyperpod_nccl.handlers.<module>.handler`. A handler's exception becomes a Lambda function error,
+so the definition's Retry and Catch see what they would see in AWS.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import os
+import threading
+import time
+import urllib.request
+import uuid
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from hyperpod_nccl.monitor import render_definition
+from hyperpod_nccl.monitor.settings import (
+    ALERTS_TOPIC_ENV,
+    ASL_FUNCTION_PLACEHOLDERS,
+    ASL_MAP_CONCURRENCY_PLACEHOLDER,
+    ASL_PROBE_TIMEOUT_PLACEHOLDER,
+    CLUSTERS_ENV,
+    FINDINGS_TABLE_ENV,
+    HANDLER_MODULES,
+    PROBE_TIMEOUT_SECONDS,
+    REFERENCE_BASE_URL_ENV,
+    SCHEDULE_SOURCE,
+    STATE_MACHINE_ENV,
+    TABLE_SCHEMA,
+    handler_path,
+)
+from hyperpod_nccl.simulation.aws import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
+from hyperpod_nccl.simulation.runtime import SimulatedCluster
+
+FUNCTION_PREFIX = "hyperpod-nccl-"
+TABLE_NAME = "hyperpod-nccl-monitor"
+TOPIC_NAME = "hyperpod-nccl-alerts"
+STATE_MACHINE_NAME = "hyperpod-nccl-sweep"
+_dispatch_lock = threading.Lock()
+
+
+@dataclass
+class _LambdaContext:
+    """What Lambda passes as `context` (the fields Powertools reads)."""
+
+    function_name: str
+    invoked_function_arn: str
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    function_version: str = "$LATEST"
+    memory_limit_in_mb: int = 512
+    log_group_name: str = "/aws/lambda/local"
+    log_stream_name: str = "local"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 300_000
+
+
+@dataclass
+class StateVisit:
+    """One state entered during an execution, with its timing from the history."""
+
+    name: str
+    type: str
+    entered: datetime
+    exited: datetime | None = None
+
+    @property
+    def seconds(self) -> float | None:
+        """How long the state ran."""
+        return None if self.exited is None else (self.exited - self.entered).total_seconds()
+
+
+@dataclass
+class SweepRun:
+    """One execution of the sweep state machine and what it sent."""
+
+    execution_arn: str
+    status: str
+    states: list[StateVisit]
+    output: dict[str, Any] | None
+    notifications: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+
+
+def _zip() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("placeholder.py", "# the emulation dispatches to hyperpod_nccl.handlers in-process\n")
+    return buffer.getvalue()
+
+
+class LocalMonitor:
+    """Deploys the monitor into the emulation of `simulation`: `with LocalMonitor(sim) as m:`.
+
+    `failing_functions` makes the emulated Lambda service answer invocations of those handler
+    modules with a function error (an outage of that function), to exercise Retry/Catch.
+    """
+
+    def __init__(
+        self,
+        simulation: SimulatedCluster,
+        *,
+        map_concurrency: int = 8,
+        probe_timeout_seconds: int = PROBE_TIMEOUT_SECONDS,
+        failing_functions: dict[str, str] | None = None,
+        reference_base_url: str = "https://github.com/aws-samples/hyperpod-nccl-monitor/blob/main/references",
+    ) -> None:
+        self.simulation = simulation
+        self.emulation = simulation.emulation
+        self.region = simulation.scenario.region
+        self.map_concurrency = map_concurrency
+        self.probe_timeout_seconds = probe_timeout_seconds
+        self.failing_functions = dict(failing_functions or {})
+        self.reference_base_url = reference_base_url
+        self.function_arns: dict[str, str] = {}
+        self.state_machine_arn = ""
+        self.topic_arn = ""
+        self.queue_url = ""
+        self.invocations: list[str] = []
+        self._saved_env: dict[str, str | None] = {}
+        self._original_invoke: Any = None
+        self._handlers: dict[str, Callable[[Any, Any], Any]] = {}
+
+    # --- set-up ---------------------------------------------------------------------------------
+    def start(self) -> LocalMonitor:
+        """Configure the emulation, create every resource and route Lambda to our handlers."""
+        self._post_config()
+        self._set_env({"MOTO_PORT": str(self.emulation.port)})
+        self._handlers = {
+            module: importlib.import_module(handler_path(module).rsplit(".", 1)[0]).handler
+            for module in HANDLER_MODULES
+        }
+        self._create_resources()
+        self._set_env(
+            {
+                "AWS_ENDPOINT_URL": self.emulation.endpoint_url,
+                "AWS_ACCESS_KEY_ID": FAKE_ACCESS_KEY,
+                "AWS_SECRET_ACCESS_KEY": FAKE_SECRET_KEY,
+                "AWS_DEFAULT_REGION": self.region,
+                "AWS_REGION": self.region,
+                "AWS_MAX_ATTEMPTS": "2",
+                FINDINGS_TABLE_ENV: TABLE_NAME,
+                ALERTS_TOPIC_ENV: self.topic_arn,
+                STATE_MACHINE_ENV: self.state_machine_arn,
+                REFERENCE_BASE_URL_ENV: self.reference_base_url,
+                CLUSTERS_ENV: json.dumps([{"name": self.simulation.scenario.cluster.name, "region": self.region}]),
+                "POWERTOOLS_TRACE_DISABLED": "1",
+                "POWERTOOLS_METRICS_NAMESPACE": "HyperPodNccl/Local",
+            }
+        )
+        self._patch_lambda()
+        return self
+
+    def stop(self) -> None:
+        """Undo the Lambda routing and the environment changes."""
+        if self._original_invoke is not None:
+            from moto.awslambda_simple.models import LambdaSimpleBackend
+
+            LambdaSimpleBackend.invoke = self._original_invoke  # type: ignore[method-assign]
+            self._original_invoke = None
+        for key, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._saved_env.clear()
+
+    def __enter__(self) -> LocalMonitor:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _set_env(self, values: dict[str, str]) -> None:
+        for key, value in values.items():
+            self._saved_env.setdefault(key, os.environ.get(key))
+            os.environ[key] = value
+
+    def _post_config(self) -> None:
+        body = json.dumps({"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}})
+        request = urllib.request.Request(
+            f"{self.emulation.endpoint_url}/moto-api/config",
+            data=body.encode(),
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
+        urllib.request.urlopen(request).read()
+
+    def client(self, service: str) -> Any:
+        """A client of the emulation (test set-up and read-back)."""
+        return self.emulation.client(service, self.region)
+
+    def _create_resources(self) -> None:
+        iam = self.client("iam")
+        trust = {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}
+            ],
+        }
+        role_arn = iam.create_role(
+            RoleName=f"hyperpod-nccl-local-{uuid.uuid4().hex[:8]}", AssumeRolePolicyDocument=json.dumps(trust)
+        )["Role"]["Arn"]
+        lam = self.client("lambda")
+        code = _zip()
+        for module in HANDLER_MODULES:
+            created = lam.create_function(
+                FunctionName=f"{FUNCTION_PREFIX}{module}",
+                Runtime="python3.12",
+                Role=role_arn,
+                Handler=handler_path(module),
+                Code={"ZipFile": code},
+            )
+            self.function_arns[module] = created["FunctionArn"]
+        self._create_table()
+        sns = self.client("sns")
+        self.topic_arn = sns.create_topic(Name=TOPIC_NAME)["TopicArn"]
+        sqs = self.client("sqs")
+        self.queue_url = sqs.create_queue(QueueName=f"{TOPIC_NAME}-readback")["QueueUrl"]
+        queue_arn = sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        sns.subscribe(
+            TopicArn=self.topic_arn, Protocol="sqs", Endpoint=queue_arn, Attributes={"RawMessageDelivery": "true"}
+        )
+        substitutions: dict[str, str | int] = {
+            placeholder: self.function_arns[module] for module, placeholder in ASL_FUNCTION_PLACEHOLDERS.items()
+        }
+        substitutions[ASL_MAP_CONCURRENCY_PLACEHOLDER] = self.map_concurrency
+        substitutions[ASL_PROBE_TIMEOUT_PLACEHOLDER] = self.probe_timeout_seconds
+        sfn = self.client("stepfunctions")
+        self.state_machine_arn = sfn.create_state_machine(
+            name=STATE_MACHINE_NAME, definition=render_definition(substitutions), roleArn=role_arn
+        )["stateMachineArn"]
+
+    def _create_table(self) -> None:
+        schema: dict[str, Any] = TABLE_SCHEMA
+        pk, sk = schema["partition_key"], schema["sort_key"]
+        attributes = {pk["name"]: pk["type"], sk["name"]: sk["type"]}
+        indexes = []
+        for gsi in schema["global_secondary_indexes"]:
+            attributes[gsi["partition_key"]["name"]] = gsi["partition_key"]["type"]
+            attributes[gsi["sort_key"]["name"]] = gsi["sort_key"]["type"]
+            indexes.append(
+                {
+                    "IndexName": gsi["index_name"],
+                    "KeySchema": [
+                        {"AttributeName": gsi["partition_key"]["name"], "KeyType": "HASH"},
+                        {"AttributeName": gsi["sort_key"]["name"], "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": gsi["projection"]},
+                }
+            )
+        ddb = self.client("dynamodb")
+        ddb.create_table(
+            TableName=TABLE_NAME,
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": k, "AttributeType": v} for k, v in attributes.items()],
+            KeySchema=[
+                {"AttributeName": pk["name"], "KeyType": "HASH"},
+                {"AttributeName": sk["name"], "KeyType": "RANGE"},
+            ],
+            GlobalSecondaryIndexes=indexes,
+        )
+        ddb.update_time_to_live(
+            TableName=TABLE_NAME,
+            TimeToLiveSpecification={"Enabled": True, "AttributeName": str(schema["ttl_attribute"])},
+        )
+
+    def _patch_lambda(self) -> None:
+        from moto.awslambda_simple.models import LambdaSimpleBackend
+
+        monitor = self
+        self._original_invoke = LambdaSimpleBackend.invoke
+
+        def invoke(
+            backend: Any, function_name: str, qualifier: str | None, body: Any, headers: Any, response_headers: Any
+        ) -> bytes:
+            return monitor._dispatch(function_name, body, response_headers)
+
+        LambdaSimpleBackend.invoke = invoke  # type: ignore[method-assign,assignment]
+
+    def _dispatch(self, function_name: str, body: Any, response_headers: Any) -> bytes:
+        name = function_name.split(":")[6] if function_name.startswith("arn:") else function_name
+        module = name.removeprefix(FUNCTION_PREFIX)
+        with _dispatch_lock:
+            self.invocations.append(module)
+        if module in self.failing_functions:
+            response_headers["x-amz-function-error"] = "Unhandled"
+            return json.dumps({"errorType": self.failing_functions[module], "errorMessage": "emulated outage"}).encode()
+        handler = self._handlers.get(module)
+        if handler is None:
+            response_headers["x-amz-function-error"] = "Unhandled"
+            return json.dumps({"errorType": "ResourceNotFound", "errorMessage": f"no handler {name}"}).encode()
+        context = _LambdaContext(function_name=name, invoked_function_arn=self.function_arns.get(module, name))
+        try:
+            payload = json.loads(body or "{}")
+            return json.dumps(handler(payload, context), default=str).encode()
+        except Exception as error:  # noqa: BLE001 - becomes a Lambda function error, as in AWS
+            response_headers["x-amz-function-error"] = "Unhandled"
+            return json.dumps({"errorType": type(error).__name__, "errorMessage": str(error)}).encode()
+
+    # --- running ----------------------------------------------------------------------------------
+    def trigger(self, event: dict[str, Any]) -> dict[str, Any]:
+        """Deliver an event to the trigger function, as EventBridge (rule or Scheduler) would."""
+        result: dict[str, Any] = self._handlers["trigger"](event, _LambdaContext("trigger", "trigger"))
+        return result
+
+    def schedule_tick(self, tick_id: str | None = None) -> dict[str, Any]:
+        """One EventBridge Scheduler tick."""
+        return self.trigger(
+            {"source": SCHEDULE_SOURCE, "id": tick_id or uuid.uuid4().hex, "time": datetime.now(UTC).isoformat()}
+        )
+
+    def executions(self) -> list[dict[str, Any]]:
+        """Executions of the sweep state machine, newest first."""
+        listed: list[dict[str, Any]] = self.client("stepfunctions").list_executions(
+            stateMachineArn=self.state_machine_arn
+        )["executions"]
+        return listed
+
+    def wait(self, execution_arn: str, timeout: float = 120.0) -> SweepRun:
+        """Wait for an execution to end; its states, output and the notifications it sent."""
+        sfn = self.client("stepfunctions")
+        deadline = time.monotonic() + timeout
+        while True:
+            described = sfn.describe_execution(executionArn=execution_arn)
+            if described["status"] != "RUNNING" or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        events = sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
+        output = json.loads(described["output"]) if described.get("output") else None
+        return SweepRun(
+            execution_arn=execution_arn,
+            status=described["status"],
+            states=_visits(events),
+            output=output,
+            notifications=self.drain_notifications(),
+            events=events,
+        )
+
+    def sweep(self, tick_id: str | None = None) -> SweepRun:
+        """A scheduled sweep of the simulated cluster, run to its end."""
+        outcome = self.schedule_tick(tick_id)
+        started = [o for o in outcome["outcomes"] if o["status"] == "started"]
+        if not started:
+            raise RuntimeError(f"the schedule tick started no sweep: {outcome}")
+        return self.wait(self.execution_arn(started[0]["sweep_id"]))
+
+    def execution_arn(self, sweep_id: str) -> str:
+        """The execution ARN of a sweep started by the trigger (named after its sweep id)."""
+        return self.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{sweep_id}"
+
+    def drain_notifications(self) -> list[dict[str, Any]]:
+        """Every message the topic delivered since the last drain (Chatbot JSON bodies)."""
+        sqs = self.client("sqs")
+        received: list[dict[str, Any]] = []
+        while True:
+            batch = sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
+            messages = batch.get("Messages", [])
+            if not messages:
+                return received
+            for message in messages:
+                received.append(json.loads(message["Body"]))
+                sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def _visits(events: list[dict[str, Any]]) -> list[StateVisit]:
+    visits: list[StateVisit] = []
+    pending: dict[str, list[StateVisit]] = {}
+    for event in events:
+        kind = event["type"]
+        if kind.endswith("StateEntered"):
+            details = event.get("stateEnteredEventDetails", {})
+            visit = StateVisit(
+                name=details.get("name", "?"), type=kind.removesuffix("StateEntered"), entered=event["timestamp"]
+            )
+            visits.append(visit)
+            pending.setdefault(visit.name, []).append(visit)
+        elif kind.endswith("StateExited"):
+            name = event.get("stateExitedEventDetails", {}).get("name", "?")
+            if pending.get(name):
+                pending[name].pop(0).exited = event["timestamp"]
+    return visits
