@@ -41,6 +41,19 @@ DEV_SHM_RECOMMENDED = "10Gi"
 # cap bounds memory and time on a noisy group; hitting it marks the scan truncated.
 LOG_EVENTS_PER_TERM = 5000
 LOG_FILTER_PAGE_LIMIT = 1000
+
+# Hang attribution (hang/): caps on what one node hands back and what one parse accepts.
+# A Flight Recorder dump of 2000 entries with stacks is a few MiB; anything far larger is not a
+# dump we understand (or is hostile), so it is refused rather than loaded.
+FLIGHT_RECORDER_MAX_BYTES = 32 << 20
+# Containers (dicts, lists, tuples) and scalars one dump may hold before it is refused.
+FLIGHT_RECORDER_MAX_OBJECTS = 5_000_000
+# NCCL RAS status text/JSON of one query (a 4096-rank job's verbose JSON is a few MiB).
+RAS_STATUS_MAX_BYTES = 16 << 20
+# Pod/node lines printed for one incident's affected set before "… and N more".
+INCIDENT_LIST_LIMIT = 10
+# A hardware fault and a job failure this close together are treated as cause and effect.
+INCIDENT_CAUSAL_WINDOW_SECONDS = 3600
 # On-node probe limits (original Check 8, debugging-guide § 17): memlock and stack in KiB.
 NODE_MIN_MEMLOCK_KIB = 8388608
 NODE_MIN_STACK_KIB = 4096

@@ -1,0 +1,311 @@
+"""NCCL RAS status (NCCL ≥ 2.24): parse the text and JSON answers of the RAS client port.
+
+Every NCCL process runs a RAS thread; the threads watch each other over the bootstrap network
+and answer clients on ``localhost:28028`` (``NCCL_RAS_ADDR`` overrides it). A client sends
+``CLIENT PROTOCOL 2``, optionally ``SET FORMAT json``, then ``STATUS`` or ``VERBOSE STATUS``;
+``ncclras`` does the same. The shapes parsed here come from NCCL's ``src/ras/client_support.cc``
+and its RAS troubleshooting page (see tests/data/ras/README.md):
+
+- text: a "Job summary", a communicators table (``Group Comms Nodes Ranks ... Status Errors``),
+  an ``Errors`` section (``INCOMPLETE`` / ``DEAD`` / ``#<group>-<comm> (<hash>) INCOMPLETE``) and
+  a ``Warnings`` section (``#<group>-<comm> (<hash>) MISMATCH`` with per-collective counts);
+- JSON: ``communicators[]`` with ``ranks[]`` (``collective_counts``) and ``missing_ranks[]``
+  (``status.unresponsive`` / ``status.considered_dead``).
+
+Both become a `RasStatus`; `RasCommunicator.lagging_ranks` names ranks whose collective counts
+trail the rest of their communicator. RAS alone can miss hangs (NCCL issue #1730), so its facts
+are joined with Flight Recorder and node evidence, never used alone to clear a job.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from hyperpod_nccl import thresholds
+
+DEFAULT_RAS_ADDR = "localhost:28028"
+RAS_CLIENT_PROTOCOL = 2
+# Text output names outliers only; the majority's count is kept on this synthetic rank.
+MAJORITY_RANK = -1
+
+
+class RasParseError(ValueError):
+    """The text is neither of NCCL RAS's status formats."""
+
+
+class RasRank(BaseModel):
+    """A rank that answered, with its per-collective operation counts (name → count)."""
+
+    rank: int
+    host: str | None = None
+    pid: int | None = None
+    cuda_dev: int | None = None
+    collective_counts: dict[str, int] = Field(default_factory=dict)
+    init_state: int | None = None
+    async_error: int | None = None
+    abort: bool = False
+
+
+class RasMissingRank(BaseModel):
+    """A rank that did not answer for the communicator."""
+
+    rank: int
+    host: str | None = None
+    pid: int | None = None
+    cuda_dev: int | None = None
+    unresponsive: bool = True
+    considered_dead: bool = False
+
+
+class RasCommunicator(BaseModel):
+    """One communicator as RAS reports it."""
+
+    hash: str
+    size: int | None = None
+    ranks: list[RasRank] = Field(default_factory=list)
+    missing_ranks: list[RasMissingRank] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+
+    def lagging_ranks(self) -> dict[int, dict[str, tuple[int, int]]]:
+        """rank → {collective: (its count, the communicator's highest count)} for trailing ranks."""
+        lagging: dict[int, dict[str, tuple[int, int]]] = {}
+        names = {name for rank in self.ranks for name in rank.collective_counts}
+        for name in sorted(names):
+            counts = {r.rank: r.collective_counts[name] for r in self.ranks if name in r.collective_counts}
+            if not counts:
+                continue
+            highest = max(counts.values())
+            for rank, count in counts.items():
+                if count < highest:
+                    lagging.setdefault(rank, {})[name] = (count, highest)
+        return lagging
+
+
+class RasDeadProcess(BaseModel):
+    """A process the RAS network considers dead (unreachable), job-wide."""
+
+    pid: int | None = None
+    host: str
+    gpus: str = ""
+
+
+class RasStatus(BaseModel):
+    """One RAS status answer."""
+
+    format: Literal["text", "json"]
+    nccl_version: str | None = None
+    communicators: list[RasCommunicator] = Field(default_factory=list)
+    dead_processes: list[RasDeadProcess] = Field(default_factory=list)
+    missing_processes: list[RasDeadProcess] = Field(default_factory=list)
+    timeouts: int = 0
+
+    @property
+    def healthy(self) -> bool:
+        """No missing rank, no dead process and no lagging rank anywhere."""
+        return not (
+            self.dead_processes
+            or self.missing_processes
+            or any(c.missing_ranks or c.lagging_ranks() for c in self.communicators)
+        )
+
+
+def parse_ras_status(text: str) -> RasStatus:
+    """Parse a RAS status answer in either format (raises `RasParseError` when it is neither)."""
+    if len(text) > thresholds.RAS_STATUS_MAX_BYTES:
+        raise RasParseError(f"RAS answer of {len(text)} characters exceeds the cap")
+    body = _strip_protocol(text)
+    if body.lstrip().startswith("{"):
+        return _parse_json(body)
+    if "Communicators" in body or "Job summary" in body or "NCCL version" in body:
+        return _parse_text(body)
+    raise RasParseError("not an NCCL RAS status answer")
+
+
+def _strip_protocol(text: str) -> str:
+    # A raw socket transcript starts with "SERVER PROTOCOL 2" and "OK" lines; ncclras prints none.
+    lines = text.splitlines()
+    while lines and (lines[0].startswith("SERVER PROTOCOL") or lines[0].strip() == "OK"):
+        lines.pop(0)
+    return "\n".join(lines)
+
+
+def _opt_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _dict(value: object) -> dict[str, object]:
+    return value if isinstance(value, dict) else {}
+
+
+def _parse_json(body: str) -> RasStatus:
+    try:
+        document = json.loads(body)
+    except ValueError as error:
+        raise RasParseError(f"invalid RAS JSON: {error}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("communicators", []), list):
+        raise RasParseError("RAS JSON without a communicators list")
+    communicators: list[RasCommunicator] = []
+    for raw in document.get("communicators", []):
+        if not isinstance(raw, dict):
+            continue
+        ranks = []
+        for item in raw.get("ranks", []) or []:
+            if not isinstance(item, dict) or _opt_int(item.get("rank")) is None:
+                continue
+            status = _dict(item.get("status"))
+            counts = _dict(item.get("collective_counts"))
+            ranks.append(
+                RasRank(
+                    rank=item["rank"],
+                    host=item.get("host"),
+                    pid=_opt_int(item.get("pid")),
+                    cuda_dev=_opt_int(item.get("cuda_dev")),
+                    collective_counts={str(k): v for k, v in counts.items() if _opt_int(v) is not None},
+                    init_state=_opt_int(status.get("init_state")),
+                    async_error=_opt_int(status.get("async_error")),
+                    abort=bool(status.get("abort_flag", False)),
+                )
+            )
+        missing = []
+        for item in raw.get("missing_ranks", []) or []:
+            if not isinstance(item, dict) or _opt_int(item.get("rank")) is None:
+                continue
+            status = _dict(item.get("status"))
+            missing.append(
+                RasMissingRank(
+                    rank=item["rank"],
+                    host=item.get("host"),
+                    pid=_opt_int(item.get("pid")),
+                    cuda_dev=_opt_int(item.get("cuda_dev")),
+                    unresponsive=bool(status.get("unresponsive", True)),
+                    considered_dead=bool(status.get("considered_dead", False)),
+                )
+            )
+        communicators.append(
+            RasCommunicator(
+                hash=str(raw.get("hash", "?")), size=_opt_int(raw.get("size")), ranks=ranks, missing_ranks=missing
+            )
+        )
+    ras = _dict(document.get("ras"))
+    return RasStatus(
+        format="json",
+        nccl_version=document.get("nccl_version"),
+        communicators=communicators,
+        timeouts=_opt_int(ras.get("timeouts_count")) or 0,
+    )
+
+
+_VERSION = re.compile(r"^NCCL version (\S+)")
+_COMM_HEADER = re.compile(r"^#(\d+)-(\d+) \((?P<hash>[0-9a-fA-F]+)\) (?P<kind>[A-Z,]+)\s*$")
+_RANK_LINE = re.compile(
+    r"^\s+Rank (?P<rank>\d+)(?: has (?:launched up to operation (?P<count>\d+)|not launched any operations))?"
+    r"(?: has status \S+)?"
+    r" -- (?:GPU (?P<gpu>\d+)(?: \(NVML \d+\))? managed by process (?P<pid>\d+) on node (?P<host>\S+)"
+    r"|\[process information not found\])"
+)
+_GROUP_COUNT = re.compile(r"^\s+\d+ ranks have (?:launched up to operation (?P<count>\d+)|not launched any operations)")
+_DIFFERENT_COUNTS = re.compile(r"^\s+Communicator ranks have different (?P<name>\w+) operation counts")
+_PROCESS_LINE = re.compile(r"^\s+Process (?P<pid>\d+) on node (?P<host>\S+) managing GPUs? (?P<gpus>.*)$")
+_TIMEOUT = re.compile(r"Encountered (\d+) communication timeout")
+
+
+def _parse_text(body: str) -> RasStatus:
+    status = RasStatus(format="text")
+    comms: dict[str, RasCommunicator] = {}
+    section: str | None = None  # "INCOMPLETE" / "DEAD" job-wide lists, or a communicator block
+    current: RasCommunicator | None = None
+    current_kind = ""
+    counting: str | None = None  # collective whose counts are being listed
+    group_count: int | None = None  # the count the preceding "N ranks have ..." line stated
+    for line in body.splitlines():
+        if match := _VERSION.match(line):
+            status.nccl_version = match.group(1)
+            continue
+        if match := _TIMEOUT.search(line):
+            status.timeouts = max(status.timeouts, int(match.group(1)))
+        if line.strip() in ("INCOMPLETE", "DEAD"):
+            section, current, counting = line.strip(), None, None
+            continue
+        if match := _COMM_HEADER.match(line):
+            comm_hash = match.group("hash")
+            current = comms.setdefault(comm_hash, RasCommunicator(hash=comm_hash))
+            current_kind = match.group("kind")
+            current.errors = sorted(set(current.errors) | set(current_kind.split(",")))
+            section, counting, group_count = None, None, None
+            continue
+        if not line.strip():
+            section = None if section in ("INCOMPLETE", "DEAD") else section
+            continue
+        if section in ("INCOMPLETE", "DEAD") and (match := _PROCESS_LINE.match(line)):
+            process = RasDeadProcess(pid=int(match.group("pid")), host=match.group("host"), gpus=match.group("gpus"))
+            (status.dead_processes if section == "DEAD" else status.missing_processes).append(process)
+            continue
+        if current is None:
+            continue
+        if match := _DIFFERENT_COUNTS.match(line):
+            counting, group_count = match.group("name"), None
+            continue
+        if counting is not None and (match := _GROUP_COUNT.match(line)):
+            group_count = int(match.group("count") or 0)
+            # Without "verbose", the majority is only summarised ("N ranks have launched up to
+            # operation X"), never listed: keep X on a synthetic rank -1 so outliers compare to it.
+            _count_of(current, MAJORITY_RANK).collective_counts[counting] = group_count
+            continue
+        if match := _RANK_LINE.match(line):
+            rank = int(match.group("rank"))
+            host, pid = match.group("host"), match.group("pid")
+            gpu = match.group("gpu")
+            if "INCOMPLETE" in current_kind and counting is None:
+                current.missing_ranks.append(
+                    RasMissingRank(
+                        rank=rank,
+                        host=host,
+                        pid=int(pid) if pid else None,
+                        cuda_dev=int(gpu) if gpu else None,
+                        considered_dead=any(p.host == host and str(p.pid) == pid for p in status.dead_processes),
+                    )
+                )
+                continue
+            if counting is not None:
+                count = int(match.group("count")) if match.group("count") else group_count
+                if count is None and "not launched" in line:
+                    count = 0
+                if count is None:
+                    continue
+                known = _count_of(current, rank)
+                known.host, known.pid = host or known.host, int(pid) if pid else known.pid
+                known.collective_counts[counting] = count
+    status.communicators = list(comms.values())
+    return status
+
+
+def _count_of(comm: RasCommunicator, rank: int) -> RasRank:
+    known = next((r for r in comm.ranks if r.rank == rank), None)
+    if known is None:
+        known = RasRank(rank=rank)
+        comm.ranks.append(known)
+    return known
+
+
+def dead_or_missing_ranks(status: RasStatus) -> dict[int, RasMissingRank]:
+    """Every rank some communicator reported missing, by rank (dead wins over unresponsive)."""
+    found: dict[int, RasMissingRank] = {}
+    for comm in status.communicators:
+        for missing in comm.missing_ranks:
+            if missing.rank not in found or missing.considered_dead:
+                found[missing.rank] = missing
+    return found
+
+
+def lagging_ranks(status: RasStatus) -> dict[int, dict[str, tuple[int, int]]]:
+    """Every real rank (not the synthetic majority) whose counts trail its communicator."""
+    merged: dict[int, dict[str, tuple[int, int]]] = {}
+    for comm in status.communicators:
+        for rank, counts in comm.lagging_ranks().items():
+            if rank != MAJORITY_RANK:
+                merged.setdefault(rank, {}).update(counts)
+    return merged
