@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hyperpod_nccl.handlers import powertools
 from hyperpod_nccl.monitor.events import Rejection, parse_trigger
-from hyperpod_nccl.monitor.settings import METRIC_TRIGGERS_REJECTED, MonitorSettings
+from hyperpod_nccl.monitor.settings import METRIC_TRIGGERS_ACCEPTED, METRIC_TRIGGERS_REJECTED, MonitorSettings
 from hyperpod_nccl.monitor.store import Store
 from hyperpod_nccl.monitor.sweep import start_sweep
 
@@ -41,5 +41,6 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
             history_seconds=settings.history_seconds,
         )
         logger.info("trigger handled", extra=outcome.model_dump())
+        metrics.add_metric(name=METRIC_TRIGGERS_ACCEPTED, unit=MetricUnit.Count, value=1)
         outcomes.append(outcome.model_dump())
     return {"rejected": None, "outcomes": outcomes}

@@ -23,7 +23,7 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TextIO
 
 from hyperpod_nccl.monitor import render_definition
 from hyperpod_nccl.monitor.settings import (
@@ -34,6 +34,7 @@ from hyperpod_nccl.monitor.settings import (
     CLUSTERS_ENV,
     FINDINGS_TABLE_ENV,
     HANDLER_MODULES,
+    NODE_COVERAGE_ENV,
     PROBE_TIMEOUT_SECONDS,
     REFERENCE_BASE_URL_ENV,
     SCHEDULE_SOURCE,
@@ -115,6 +116,7 @@ class LocalMonitor:
         map_concurrency: int = 8,
         probe_timeout_seconds: int = PROBE_TIMEOUT_SECONDS,
         failing_functions: dict[str, str] | None = None,
+        node_coverage: int | str = "all",
         reference_base_url: str = "https://github.com/aws-samples/hyperpod-nccl-monitor/blob/main/references",
     ) -> None:
         self.simulation = simulation
@@ -123,6 +125,7 @@ class LocalMonitor:
         self.map_concurrency = map_concurrency
         self.probe_timeout_seconds = probe_timeout_seconds
         self.failing_functions = dict(failing_functions or {})
+        self.node_coverage = str(node_coverage)
         self.reference_base_url = reference_base_url
         self.function_arns: dict[str, str] = {}
         self.state_machine_arn = ""
@@ -155,6 +158,7 @@ class LocalMonitor:
                 ALERTS_TOPIC_ENV: self.topic_arn,
                 STATE_MACHINE_ENV: self.state_machine_arn,
                 REFERENCE_BASE_URL_ENV: self.reference_base_url,
+                NODE_COVERAGE_ENV: self.node_coverage,
                 CLUSTERS_ENV: json.dumps([{"name": self.simulation.scenario.cluster.name, "region": self.region}]),
                 "POWERTOOLS_TRACE_DISABLED": "1",
                 "POWERTOOLS_METRICS_NAMESPACE": "HyperPodNccl/Local",
@@ -394,3 +398,103 @@ def _visits(events: list[dict[str, Any]]) -> list[StateVisit]:
             if pending.get(name):
                 pending[name].pop(0).exited = event["timestamp"]
     return visits
+
+
+# --- `hyperpod-nccl demo --serverless` ---------------------------------------------------------------
+
+
+def _quiet_handlers() -> dict[str, str]:
+    """Handler logs and EMF metrics are JSON lines for CloudWatch; the demo prints its own report."""
+    return {"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"}
+
+
+def _print_execution(out: TextIO, title: str, run: SweepRun) -> None:
+    out.write(f"{title}: {run.execution_arn.rsplit(':', 1)[-1]} -> {run.status}\n")
+    probes = [v for v in run.states if v.name == "ProbeNode"]
+    for visit in run.states:
+        if visit.name == "ProbeNode":
+            continue
+        seconds = f"{visit.seconds:6.2f}s" if visit.seconds is not None else "   -   "
+        out.write(f"  {seconds}  {visit.type:<9} {visit.name}\n")
+        if visit.name == "ProbeNodes" and probes:
+            timings = [v.seconds for v in probes if v.seconds is not None]
+            slowest = max(timings) if timings else 0.0
+            out.write(f"  {'':7}  {'':<9}   {len(probes)} ProbeNode states (one per node), slowest {slowest:.2f}s\n")
+
+
+def _print_stored(out: TextIO, monitor: LocalMonitor) -> None:
+    from hyperpod_nccl.monitor.store import Store
+
+    table = monitor.emulation.session(monitor.region).resource(
+        "dynamodb", endpoint_url=monitor.emulation.endpoint_url, region_name=monitor.region
+    )
+    store = Store(table.Table(TABLE_NAME))
+    cluster = monitor.simulation.scenario.cluster.name
+    findings = store.open_findings(monitor.region, cluster)
+    by_priority: dict[str, int] = {}
+    for item in findings:
+        by_priority[str(item.get("priority"))] = by_priority.get(str(item.get("priority")), 0) + 1
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(by_priority.items()))
+    out.write(f"Findings stored in DynamoDB: {len(findings)} open ({counts})\n")
+    urgent = sorted(findings, key=lambda i: (str(i.get("priority")), str(i.get("check_id"))))
+    for item in urgent[:8]:
+        out.write(
+            f"  [{item.get('priority')}] {item.get('check_id')}: {item.get('title')} "
+            f"(first seen {str(item.get('first_seen'))[:19]}, occurrences {item.get('occurrences')})\n"
+        )
+    if len(urgent) > 8:
+        out.write(f"  ... and {len(urgent) - 8} more\n")
+
+
+def _print_notifications(out: TextIO, notifications: list[dict[str, Any]]) -> None:
+    if not notifications:
+        out.write("Notification: none sent (nothing new, worse or resolved)\n")
+        return
+    for message in notifications:
+        content = message.get("content", {})
+        meta = message.get("metadata", {})
+        out.write(f"Notification (SNS -> Chatbot JSON, thread {meta.get('threadId')}):\n")
+        out.write(f"  {content.get('title')}\n")
+        description = str(content.get("description", "")).splitlines()
+        for line in description[:30]:
+            out.write(f"  | {line}\n")
+        if len(description) > 30:
+            out.write(f"  | ... ({len(description) - 30} more lines)\n")
+
+
+def run_demo(scenario: str, out: TextIO) -> int:
+    """Two scheduled sweeps of `scenario` through the state machine; prints what each did."""
+    saved = {key: os.environ.get(key) for key in _quiet_handlers()}
+    os.environ.update(_quiet_handlers())
+    try:
+        with SimulatedCluster(scenario) as simulation, LocalMonitor(simulation, map_concurrency=20) as monitor:
+            out.write(
+                f"Serverless monitor on simulated scenario '{simulation.scenario.name}' "
+                f"({simulation.scenario.cluster.name}): the state machine definition "
+                "hyperpod_nccl/monitor/sweep.asl.json runs in the emulation's Step Functions, its Lambda tasks "
+                "in-process.\n\n"
+            )
+            first = monitor.sweep()
+            _print_execution(out, "Sweep 1", first)
+            out.write("\n")
+            _print_stored(out, monitor)
+            out.write("\n")
+            _print_notifications(out, first.notifications)
+            out.write("\n")
+            second = monitor.sweep()
+            _print_execution(out, "Sweep 2", second)
+            aggregate = (second.output or {}).get("aggregate", {})
+            out.write(f"\nSweep 2 changes: {aggregate.get('changes', '?')}. ")
+            if second.notifications:
+                out.write("It sent a notification:\n")
+                _print_notifications(out, second.notifications)
+            else:
+                out.write("Nothing new, worse or resolved: no notification sent (repeats are not re-sent).\n")
+            ok = first.status == "SUCCEEDED" and second.status == "SUCCEEDED"
+            return 0 if ok else 1
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

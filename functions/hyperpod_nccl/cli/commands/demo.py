@@ -21,6 +21,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help=f"scenario name or file (repeatable; default: {', '.join(DEFAULT_SCENARIOS)}); "
         f"shipped: {', '.join(available_scenarios())}",
     )
+    parser.add_argument(
+        "--serverless",
+        action="store_true",
+        help="run the serverless monitor instead: two sweeps of the Step Functions definition, executed "
+        "locally with the Lambda handlers in-process (default scenario: eks-p5)",
+    )
     add_scope_arguments(parser)
     # The simulated cluster is small and its faulty nodes are spread out: probe every node.
     parser.set_defaults(sample_nodes="all")
@@ -30,6 +36,10 @@ def run(args: argparse.Namespace) -> int:
     """Start the simulation for each scenario and run the very same diagnosis against it."""
     from hyperpod_nccl.simulation.runtime import SimulatedCluster
 
+    if getattr(args, "serverless", False):
+        from hyperpod_nccl.simulation.serverless import run_demo
+
+        return run_demo((args.scenario or ["eks-p5"])[0], sys.stdout)
     names = args.scenario or list(DEFAULT_SCENARIOS)
     try:
         scenarios = [load_scenario(name) for name in names]
