@@ -36,8 +36,17 @@ test: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit
 
+# Offline: no AWS account, no Docker. Builds (or reuses) the Lambda layer in layers/build with pip
+# for Lambda's platform, runs cdk-nag, and writes the cloud assembly to cdk.out (or $CDK_OUTDIR).
 synth: $(STAMP)
 	$(BIN)/python -m infra.app
+
+# Deploys with the npm CLI of AWS CDK (needs Node.js, AWS credentials and a bootstrapped
+# account/region: `npx aws-cdk@2 bootstrap`). Configuration: cdk.json, or e.g.
+#   make deploy CDK_ARGS="-c alertEmails='[\"oncall@example.com\"]' -c sweepRateMinutes=15"
+CDK_ARGS ?=
+deploy: $(STAMP)
+	npx --yes aws-cdk@2 deploy --app "$(BIN)/python -m infra.app" $(CDK_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python -m tests.bench.run

@@ -1,0 +1,78 @@
+"""The CDK app: `python -m infra.app` (what cdk.json runs) synthesizes the monitor into `cdk.out`
+(or `$CDK_OUTDIR`) offline, with no AWS account and no Docker.
+
+cdk-nag's AwsSolutions pack validates the app during synthesis; a finding that is not acknowledged
+(see infra/nag.py) fails the synth.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import App, Environment, Tags, Validations
+from cdk_nag import AwsSolutionsChecks
+
+from infra.config import StageConfig
+from infra.constants import CDK_JSON, DEFAULT_OUTDIR, OFFLINE_ACCOUNT, OFFLINE_REGION
+from infra.stack import MonitorStack
+
+# Context keys owned by the CDK itself (feature flags, CLI settings), which StageConfig ignores.
+_CDK_CONTEXT_PREFIXES = ("@aws-cdk", "aws:", "aws-cdk:", "cdk", "acknowledged-issue-numbers")
+
+
+def _check_context_keys(context: Mapping[str, Any]) -> None:
+    """Reject misspelt configuration keys instead of silently deploying defaults."""
+    known = set(StageConfig.context_keys())
+    unknown = sorted(k for k in context if k not in known and not k.startswith(_CDK_CONTEXT_PREFIXES))
+    if unknown:
+        raise ValueError(f"unknown context keys {unknown}; the configuration keys are {sorted(known)}")
+
+
+def _cdk_json_context(path: Path | None) -> dict[str, Any]:
+    """cdk.json's context when the app runs without the CDK CLI (which otherwise passes it in
+    CDK_CONTEXT_JSON, merged with its `-c` overrides)."""
+    if path is None or "CDK_CONTEXT_JSON" in os.environ or not path.is_file():
+        return {}
+    context: dict[str, Any] = json.loads(path.read_text()).get("context", {})
+    return context
+
+
+def build_app(
+    context: Mapping[str, Any] | None = None, *, outdir: str | None = None, cdk_json: Path | None = CDK_JSON
+) -> App:
+    """The app with its one stack. `context` overrides cdk.json's (pass `cdk_json=None` to ignore it)."""
+    app = App(
+        context={**_cdk_json_context(cdk_json), **(context or {})},
+        outdir=outdir or os.environ.get("CDK_OUTDIR") or str(DEFAULT_OUTDIR),
+    )
+    _check_context_keys(app.node.get_all_context())
+    config = StageConfig.from_context(app.node.try_get_context)
+    # The CDK CLI exports the deploying account and region; offline synthesis uses fixed dummies so
+    # nothing is ever looked up.
+    env = Environment(
+        account=config.account or os.environ.get("CDK_DEFAULT_ACCOUNT") or OFFLINE_ACCOUNT,
+        region=config.region or os.environ.get("CDK_DEFAULT_REGION") or OFFLINE_REGION,
+    )
+    stack = MonitorStack(
+        app,
+        config.stack_name,
+        config=config,
+        env=env,
+        description="hyperpod-nccl-monitor: read-only NCCL health sweeps of SageMaker HyperPod clusters",
+    )
+    Tags.of(stack).add("application", "hyperpod-nccl-monitor")
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    return app
+
+
+def main() -> None:
+    """Synthesize the cloud assembly."""
+    build_app().synth()
+
+
+if __name__ == "__main__":
+    main()

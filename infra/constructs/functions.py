@@ -1,0 +1,383 @@
+"""The monitor's Lambda functions: one factory holds every default (runtime, arm64, Powertools, JSON
+logs with retention, X-Ray), one code asset holds the package, one layer holds its dependencies.
+
+Each function gets its own role with only the read-only AWS actions its handler uses; writes to the
+monitor's own table, topic and state machine are granted by the stack, which owns those resources.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple, cast
+
+import jsii
+from aws_cdk import (
+    ArnFormat,
+    AssetHashType,
+    BundlingOptions,
+    DockerImage,
+    Duration,
+    ILocalBundling,
+    Stack,
+)
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from hyperpod_nccl.monitor import load_definition
+from hyperpod_nccl.monitor.settings import (
+    ASL_FUNCTION_PLACEHOLDERS,
+    ASL_MAP_CONCURRENCY_PLACEHOLDER,
+    ASL_PROBE_TIMEOUT_PLACEHOLDER,
+    FUNCTION_ENVIRONMENT,
+    PROBE_TIMEOUT_SECONDS,
+    handler_path,
+)
+from infra import nag
+from infra.constants import (
+    DEFAULT_FUNCTION_MEMORY_MB,
+    FUNCTION_MEMORY_MB,
+    FUNCTIONS_DIR,
+    LAMBDA_PIP_PLATFORM,
+    LAMBDA_PYTHON_VERSION,
+    PACKAGE_NAME,
+    POWERTOOLS_ENVIRONMENT,
+    REFERENCES_DIR,
+    RUNTIME_REQUIREMENTS,
+    TRIGGER_FUNCTION,
+    TRIGGER_TIMEOUT_SECONDS,
+)
+from layers.build_layer import build as build_layer
+from layers.build_layer import inputs_digest as layer_digest
+
+
+def _ssm_session_document() -> str:
+    """The SSM document the node probes start sessions with (the probe client owns the name).
+
+    Imported through the collectors package: importing `hyperpod_nccl.ssm.client` first runs into
+    an import cycle between it and `collectors.node_probes`.
+    """
+    import hyperpod_nccl.collectors  # noqa: F401
+    from hyperpod_nccl.ssm.client import DOCUMENT
+
+    return DOCUMENT
+
+
+# Package parts the Lambda never imports: the loopback emulations (they need moto and werkzeug,
+# which the layer does not ship) and byte code.
+_PACKAGE_EXCLUDES = ("__pycache__", "*.pyc", "simulation", "*.egg-info")
+# The Lambda runtime matching LAMBDA_PYTHON_VERSION (one constant drives runtime and pip platform).
+RUNTIME = lambda_.Runtime(f"python{LAMBDA_PYTHON_VERSION}", lambda_.RuntimeFamily.PYTHON)
+# Bundling never reaches Docker (local bundling always succeeds or raises); CDK still wants an image.
+_UNUSED_IMAGE = DockerImage.from_registry(f"public.ecr.aws/sam/build-python{LAMBDA_PYTHON_VERSION}")
+# HyperPod writes each cluster's logs to /aws/sagemaker/Clusters/<name>/<id>.
+CLUSTER_LOG_GROUP_PATTERN = "/aws/sagemaker/Clusters/*"
+
+
+def _package_files() -> Iterator[tuple[str, Path]]:
+    """(asset-relative path, source) of every file the code asset ships, in a stable order."""
+    ignore = shutil.ignore_patterns(*_PACKAGE_EXCLUDES)
+    package = FUNCTIONS_DIR / PACKAGE_NAME
+
+    def walk(directory: Path, prefix: str) -> Iterator[tuple[str, Path]]:
+        names = sorted(p.name for p in directory.iterdir())
+        skipped = ignore(str(directory), names)
+        for name in names:
+            if name in skipped:
+                continue
+            path = directory / name
+            if path.is_dir():
+                yield from walk(path, f"{prefix}{name}/")
+            else:
+                yield f"{prefix}{name}", path
+
+    yield from walk(package, f"{PACKAGE_NAME}/")
+    for path in sorted(REFERENCES_DIR.glob("*.md")):
+        yield f"references/{path.name}", path
+
+
+def package_digest() -> str:
+    """The code asset's hash: every shipped file's path and content (package and references)."""
+    digest = hashlib.sha256()
+    for relative, path in _package_files():
+        digest.update(relative.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+@jsii.implements(ILocalBundling)
+class PackageBundling:
+    """Lay out the code asset: the package, with `references/` beside it so the runbook links resolve
+    (`hyperpod_nccl.references.references_dir()` finds the nearest ancestor `references/`)."""
+
+    def try_bundle(self, output_dir: str, options: Any) -> bool:
+        """Copy the shipped files into the asset directory; never needs Docker."""
+        out = Path(output_dir)
+        for relative, path in _package_files():
+            destination = out / relative
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, destination)
+        return True
+
+
+@jsii.implements(ILocalBundling)
+class LayerBundling:
+    """Lay out the dependency layer from `layers/build/python` (built by pip for the Lambda platform)."""
+
+    def try_bundle(self, output_dir: str, options: Any) -> bool:
+        """Build (or reuse) the layer and copy it into the asset directory; never needs Docker."""
+        built = build_layer(python_version=LAMBDA_PYTHON_VERSION, platform=LAMBDA_PIP_PLATFORM)
+        shutil.copytree(built / "python", Path(output_dir) / "python", dirs_exist_ok=True)
+        return True
+
+
+def _local(bundling: object) -> ILocalBundling:
+    """The jsii interface type of a local bundler (jsii calls `try_bundle(output_dir, options)`
+    positionally, which the generated Protocol's keyword signature does not describe)."""
+    return cast(ILocalBundling, bundling)
+
+
+def task_timeouts() -> dict[str, int]:
+    """Each state machine function's task timeout (seconds), read from the ASL definition.
+
+    The Lambda timeout equals its task's timeout, so Step Functions and Lambda give up together and
+    the ASL stays the one place that sets a state's budget.
+    """
+    handler_of = {f"arn:placeholder:{p}": handler for handler, p in ASL_FUNCTION_PLACEHOLDERS.items()}
+    substitutions: dict[str, str | int] = {f"{p}": f"arn:placeholder:{p}" for p in ASL_FUNCTION_PLACEHOLDERS.values()}
+    substitutions[ASL_PROBE_TIMEOUT_PLACEHOLDER] = PROBE_TIMEOUT_SECONDS
+    substitutions[ASL_MAP_CONCURRENCY_PLACEHOLDER] = 1
+    timeouts: dict[str, int] = {}
+
+    def visit(node: object) -> None:
+        if isinstance(node, dict):
+            handler = handler_of.get(str(node.get("Resource", "")))
+            if node.get("Type") == "Task" and handler and "TimeoutSeconds" in node:
+                timeouts[handler] = min(timeouts.get(handler, node["TimeoutSeconds"]), node["TimeoutSeconds"])
+            for value in node.values():
+                visit(value)
+        elif isinstance(node, list):
+            for value in node:
+                visit(value)
+
+    visit(load_definition(substitutions))
+    return timeouts
+
+
+class ReadGrant(NamedTuple):
+    """Read-only actions on resources, and why any wildcard among the resources is unavoidable."""
+
+    actions: tuple[str, ...]
+    resources: Sequence[str]
+    wildcard_reason: str
+
+
+class MonitorFunctions(Construct):
+    """Every handler of `hyperpod_nccl.handlers` as a Lambda function with the shared defaults."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        environment_values: Mapping[str, str],
+        log_retention_days: int,
+        cluster_regions: Sequence[str],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        missing = sorted({name for names in FUNCTION_ENVIRONMENT.values() for name in names} - set(environment_values))
+        if missing:
+            raise ValueError(f"no value for the handlers' environment variables: {', '.join(missing)}")
+        self._log_retention_days = log_retention_days
+        self._regions = list(cluster_regions) or [Stack.of(self).region]
+        self.layer = lambda_.LayerVersion(
+            self,
+            "Dependencies",
+            code=lambda_.Code.from_asset(
+                str(RUNTIME_REQUIREMENTS.parent),
+                asset_hash_type=AssetHashType.CUSTOM,
+                asset_hash=layer_digest(
+                    RUNTIME_REQUIREMENTS, python_version=LAMBDA_PYTHON_VERSION, platform=LAMBDA_PIP_PLATFORM
+                ),
+                bundling=BundlingOptions(image=_UNUSED_IMAGE, local=_local(LayerBundling()), command=["false"]),
+            ),
+            compatible_runtimes=[RUNTIME],
+            compatible_architectures=[lambda_.Architecture.ARM_64],
+            description="hyperpod-nccl-monitor runtime dependencies (requirements/runtime.txt)",
+        )
+        self.code = lambda_.Code.from_asset(
+            str(FUNCTIONS_DIR),
+            asset_hash_type=AssetHashType.CUSTOM,
+            asset_hash=package_digest(),
+            exclude=list(_PACKAGE_EXCLUDES),
+            bundling=BundlingOptions(image=_UNUSED_IMAGE, local=_local(PackageBundling()), command=["false"]),
+        )
+        timeouts = task_timeouts()
+        self.functions: dict[str, lambda_.Function] = {}
+        self.log_groups: dict[str, logs.LogGroup] = {}
+        self.roles: dict[str, iam.Role] = {}
+        for handler in FUNCTION_ENVIRONMENT:
+            environment = {name: environment_values[name] for name in FUNCTION_ENVIRONMENT[handler]}
+            timeout = TRIGGER_TIMEOUT_SECONDS if handler == TRIGGER_FUNCTION else timeouts.get(handler, 60)
+            self.functions[handler] = self._function(handler, environment=environment, timeout_seconds=timeout)
+            role = self.roles[handler]
+            for grant in self._read_grants(handler):
+                role.add_to_policy(iam.PolicyStatement(actions=list(grant.actions), resources=list(grant.resources)))
+                nag.acknowledge_wildcard_resources(role, grant.resources, grant.wildcard_reason)
+
+    def _function(self, handler: str, *, environment: Mapping[str, str], timeout_seconds: int) -> lambda_.Function:
+        """The factory: every default of the monitor's functions lives here."""
+        construct_name = "".join(part.capitalize() for part in handler.split("_"))
+        log_group = logs.LogGroup(self, f"{construct_name}Logs")
+        # The L2 maps retention to an enum; the config holds the number CloudWatch accepts.
+        log_group.node.default_child.retention_in_days = self._log_retention_days  # type: ignore[union-attr]
+        self.log_groups[handler] = log_group
+        # An explicit role: the default one would attach the AWS managed AWSLambdaBasicExecutionRole,
+        # which may write to every log group of the account.
+        role = iam.Role(
+            self,
+            f"{construct_name}Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"hyperpod-nccl-monitor {handler} function",
+        )
+        log_group.grant_write(role)
+        self.roles[handler] = role
+        nag.acknowledge(
+            role,
+            f"{nag.IAM5}[Resource::*]",
+            "Active X-Ray tracing needs xray:PutTraceSegments and xray:PutTelemetryRecords, which support"
+            " no resource-level permissions.",
+        )
+        return lambda_.Function(
+            self,
+            construct_name,
+            description=f"hyperpod-nccl-monitor: {handler}",
+            runtime=RUNTIME,
+            architecture=lambda_.Architecture.ARM_64,
+            handler=handler_path(handler),
+            code=self.code,
+            layers=[self.layer],
+            role=role,
+            environment={**POWERTOOLS_ENVIRONMENT, **environment},
+            timeout=Duration.seconds(timeout_seconds),
+            memory_size=FUNCTION_MEMORY_MB.get(handler, DEFAULT_FUNCTION_MEMORY_MB),
+            logging_format=lambda_.LoggingFormat.JSON,
+            application_log_level_v2=lambda_.ApplicationLogLevel.INFO,
+            system_log_level_v2=lambda_.SystemLogLevel.WARN,
+            log_group=log_group,
+            tracing=lambda_.Tracing.ACTIVE,
+            # A retried asynchronous trigger would start a second sweep for the same event.
+            retry_attempts=0 if handler == TRIGGER_FUNCTION else None,
+        )
+
+    def _arns(
+        self, service: str, resource: str, resource_name: str, *, sep: ArnFormat, account: bool = True
+    ) -> list[str]:
+        """One ARN per watched region (the functions call the clusters' regional endpoints)."""
+        stack = Stack.of(self)
+        return [
+            stack.format_arn(
+                service=service,
+                region=region,
+                account=None if account else "",
+                resource=resource,
+                resource_name=resource_name,
+                arn_format=sep,
+            )
+            for region in self._regions
+        ]
+
+    def _read_grants(self, handler: str) -> list[ReadGrant]:
+        """The read-only AWS actions each handler uses (writes to our own resources come from the stack).
+
+        Resources are narrowed to what is known at synth time: the account and the watched regions.
+        """
+        slash, colon = ArnFormat.SLASH_RESOURCE_NAME, ArnFormat.COLON_RESOURCE_NAME
+        clusters = self._arns("sagemaker", "cluster", "*", sep=slash)
+        by_cluster_id = (
+            "HyperPod cluster ARNs end in the cluster id, which is assigned at creation and discovered at run"
+            " time; scoped to this account and the watched regions."
+        )
+        describe_cluster = ReadGrant(("sagemaker:DescribeCluster",), clusters, by_cluster_id)
+        grants: dict[str, list[ReadGrant]] = {
+            "discover": [
+                ReadGrant(
+                    ("sts:GetCallerIdentity", "sagemaker:ListClusters", "ec2:DescribeSecurityGroups"),
+                    ["*"],
+                    "sts:GetCallerIdentity, sagemaker:ListClusters and ec2:DescribeSecurityGroups are read-only"
+                    " and support no resource-level permissions.",
+                ),
+                ReadGrant(
+                    (
+                        "sagemaker:DescribeCluster",
+                        "sagemaker:ListClusterNodes",
+                        "sagemaker:DescribeClusterNode",
+                        "sagemaker:ListClusterEvents",
+                        "sagemaker:DescribeClusterEvent",
+                    ),
+                    clusters,
+                    by_cluster_id,
+                ),
+            ],
+            "collect_logs": [
+                describe_cluster,
+                ReadGrant(
+                    ("logs:DescribeLogGroups",),
+                    self._arns("logs", "log-group", "*", sep=colon),
+                    "logs:DescribeLogGroups authorises against the account's log-group:* resource.",
+                ),
+                ReadGrant(
+                    ("logs:DescribeLogStreams", "logs:FilterLogEvents", "logs:GetLogEvents", "logs:StartQuery"),
+                    [
+                        arn
+                        for pattern in (CLUSTER_LOG_GROUP_PATTERN, f"{CLUSTER_LOG_GROUP_PATTERN}:log-stream:*")
+                        for arn in self._arns("logs", "log-group", pattern, sep=colon)
+                    ],
+                    "HyperPod names each cluster's log group /aws/sagemaker/Clusters/<name>/<cluster id>; read"
+                    " access is limited to that prefix.",
+                ),
+                ReadGrant(
+                    ("logs:GetQueryResults",),
+                    ["*"],
+                    "logs:GetQueryResults is read-only and supports no resource-level permissions.",
+                ),
+            ],
+            "collect_kubernetes": [
+                describe_cluster,
+                ReadGrant(
+                    ("eks:DescribeCluster",),
+                    self._arns("eks", "cluster", "*", sep=slash),
+                    "The EKS cluster behind a HyperPod cluster is read from DescribeCluster at run time;"
+                    " scoped to this account and the watched regions.",
+                ),
+            ],
+            "probe_node": [
+                ReadGrant(
+                    ("sagemaker:DescribeCluster", "sagemaker:ListClusterNodes", "sagemaker:DescribeClusterNode"),
+                    clusters,
+                    by_cluster_id,
+                ),
+                # HyperPod SSM targets are `sagemaker-cluster:<id>_<group>-<instance>`: StartSession is
+                # authorised against the cluster and the session document the probes run.
+                ReadGrant(
+                    ("ssm:StartSession",),
+                    [*clusters, *self._arns("ssm", "document", _ssm_session_document(), sep=slash, account=False)],
+                    by_cluster_id,
+                ),
+                ReadGrant(
+                    ("ssm:TerminateSession",),
+                    self._arns("ssm", "session", "*", sep=slash),
+                    "Session ids are generated by SSM when a probe starts its session; the probe ends its own"
+                    " sessions. Scoped to this account and the watched regions.",
+                ),
+                ReadGrant(
+                    ("ssm:DescribeSessions",),
+                    ["*"],
+                    "ssm:DescribeSessions is read-only and supports no resource-level permissions.",
+                ),
+            ],
+        }
+        return grants.get(handler, [])

@@ -1,0 +1,167 @@
+"""Watching the watcher: alarms when sweeps fail or stop running, and a dashboard of what sweeps find.
+
+The alarms read Step Functions' own execution metrics, so they fire even when the monitor's code
+never gets to emit anything. The dashboard graphs the metrics the handlers emit through Powertools
+(EMF) under the runtime's namespace and metric names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from hyperpod_nccl.monitor.settings import (
+    METRIC_DIMENSION_CLUSTER,
+    METRIC_FINDINGS,
+    METRIC_NODES_PROBED,
+    METRIC_NODES_UNREACHABLE,
+    METRIC_SWEEP_DURATION,
+    METRIC_TRIGGERS_REJECTED,
+    METRICS_NAMESPACE,
+    WatchedCluster,
+)
+from infra.constants import MAX_ALARM_PERIOD_SECONDS, POWERTOOLS_SERVICE_NAME
+
+# Alarm evaluation for failures: short enough to page within minutes of a failed sweep.
+_FAILURE_PERIOD = Duration.minutes(5)
+
+
+def missed_sweep_period_seconds(*, sweep_rate_minutes: int, missed_sweeps: int) -> int:
+    """The window in which at least one sweep must succeed: `missed_sweeps` x the rate, capped at a day."""
+    return min(sweep_rate_minutes * 60 * missed_sweeps, MAX_ALARM_PERIOD_SECONDS)
+
+
+class MonitorObservability(Construct):
+    """Two alarms (sweeps failing, sweeps stopped) notifying the alerts topic, and a dashboard."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        state_machine: sfn.StateMachine,
+        functions: dict[str, lambda_.Function],
+        topic: sns.ITopic,
+        clusters: Sequence[WatchedCluster],
+        sweep_rate_minutes: int,
+        missed_sweeps: int,
+        dashboard_name: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        action = cloudwatch_actions.SnsAction(topic)
+        failed = cloudwatch.MathExpression(
+            expression="failed + timedout + aborted",
+            using_metrics={
+                "failed": state_machine.metric_failed(period=_FAILURE_PERIOD, statistic="Sum"),
+                "timedout": state_machine.metric_timed_out(period=_FAILURE_PERIOD, statistic="Sum"),
+                "aborted": state_machine.metric_aborted(period=_FAILURE_PERIOD, statistic="Sum"),
+            },
+            label="Sweeps failed, timed out or aborted",
+            period=_FAILURE_PERIOD,
+        )
+        self.sweeps_failing = cloudwatch.Alarm(
+            self,
+            "SweepsFailing",
+            alarm_description=(
+                "A HyperPod NCCL sweep execution failed, timed out or was aborted: the monitor did not"
+                " finish checking a cluster. Open the execution in the Step Functions console."
+            ),
+            metric=failed,
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        self.sweeps_failing.add_alarm_action(action)
+        period = missed_sweep_period_seconds(sweep_rate_minutes=sweep_rate_minutes, missed_sweeps=missed_sweeps)
+        self.sweeps_stopped = cloudwatch.Alarm(
+            self,
+            "SweepsStopped",
+            alarm_description=(
+                f"No HyperPod NCCL sweep succeeded in {period // 60} minutes although one is scheduled every"
+                f" {sweep_rate_minutes} minutes: the schedule, the trigger or the state machine is broken."
+            ),
+            metric=state_machine.metric_succeeded(period=Duration.seconds(period), statistic="Sum"),
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            # No data means no execution at all: exactly what this alarm is for.
+            treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+        )
+        self.sweeps_stopped.add_alarm_action(action)
+        # Without watched clusters nothing is scheduled, so silence is expected.
+        if not clusters:
+            self.sweeps_stopped.node.default_child.actions_enabled = False  # type: ignore[union-attr]
+
+        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=dashboard_name)
+        self.dashboard.add_widgets(
+            cloudwatch.AlarmStatusWidget(
+                title="Monitor health", alarms=[self.sweeps_failing, self.sweeps_stopped], width=24, height=3
+            )
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Sweep executions",
+                left=[
+                    state_machine.metric_succeeded(statistic="Sum"),
+                    state_machine.metric_failed(statistic="Sum"),
+                    state_machine.metric_timed_out(statistic="Sum"),
+                ],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="Function errors",
+                left=[fn.metric_errors(statistic="Sum", label=name) for name, fn in functions.items()],
+                width=12,
+            ),
+        )
+        for cluster in clusters:
+            self.dashboard.add_widgets(*self._cluster_widgets(cluster.name))
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Triggers rejected (malformed or foreign events)",
+                left=[self._metric(METRIC_TRIGGERS_REJECTED, cluster=None)],
+                width=24,
+            )
+        )
+
+    @staticmethod
+    def _metric(name: str, *, cluster: str | None, statistic: str = "Sum") -> cloudwatch.Metric:
+        """A metric the handlers emit; Powertools adds the `service` dimension to every one."""
+        dimensions = {"service": POWERTOOLS_SERVICE_NAME}
+        if cluster is not None:
+            dimensions[METRIC_DIMENSION_CLUSTER] = cluster
+        return cloudwatch.Metric(
+            namespace=METRICS_NAMESPACE, metric_name=name, dimensions_map=dimensions, statistic=statistic
+        )
+
+    def _cluster_widgets(self, cluster: str) -> list[cloudwatch.IWidget]:
+        return [
+            cloudwatch.GraphWidget(
+                title=f"{cluster}: findings by priority",
+                left=[
+                    self._metric(metric, cluster=cluster, statistic="Maximum") for metric in METRIC_FINDINGS.values()
+                ],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title=f"{cluster}: nodes probed / unreachable",
+                left=[
+                    self._metric(METRIC_NODES_PROBED, cluster=cluster, statistic="Maximum"),
+                    self._metric(METRIC_NODES_UNREACHABLE, cluster=cluster, statistic="Maximum"),
+                ],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title=f"{cluster}: sweep duration (s)",
+                left=[self._metric(METRIC_SWEEP_DURATION, cluster=cluster, statistic="Maximum")],
+                width=8,
+            ),
+        ]

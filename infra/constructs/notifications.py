@@ -1,0 +1,68 @@
+"""Where alerts go: one SNS topic encrypted with a customer managed key, optional e-mail subscriptions,
+and an optional Slack channel through AWS Chatbot (Amazon Q Developer in chat applications)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import aws_chatbot as chatbot
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from constructs import Construct
+
+from infra.config import SlackChannel
+
+
+class AlertNotifications(Construct):
+    """The alerts topic and its subscribers."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        alert_emails: Sequence[str],
+        slack: SlackChannel | None,
+        configuration_name: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.key = kms.Key(
+            self,
+            "TopicKey",
+            description="hyperpod-nccl-monitor alerts topic",
+            enable_key_rotation=True,
+        )
+        # CloudWatch publishes the monitor's own alarms to the topic; an encrypted topic only
+        # accepts them when the key lets the CloudWatch service use it.
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowCloudWatchAlarmsToPublish",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],
+            )
+        )
+        self.topic = sns.Topic(
+            self,
+            "Topic",
+            display_name="HyperPod NCCL monitor",
+            master_key=self.key,
+            enforce_ssl=True,
+        )
+        for address in alert_emails:
+            self.topic.add_subscription(subscriptions.EmailSubscription(address))
+        self.slack_channel: chatbot.SlackChannelConfiguration | None = None
+        if slack is not None:
+            self.slack_channel = chatbot.SlackChannelConfiguration(
+                self,
+                "SlackChannel",
+                slack_channel_configuration_name=configuration_name,
+                slack_workspace_id=slack.workspace_id,
+                slack_channel_id=slack.channel_id,
+                notification_topics=[self.topic],
+                # The channel only receives notifications; nobody may run AWS commands through it.
+                guardrail_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AWSDenyAll")],
+                user_role_required=False,
+            )

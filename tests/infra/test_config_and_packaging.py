@@ -1,0 +1,151 @@
+"""Deployment configuration (cdk.json / `-c`) and the Lambda packaging, without synthesizing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from hyperpod_nccl.monitor.settings import FUNCTION_ENVIRONMENT, MonitorSettings
+from infra.app import _check_context_keys
+from infra.config import StageConfig
+from infra.constants import CDK_JSON, REFERENCES_DIR
+from infra.constructs.functions import PackageBundling, package_digest
+from layers.build_layer import STAMP_NAME, build, inputs_digest
+
+pytestmark = pytest.mark.infra
+
+
+def _config(**context: Any) -> StageConfig:
+    return StageConfig.from_context(context.get)
+
+
+def test_the_shipped_cdk_json_is_a_valid_configuration() -> None:
+    document = json.loads(CDK_JSON.read_text())
+    assert document["app"] == "python -m infra.app"
+    context = document["context"]
+    _check_context_keys(context)
+    config = _config(**context)
+    # Every configuration value is spelled out in cdk.json (account and region normally come from
+    # the CDK CLI's credentials), so each has a working example.
+    assert set(context) == set(StageConfig.context_keys()) - {"account", "region"}
+    assert config.clusters and config.node_coverage == "all"
+
+
+def test_defaults_synthesize_with_no_context_at_all() -> None:
+    config = _config()
+    assert config.clusters == []
+    assert config.sweep_rate_minutes == 30
+    assert config.reference_base_url == MonitorSettings().reference_base_url
+
+
+def test_command_line_context_strings_are_decoded() -> None:
+    # `cdk deploy -c clusters='[...]' -c nodeCoverage=5 -c tableDeletionProtection=false` passes strings.
+    config = _config(
+        clusters='[{"name": "c1", "region": "eu-west-1"}]',
+        nodeCoverage="5",
+        sweepRateMinutes="60",
+        tableDeletionProtection="false",
+        slack='{"workspaceId": "T0ABC", "channelId": "C0ABC"}',
+    )
+    assert [(c.name, c.region) for c in config.clusters] == [("c1", "eu-west-1")]
+    assert config.node_coverage == 5
+    assert config.sweep_rate_minutes == 60
+    assert config.table_deletion_protection is False
+    assert config.slack is not None and config.slack.channel_id == "C0ABC"
+    assert config.cluster_regions == ["eu-west-1"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("alertEmails", ["not-an-address"], "not e-mail addresses"),
+        ("sweepRateMinutes", 1, "greater than or equal to 5"),
+        ("nodeCoverage", 0, "nodeCoverage"),
+        ("mapMaxConcurrency", 100, "less than or equal to 40"),
+        ("logRetentionDays", 31, "logRetentionDays must be one of"),
+        ("clusters", [{"name": "a", "region": "us-west-2"}, {"name": "a", "region": "us-west-2"}], "listed twice"),
+        ("clusters", [{"name": "a", "region": "uswest"}], "not an AWS region"),
+        ("slack", {"workspaceId": "lower", "channelId": "C1"}, "slack.workspaceId"),
+        ("referenceBaseUrl", "ftp://example.com", "referenceBaseUrl"),
+    ],
+)
+def test_bad_values_are_rejected_with_the_key_named(key: str, value: Any, message: str) -> None:
+    with pytest.raises(ValidationError) as raised:
+        _config(**{key: value})
+    assert message in str(raised.value)
+
+
+def test_misspelt_context_keys_fail_instead_of_deploying_defaults() -> None:
+    with pytest.raises(ValueError, match="unknown context keys \\['sweepRate'\\]"):
+        _check_context_keys({"sweepRate": 5, "@aws-cdk/core:newStyleStackSynthesis": True})
+
+
+def test_code_asset_ships_the_package_with_references_beside_it(tmp_path: Path) -> None:
+    PackageBundling().try_bundle(str(tmp_path), None)
+    shipped = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
+    assert "hyperpod_nccl/monitor/sweep.asl.json" in shipped
+    assert {f"references/{p.name}" for p in REFERENCES_DIR.glob("*.md")} <= shipped
+    # The loopback emulations need moto/werkzeug, which the layer does not ship.
+    assert not any(p.startswith("hyperpod_nccl/simulation/") for p in shipped)
+    assert not any("__pycache__" in p or p.endswith(".pyc") for p in shipped)
+    # In the Lambda layout, the runbook pointers resolve from the package (no env override).
+    environment = {k: v for k, v in os.environ.items() if k != "HYPERPOD_NCCL_REFERENCES_DIR"}
+    probe = (
+        "import hyperpod_nccl, hyperpod_nccl.references as r;"
+        "print(hyperpod_nccl.__file__); print(r.references_dir()); print(len(r.heading_index()))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(tmp_path)!r}); {probe}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=environment,
+        cwd=tmp_path,
+    )
+    package_file, references, headings = result.stdout.split()
+    assert package_file.startswith(str(tmp_path))
+    assert references == str(tmp_path / "references")
+    assert int(headings) > 10
+
+
+def test_every_handler_module_is_in_the_code_asset(tmp_path: Path) -> None:
+    PackageBundling().try_bundle(str(tmp_path), None)
+    for handler in FUNCTION_ENVIRONMENT:
+        assert (tmp_path / "hyperpod_nccl" / "handlers" / f"{handler}.py").is_file(), handler
+
+
+def test_package_digest_changes_with_the_references(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The asset hash must follow the runbooks too: they ship in the same asset.
+    before = package_digest()
+    copy = tmp_path / "references"
+    copy.mkdir()
+    for path in REFERENCES_DIR.glob("*.md"):
+        (copy / path.name).write_text(path.read_text())
+    monkeypatch.setattr("infra.constructs.functions.REFERENCES_DIR", copy)
+    assert package_digest() == before
+    (copy / "operations.md").write_text((copy / "operations.md").read_text() + "\nchanged\n")
+    assert package_digest() != before
+
+
+def test_layer_build_is_reused_while_its_inputs_are_unchanged(tmp_path: Path) -> None:
+    requirements = tmp_path / "runtime.txt"
+    requirements.write_text("pydantic==2.14.4\n")
+    target = tmp_path / "build"
+    (target / "python").mkdir(parents=True)
+    marker = target / "python" / "already-built"
+    marker.write_text("")
+    digest = inputs_digest(requirements, python_version="3.14", platform="manylinux2014_aarch64")
+    (target / STAMP_NAME).write_text(digest + "\n")
+    # Same inputs: nothing is reinstalled (pip would need the network and wipe the marker).
+    build(python_version="3.14", platform="manylinux2014_aarch64", requirements=requirements, target=target)
+    assert marker.exists()
+    # Any input that changes the content changes the digest (and therefore the asset hash).
+    assert inputs_digest(requirements, python_version="3.13", platform="manylinux2014_aarch64") != digest
+    assert inputs_digest(requirements, python_version="3.14", platform="manylinux2014_x86_64") != digest

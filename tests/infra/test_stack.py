@@ -1,0 +1,282 @@
+"""The synthesized monitor stack against its sources of truth: the runtime's settings (environment
+names, table schema, ASL placeholders, event patterns) and the deployment configuration."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match, Template
+
+from hyperpod_nccl.monitor import asl_placeholders, render_definition
+from hyperpod_nccl.monitor.settings import (
+    ASL_FUNCTION_PLACEHOLDERS,
+    ASL_MAP_CONCURRENCY_PLACEHOLDER,
+    ASL_PROBE_TIMEOUT_PLACEHOLDER,
+    CLUSTERS_ENV,
+    FUNCTION_ENVIRONMENT,
+    HISTORY_DAYS_ENV,
+    HYPERPOD_EVENT_PATTERNS,
+    NODE_COVERAGE_ENV,
+    PROBE_TIMEOUT_SECONDS,
+    REFERENCE_BASE_URL_ENV,
+    SCHEDULE_TARGET_INPUT,
+    SWEEP_TIMEOUT_SECONDS,
+    TABLE_SCHEMA,
+    handler_path,
+)
+from infra.constants import LAMBDA_PYTHON_VERSION, POWERTOOLS_ENVIRONMENT, TRIGGER_FUNCTION, TRIGGER_TIMEOUT_SECONDS
+from infra.constructs.functions import task_timeouts
+from infra.constructs.monitoring import missed_sweep_period_seconds
+from infra.constructs.workflow import definition_with_timeout
+from tests.infra.conftest import TEST_CONTEXT, Synthesized
+
+pytestmark = pytest.mark.infra
+
+
+def _substitute(text: str, values: dict[str, str]) -> str:
+    """What CloudFormation does with DefinitionSubstitutions."""
+    for name, value in values.items():
+        text = text.replace("${" + name + "}", value)
+    return text
+
+
+def _functions_by_handler(synthesized: Synthesized) -> dict[str, tuple[str, dict[str, Any]]]:
+    """handler module -> (logical id, properties) of its Lambda function."""
+    found = {}
+    for logical_id, resource in synthesized.resources("AWS::Lambda::Function").items():
+        handler = resource["Properties"]["Handler"]
+        module = handler.removeprefix("hyperpod_nccl.handlers.").removesuffix(".handler")
+        found[module] = (logical_id, resource["Properties"])
+    return found
+
+
+def test_one_resource_per_capability(synthesized: Synthesized) -> None:
+    # Given the test configuration (2 clusters, 2 e-mails, Slack on), When synthesized,
+    # Then each capability is there exactly as many times as configured.
+    template = Template.from_json(synthesized.template)
+    expected = {
+        "AWS::Lambda::Function": len(FUNCTION_ENVIRONMENT),
+        "AWS::Lambda::LayerVersion": 1,
+        "AWS::DynamoDB::GlobalTable": 1,
+        "AWS::SNS::Topic": 1,
+        "AWS::KMS::Key": 1,
+        "AWS::SNS::Subscription": len(TEST_CONTEXT["alertEmails"]),
+        "AWS::Chatbot::SlackChannelConfiguration": 1,
+        "AWS::StepFunctions::StateMachine": 1,
+        "AWS::Scheduler::Schedule": len(TEST_CONTEXT["clusters"]),
+        "AWS::Events::Rule": len(HYPERPOD_EVENT_PATTERNS),
+        "AWS::CloudWatch::Alarm": 2,
+        "AWS::CloudWatch::Dashboard": 1,
+        # one explicit log group per function, plus the state machine's
+        "AWS::Logs::LogGroup": len(FUNCTION_ENVIRONMENT) + 1,
+    }
+    for resource_type, count in expected.items():
+        template.resource_count_is(resource_type, count)
+
+
+def test_every_function_has_the_handler_modules_environment(synthesized: Synthesized) -> None:
+    functions = _functions_by_handler(synthesized)
+    assert set(functions) == set(FUNCTION_ENVIRONMENT)
+    for handler, (_, properties) in functions.items():
+        environment = properties["Environment"]["Variables"]
+        assert set(environment) == set(FUNCTION_ENVIRONMENT[handler]) | set(POWERTOOLS_ENVIRONMENT), handler
+        assert properties["Handler"] == handler_path(handler)
+        # Values come from the configuration, in the form the runtime's settings parse.
+        if CLUSTERS_ENV in environment:
+            assert json.loads(environment[CLUSTERS_ENV]) == TEST_CONTEXT["clusters"]
+        if NODE_COVERAGE_ENV in environment:
+            assert environment[NODE_COVERAGE_ENV] == str(TEST_CONTEXT["nodeCoverage"])
+        if HISTORY_DAYS_ENV in environment:
+            assert environment[HISTORY_DAYS_ENV] == str(TEST_CONTEXT["historyRetentionDays"])
+        if REFERENCE_BASE_URL_ENV in environment:
+            assert environment[REFERENCE_BASE_URL_ENV] == TEST_CONTEXT["referenceBaseUrl"]
+
+
+def test_functions_share_the_factory_defaults(synthesized: Synthesized) -> None:
+    functions = _functions_by_handler(synthesized)
+    layers = synthesized.resources("AWS::Lambda::LayerVersion")
+    (layer_id,) = layers
+    log_groups = synthesized.resources("AWS::Logs::LogGroup")
+    timeouts = task_timeouts()
+    for handler, (_, properties) in functions.items():
+        assert properties["Runtime"] == f"python{LAMBDA_PYTHON_VERSION}"
+        assert properties["Architectures"] == ["arm64"]
+        assert properties["TracingConfig"] == {"Mode": "Active"}
+        assert properties["Layers"] == [{"Ref": layer_id}]
+        assert properties["LoggingConfig"]["LogFormat"] == "JSON"
+        log_group = properties["LoggingConfig"]["LogGroup"]["Ref"]
+        assert log_groups[log_group]["Properties"]["RetentionInDays"] == TEST_CONTEXT["logRetentionDays"]
+        expected_timeout = TRIGGER_TIMEOUT_SECONDS if handler == TRIGGER_FUNCTION else timeouts[handler]
+        assert properties["Timeout"] == expected_timeout, handler
+    # The probe's Lambda and its state share the design card's budget.
+    assert functions["probe_node"][1]["Timeout"] == PROBE_TIMEOUT_SECONDS
+    assert layers[layer_id]["Properties"]["CompatibleArchitectures"] == ["arm64"]
+
+
+def test_state_machine_substitutes_every_placeholder(synthesized: Synthesized) -> None:
+    (state_machine,) = synthesized.resources("AWS::StepFunctions::StateMachine").values()
+    properties = state_machine["Properties"]
+    substitutions = properties["DefinitionSubstitutions"]
+    assert set(substitutions) == asl_placeholders()
+    functions = _functions_by_handler(synthesized)
+    for handler, placeholder in ASL_FUNCTION_PLACEHOLDERS.items():
+        assert substitutions[placeholder] == {"Fn::GetAtt": [functions[handler][0], "Arn"]}, placeholder
+    assert substitutions[ASL_MAP_CONCURRENCY_PLACEHOLDER] == str(TEST_CONTEXT["mapMaxConcurrency"])
+    assert substitutions[ASL_PROBE_TIMEOUT_PLACEHOLDER] == str(PROBE_TIMEOUT_SECONDS)
+    # The deployed definition is the runtime's file plus the sweep's time bound, and valid ASL once
+    # substituted (arbitrary ARNs stand in for the GetAtts).
+    definition = properties["DefinitionString"]
+    assert definition == definition_with_timeout()
+    values = {
+        name: value if isinstance(value, str) else f"arn:aws:lambda:::{name}" for name, value in substitutions.items()
+    }
+    rendered = json.loads(_substitute(definition, values))
+    assert rendered["StartAt"] in rendered["States"]
+    assert rendered["TimeoutSeconds"] == SWEEP_TIMEOUT_SECONDS
+    without_bound = json.loads(render_definition(dict(values)))
+    assert {k: v for k, v in rendered.items() if k != "TimeoutSeconds"} == without_bound
+    assert properties["TracingConfiguration"] == {"Enabled": True}
+    assert properties["LoggingConfiguration"]["Level"] == "ALL"
+    assert properties["StateMachineType"] == "STANDARD"
+    # The state machine may only invoke the functions its definition names.
+    (policy,) = [
+        p
+        for p in synthesized.resources("AWS::IAM::Policy").values()
+        if p["Properties"]["Roles"] == [{"Ref": properties["RoleArn"]["Fn::GetAtt"][0]}]
+    ]
+    (invoke,) = [
+        s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Action"] == "lambda:InvokeFunction"
+    ]
+    assert sorted(r["Fn::GetAtt"][0] for r in invoke["Resource"]) == sorted(
+        functions[h][0] for h in ASL_FUNCTION_PLACEHOLDERS
+    )
+
+
+def test_table_matches_the_runtime_schema(synthesized: Synthesized) -> None:
+    (table,) = synthesized.resources("AWS::DynamoDB::GlobalTable").values()
+    properties = table["Properties"]
+    schema: dict[str, Any] = TABLE_SCHEMA  # type: ignore[assignment]
+    assert properties["KeySchema"] == [
+        {"AttributeName": schema["partition_key"]["name"], "KeyType": "HASH"},
+        {"AttributeName": schema["sort_key"]["name"], "KeyType": "RANGE"},
+    ]
+    declared = {a["AttributeName"]: a["AttributeType"] for a in properties["AttributeDefinitions"]}
+    expected = {schema["partition_key"]["name"]: "S", schema["sort_key"]["name"]: "S"}
+    for index in schema["global_secondary_indexes"]:
+        expected[index["partition_key"]["name"]] = index["partition_key"]["type"]
+        expected[index["sort_key"]["name"]] = index["sort_key"]["type"]
+    assert declared == expected
+    indexes = {i["IndexName"]: i for i in properties["GlobalSecondaryIndexes"]}
+    assert set(indexes) == {i["index_name"] for i in schema["global_secondary_indexes"]}
+    for index in schema["global_secondary_indexes"]:
+        assert indexes[index["index_name"]]["KeySchema"] == [
+            {"AttributeName": index["partition_key"]["name"], "KeyType": "HASH"},
+            {"AttributeName": index["sort_key"]["name"], "KeyType": "RANGE"},
+        ]
+    assert properties["TimeToLiveSpecification"] == {"AttributeName": schema["ttl_attribute"], "Enabled": True}
+    assert properties["SSESpecification"]["SSEEnabled"] is True
+    replica = properties["Replicas"][0]
+    assert replica["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+    assert replica["DeletionProtectionEnabled"] is TEST_CONTEXT["tableDeletionProtection"]
+    assert properties["BillingMode"] == "PAY_PER_REQUEST"
+
+
+def test_rules_use_the_runtime_event_patterns_and_target_the_trigger(synthesized: Synthesized) -> None:
+    trigger_id = _functions_by_handler(synthesized)[TRIGGER_FUNCTION][0]
+    rules = list(synthesized.resources("AWS::Events::Rule").values())
+    patterns = [rule["Properties"]["EventPattern"] for rule in rules]
+    canonical = sorted(json.dumps(p, sort_keys=True) for p in patterns)
+    assert canonical == sorted(json.dumps(p, sort_keys=True) for p in HYPERPOD_EVENT_PATTERNS)
+    for rule in rules:
+        (target,) = rule["Properties"]["Targets"]
+        assert target["Arn"] == {"Fn::GetAtt": [trigger_id, "Arn"]}
+        assert rule["Properties"]["State"] == "ENABLED"
+    # The filters the issue asks for: Warn/Error cluster events, unhealthy nodes.
+    by_type = {p["detail-type"][0]: p for p in patterns}
+    assert by_type["SageMaker HyperPod Cluster Event"]["detail"]["EventDetails"]["EventLevel"] == ["Warn", "Error"]
+    assert by_type["SageMaker HyperPod Cluster Node Health Event"]["detail"]["HealthSummary"]["HealthStatus"] == [
+        "Unhealthy"
+    ]
+    assert all(p["source"] == ["aws.sagemaker"] for p in patterns)
+
+
+def test_one_schedule_per_watched_cluster_at_the_configured_rate(synthesized: Synthesized) -> None:
+    trigger_id = _functions_by_handler(synthesized)[TRIGGER_FUNCTION][0]
+    schedules = [s["Properties"] for s in synthesized.resources("AWS::Scheduler::Schedule").values()]
+    inputs = []
+    for schedule in schedules:
+        assert schedule["ScheduleExpression"] == f"rate({TEST_CONTEXT['sweepRateMinutes']} minutes)"
+        assert schedule["State"] == "ENABLED"
+        assert schedule["Target"]["Arn"] == {"Fn::GetAtt": [trigger_id, "Arn"]}
+        inputs.append(json.loads(schedule["Target"]["Input"]))
+    # Each tick carries the runtime's input template, scoped to one cluster.
+    assert sorted((i["clusters"][0]["name"], i["clusters"][0]["region"]) for i in inputs) == sorted(
+        (c["name"], c["region"]) for c in TEST_CONTEXT["clusters"]
+    )
+    for tick in inputs:
+        assert {k: v for k, v in tick.items() if k != "clusters"} == SCHEDULE_TARGET_INPUT
+
+
+def test_topic_is_encrypted_ssl_only_and_reaches_email_and_slack(synthesized: Synthesized) -> None:
+    (topic_id,) = synthesized.resources("AWS::SNS::Topic")
+    (key_id,) = synthesized.resources("AWS::KMS::Key")
+    topic = synthesized.template["Resources"][topic_id]["Properties"]
+    assert topic["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    assert synthesized.template["Resources"][key_id]["Properties"]["EnableKeyRotation"] is True
+    (topic_policy,) = synthesized.resources("AWS::SNS::TopicPolicy").values()
+    statements = topic_policy["Properties"]["PolicyDocument"]["Statement"]
+    assert any(
+        s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in statements
+    )
+    subscriptions = [s["Properties"] for s in synthesized.resources("AWS::SNS::Subscription").values()]
+    assert sorted(s["Endpoint"] for s in subscriptions) == sorted(TEST_CONTEXT["alertEmails"])
+    assert all(s["Protocol"] == "email" and s["TopicArn"] == {"Ref": topic_id} for s in subscriptions)
+    (slack,) = synthesized.resources("AWS::Chatbot::SlackChannelConfiguration").values()
+    assert slack["Properties"]["SlackWorkspaceId"] == TEST_CONTEXT["slack"]["workspaceId"]
+    assert slack["Properties"]["SlackChannelId"] == TEST_CONTEXT["slack"]["channelId"]
+    assert slack["Properties"]["SnsTopicArns"] == [{"Ref": topic_id}]
+    # Notifications only: no AWS action can be run from the channel.
+    assert slack["Properties"]["GuardrailPolicies"] == [
+        {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/AWSDenyAll"]]}
+    ]
+    # CloudWatch alarms publish to the encrypted topic, so the key lets CloudWatch use it.
+    key_statements = synthesized.template["Resources"][key_id]["Properties"]["KeyPolicy"]["Statement"]
+    assert any(s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"} for s in key_statements)
+
+
+def test_alarms_fire_on_failed_or_missing_sweeps_and_notify_the_topic(synthesized: Synthesized) -> None:
+    (topic_id,) = synthesized.resources("AWS::SNS::Topic")
+    alarms = [a["Properties"] for a in synthesized.resources("AWS::CloudWatch::Alarm").values()]
+    for alarm in alarms:
+        assert alarm["AlarmActions"] == [{"Ref": topic_id}]
+    (stopped,) = [a for a in alarms if a.get("MetricName") == "ExecutionsSucceeded"]
+    assert stopped["ComparisonOperator"] == "LessThanThreshold"
+    assert stopped["Threshold"] == 1
+    assert stopped["TreatMissingData"] == "breaching"
+    assert stopped["Period"] == missed_sweep_period_seconds(
+        sweep_rate_minutes=TEST_CONTEXT["sweepRateMinutes"], missed_sweeps=TEST_CONTEXT["missedSweepsBeforeAlarm"]
+    )
+    (failing,) = [a for a in alarms if "Metrics" in a]
+    used = {m["MetricStat"]["Metric"]["MetricName"] for m in failing["Metrics"] if "MetricStat" in m}
+    assert used == {"ExecutionsFailed", "ExecutionsTimedOut", "ExecutionsAborted"}
+    assert failing["TreatMissingData"] == "notBreaching"
+
+
+def test_missed_sweep_window_is_capped_at_a_day() -> None:
+    assert missed_sweep_period_seconds(sweep_rate_minutes=15, missed_sweeps=3) == 45 * 60
+    assert missed_sweep_period_seconds(sweep_rate_minutes=12 * 60, missed_sweeps=3) == 24 * 3600
+
+
+def test_outputs_have_fixed_logical_ids(synthesized: Synthesized) -> None:
+    outputs = synthesized.template["Outputs"]
+    assert {
+        "FindingsTableName",
+        "AlertsTopicArn",
+        "SweepStateMachineArn",
+        "TriggerFunctionName",
+        "KubernetesCollectorRoleArn",
+        "DashboardName",
+    } <= set(outputs)
+    Template.from_json(synthesized.template).has_output("SweepStateMachineArn", {"Value": {"Ref": Match.any_value()}})
