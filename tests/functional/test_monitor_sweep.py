@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from hyperpod_nccl.monitor.notify import ChatbotNotification
 from hyperpod_nccl.monitor.store import Store, cluster_key
 from hyperpod_nccl.simulation.runtime import SimulatedCluster

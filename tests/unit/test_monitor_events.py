@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from hyperpod_nccl.monitor.events import Rejection, TriggerRequest, parse_trigger
 from hyperpod_nccl.monitor.settings import SCHEDULE_SOURCE, WatchedCluster
 
