@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from hyperpod_nccl.monitor.settings import (
@@ -35,7 +36,7 @@ from infra.constructs.monitoring import MonitorObservability
 from infra.constructs.notifications import AlertNotifications
 from infra.constructs.storage import FindingsStorage
 from infra.constructs.triggers import SweepTriggers
-from infra.constructs.workflow import SweepWorkflow, state_machine_arn
+from infra.constructs.workflow import SweepWorkflow, executions_arn, state_machine_arn
 
 
 class MonitorStack(Stack):
@@ -120,6 +121,16 @@ class MonitorStack(Stack):
                 )
             if STATE_MACHINE_ENV in names:
                 self.workflow.state_machine.grant_start_execution(functions[handler])
+                # A replayed trigger finds its execution by name and checks whether it still runs.
+                executions = [executions_arn(self, self.workflow.state_machine_name)]
+                roles[handler].add_to_policy(
+                    iam.PolicyStatement(actions=["states:DescribeExecution"], resources=executions)
+                )
+                nag.acknowledge_wildcard_resources(
+                    roles[handler],
+                    executions,
+                    "Execution names are derived from trigger ids at run time; only this state machine's executions.",
+                )
 
     def _outputs(self) -> None:
         """Outputs with fixed logical ids: scripts and tests read them by these names."""

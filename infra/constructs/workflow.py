@@ -35,6 +35,25 @@ def state_machine_arn(scope: Construct, name: str) -> str:
     )
 
 
+def executions_arn(scope: Construct, name: str) -> str:
+    """The ARN pattern of every execution of the state machine named `name`."""
+    return Stack.of(scope).format_arn(
+        service="states", resource="execution", resource_name=f"{name}:*", arn_format=ArnFormat.COLON_RESOURCE_NAME
+    )
+
+
+def uses_distributed_map(definition: object) -> bool:
+    """Whether any Map state of a parsed ASL definition runs its items as child executions."""
+    if isinstance(definition, dict):
+        processor = definition.get("ItemProcessor")
+        if isinstance(processor, dict) and processor.get("ProcessorConfig", {}).get("Mode") == "DISTRIBUTED":
+            return True
+        return any(uses_distributed_map(value) for value in definition.values())
+    if isinstance(definition, list):
+        return any(uses_distributed_map(value) for value in definition)
+    return False
+
+
 def definition_with_timeout() -> str:
     """The runtime's ASL text, with a top-level `TimeoutSeconds` of SWEEP_TIMEOUT_SECONDS when it sets none.
 
@@ -64,6 +83,7 @@ class SweepWorkflow(Construct):
         log_retention_days: int,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.state_machine_name = state_machine_name
         self.substitutions: dict[str, str] = {
             placeholder: functions[handler].function_arn for handler, placeholder in ASL_FUNCTION_PLACEHOLDERS.items()
         }
@@ -92,6 +112,19 @@ class SweepWorkflow(Construct):
                 resources=[functions[handler].function_arn for handler in ASL_FUNCTION_PLACEHOLDERS],
             )
         )
+        if uses_distributed_map(load_definition(dict.fromkeys(asl_placeholders(), 1))):
+            # A Distributed Map starts child executions of this same state machine and follows them.
+            own = state_machine_arn(self, state_machine_name)
+            executions = executions_arn(self, state_machine_name)
+            self.role.add_to_policy(iam.PolicyStatement(actions=["states:StartExecution"], resources=[own]))
+            self.role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["states:DescribeExecution", "states:StopExecution"], resources=[executions]
+                )
+            )
+            nag.acknowledge_wildcard_resources(
+                self.role, [executions], "A Distributed Map manages the child executions of this state machine only."
+            )
         self.state_machine = sfn.StateMachine(
             self,
             "StateMachine",

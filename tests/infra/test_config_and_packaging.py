@@ -87,38 +87,63 @@ def test_misspelt_context_keys_fail_instead_of_deploying_defaults() -> None:
         _check_context_keys({"sweepRate": 5, "@aws-cdk/core:newStyleStackSynthesis": True})
 
 
-def test_code_asset_ships_the_package_with_references_beside_it(tmp_path: Path) -> None:
-    PackageBundling().try_bundle(str(tmp_path), None)
-    shipped = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
+@pytest.fixture(scope="module")
+def code_asset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Lambda code asset as `make synth` lays it out."""
+    out = tmp_path_factory.mktemp("code-asset")
+    PackageBundling().try_bundle(str(out), None)
+    return out
+
+
+def _run_in_asset(asset: Path, code: str) -> str:
+    """Run Python with the asset first on sys.path, as /var/task is in Lambda (the venv stands in
+    for the layer), without the references override of the test environment."""
+    environment = {k: v for k, v in os.environ.items() if k != "HYPERPOD_NCCL_REFERENCES_DIR"}
+    environment["POWERTOOLS_TRACE_DISABLED"] = "1"
+    result = subprocess.run(
+        [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(asset)!r}); {code}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=environment,
+        cwd=asset,
+        timeout=120,
+    )
+    return result.stdout
+
+
+def test_code_asset_ships_the_package_with_references_beside_it(code_asset: Path) -> None:
+    shipped = {p.relative_to(code_asset).as_posix() for p in code_asset.rglob("*") if p.is_file()}
     assert "hyperpod_nccl/monitor/sweep.asl.json" in shipped
     assert {f"references/{p.name}" for p in REFERENCES_DIR.glob("*.md")} <= shipped
     # The loopback emulations need moto/werkzeug, which the layer does not ship.
     assert not any(p.startswith("hyperpod_nccl/simulation/") for p in shipped)
     assert not any("__pycache__" in p or p.endswith(".pyc") for p in shipped)
     # In the Lambda layout, the runbook pointers resolve from the package (no env override).
-    environment = {k: v for k, v in os.environ.items() if k != "HYPERPOD_NCCL_REFERENCES_DIR"}
     probe = (
         "import hyperpod_nccl, hyperpod_nccl.references as r;"
         "print(hyperpod_nccl.__file__); print(r.references_dir()); print(len(r.heading_index()))"
     )
-    result = subprocess.run(
-        [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(tmp_path)!r}); {probe}"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=environment,
-        cwd=tmp_path,
-    )
-    package_file, references, headings = result.stdout.split()
-    assert package_file.startswith(str(tmp_path))
-    assert references == str(tmp_path / "references")
+    package_file, references, headings = _run_in_asset(code_asset, probe).split()
+    assert package_file.startswith(str(code_asset))
+    assert references == str(code_asset / "references")
     assert int(headings) > 10
 
 
-def test_every_handler_module_is_in_the_code_asset(tmp_path: Path) -> None:
-    PackageBundling().try_bundle(str(tmp_path), None)
-    for handler in FUNCTION_ENVIRONMENT:
-        assert (tmp_path / "hyperpod_nccl" / "handlers" / f"{handler}.py").is_file(), handler
+def test_every_handler_imports_from_the_code_asset_without_test_only_packages(code_asset: Path) -> None:
+    handlers = sorted(FUNCTION_ENVIRONMENT)
+    code = (
+        "import importlib, json;"
+        f"modules = [importlib.import_module('hyperpod_nccl.handlers.' + h) for h in {handlers!r}];"
+        "assert all(callable(m.handler) for m in modules);"
+        "print(json.dumps([m.__file__ for m in modules]));"
+        "print(json.dumps(sorted({k.split('.')[0] for k in sys.modules})))"
+    )
+    files_line, modules_line = _run_in_asset(code_asset, code).splitlines()[-2:]
+    assert all(f.startswith(str(code_asset)) for f in json.loads(files_line))
+    loaded = set(json.loads(modules_line))
+    # Installed in the test venv but not in the layer: a handler importing them would fail in Lambda.
+    assert not loaded & {"moto", "werkzeug", "pytest", "hypothesis", "aws_cdk", "kubernetes"}
 
 
 def test_package_digest_changes_with_the_references(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

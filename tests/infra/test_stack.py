@@ -29,7 +29,7 @@ from hyperpod_nccl.monitor.settings import (
 from infra.constants import LAMBDA_PYTHON_VERSION, POWERTOOLS_ENVIRONMENT, TRIGGER_FUNCTION, TRIGGER_TIMEOUT_SECONDS
 from infra.constructs.functions import task_timeouts
 from infra.constructs.monitoring import missed_sweep_period_seconds
-from infra.constructs.workflow import definition_with_timeout
+from infra.constructs.workflow import definition_with_timeout, uses_distributed_map
 from tests.infra.conftest import TEST_CONTEXT, Synthesized
 
 pytestmark = pytest.mark.infra
@@ -280,3 +280,20 @@ def test_outputs_have_fixed_logical_ids(synthesized: Synthesized) -> None:
         "DashboardName",
     } <= set(outputs)
     Template.from_json(synthesized.template).has_output("SweepStateMachineArn", {"Value": {"Ref": Match.any_value()}})
+
+
+def test_distributed_map_detection_reaches_nested_maps() -> None:
+    # The role gains the child-execution permissions only when the definition needs them.
+    inline = {
+        "States": {
+            "P": {
+                "Type": "Parallel",
+                "Branches": [
+                    {"States": {"M": {"Type": "Map", "ItemProcessor": {"ProcessorConfig": {"Mode": "INLINE"}}}}}
+                ],
+            }
+        }
+    }
+    distributed = json.loads(json.dumps(inline).replace("INLINE", "DISTRIBUTED"))
+    assert not uses_distributed_map(inline)
+    assert uses_distributed_map(distributed)
