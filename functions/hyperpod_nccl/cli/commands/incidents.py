@@ -1,0 +1,106 @@
+"""`hyperpod-nccl incidents`: the sweep's failures told as incidents, one per root cause."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from hyperpod_nccl.cli import validate
+from hyperpod_nccl.cli.commands.diagnose import add_scope_arguments, build_request
+from hyperpod_nccl.cli.progress import ProgressLine
+from hyperpod_nccl.collectors.aws import AwsClients
+from hyperpod_nccl.errors import DiagnosisAborted
+from hyperpod_nccl.incidents.models import Incident
+from hyperpod_nccl.incidents.report import (
+    IncidentRun,
+    incidents_json,
+    load_history,
+    render_incidents_text,
+    run_incidents,
+)
+from hyperpod_nccl.models.request import DiagnoseRequest
+
+NAME = "incidents"
+HELP = "Show the cluster's failures as incidents with timelines (read-only)."
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Declare the flags: those of diagnose, plus earlier incidents to detect recurrence."""
+    parser.add_argument("--cluster", required=True, type=validate.cluster, help="HyperPod cluster name or ARN")
+    parser.add_argument("--region", type=validate.region, help="AWS region (default: $AWS_DEFAULT_REGION)")
+    add_history_argument(parser)
+    add_scope_arguments(parser)
+
+
+def add_history_argument(parser: argparse.ArgumentParser) -> None:
+    """`--history FILE`: incidents JSON of an earlier run, to call out recurrences."""
+    parser.add_argument(
+        "--history",
+        type=Path,
+        metavar="FILE",
+        help="JSON of an earlier `incidents --format json` run (recurrence across replacements)",
+    )
+
+
+def resolve_region(args: argparse.Namespace, command: str) -> str | None:
+    """--region, else the environment; prints the usage error and returns None when missing."""
+    region = args.region or os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION")
+    if not region:
+        sys.stderr.write(f"hyperpod-nccl {command}: error: --region is required (or set AWS_DEFAULT_REGION)\n")
+        return None
+    try:
+        return validate.region(region)
+    except argparse.ArgumentTypeError as error:
+        sys.stderr.write(f"hyperpod-nccl {command}: error: {error}\n")
+        return None
+
+
+def read_history(path: Path | None, command: str) -> list[Incident] | None:
+    """Earlier incidents from `path`; None (after printing why) when the file is unusable."""
+    if path is None:
+        return []
+    try:
+        return load_history(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        sys.stderr.write(f"hyperpod-nccl {command}: error: cannot read --history {path}: {error}\n")
+        return None
+
+
+def execute(request: DiagnoseRequest, aws: AwsClients, history: list[Incident]) -> IncidentRun | None:
+    """Run the incident diagnosis with progress on stderr; None (after printing why) when aborted."""
+    progress = ProgressLine()
+    try:
+        run_ = run_incidents(request, aws, history=history, progress=progress)
+    except DiagnosisAborted as aborted:
+        progress.clear()
+        sys.stderr.write(f"[FAIL] {aborted.message}\n")
+        for line in aborted.details:
+            sys.stderr.write(f"       {line}\n")
+        sys.stderr.write(f"       fix: {aborted.fix}\n")
+        return None
+    progress.clear()
+    return run_
+
+
+def run(args: argparse.Namespace) -> int:
+    """Diagnose, join into incidents, print."""
+    region = resolve_region(args, NAME)
+    if region is None:
+        return 2
+    history = read_history(args.history, NAME)
+    if history is None:
+        return 2
+    request = build_request(args, args.cluster, region)
+    outcome = execute(request, AwsClients(region=region), history)
+    if outcome is None:
+        return 1
+    if args.format == "json":
+        sys.stdout.write(json.dumps(incidents_json(outcome), indent=2) + "\n")
+    else:
+        render_incidents_text(sys.stdout, outcome)
+    if args.fail_on and any(i.priority.at_least(type(i.priority)(args.fail_on)) for i in outcome.incidents):
+        return 3
+    return 0

@@ -1,0 +1,215 @@
+"""`hyperpod-nccl support-bundle`: write, locally, what an AWS Support case needs (skill.md).
+
+The bundle holds the cluster's identity (name, ARN, region, orchestrator, EKS cluster or Slurm
+controller), the failure window in UTC, the verbatim NCCL/libfabric error lines, the affected
+instances / nodes / pods / job, the full diagnosis (JSON and text, larger node sample), the
+NCCL/FI/TORCH environment in effect with secret-looking values redacted, the incident timeline,
+and which of the five escalation situations apply. Nothing is uploaded: the operator attaches
+the directory (or an S3 URI they create) to the case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import re
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from hyperpod_nccl.cli import validate
+from hyperpod_nccl.cli.commands.diagnose import add_scope_arguments, build_request
+from hyperpod_nccl.cli.commands.incidents import add_history_argument, execute, read_history, resolve_region
+from hyperpod_nccl.cli.render import TextReport, render_json
+from hyperpod_nccl.collectors.aws import AwsClients
+from hyperpod_nccl.incidents.report import IncidentRun, incidents_json, write_escalations, write_incident
+from hyperpod_nccl.models.findings import SweepResult
+from hyperpod_nccl.models.kubernetes import REDACTED, is_secret_name
+
+NAME = "support-bundle"
+HELP = "Write a local bundle with everything an AWS Support case needs (read-only)."
+# skill.md: "a full diagnostic with a bigger sample (--sample-nodes 10)".
+BUNDLE_SAMPLE_NODES = 10
+ENV_PREFIXES = ("NCCL_", "FI_", "TORCH_")
+ERROR_LINE = re.compile(r"(?i)(nccl|libfabric|net/ofi|\bofi\b|\bfi_|efa|watchdog|c10d|xid|rendezvous)")
+# Values that look like credentials even under an innocent name (AWS key ids, long tokens).
+SECRET_VALUE = re.compile(r"(AKIA|ASIA)[0-9A-Z]{16}|[A-Za-z0-9+/=_-]{40,}")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Declare the flags: those of diagnose (with a larger default sample), plus --output."""
+    parser.add_argument("--cluster", required=True, type=validate.cluster, help="HyperPod cluster name or ARN")
+    parser.add_argument("--region", type=validate.region, help="AWS region (default: $AWS_DEFAULT_REGION)")
+    parser.add_argument(
+        "--output", type=Path, metavar="DIR", help="bundle directory (default: ./support-<cluster>-<UTC>)"
+    )
+    add_history_argument(parser)
+    add_scope_arguments(parser)
+    parser.set_defaults(sample_nodes=BUNDLE_SAMPLE_NODES)
+
+
+def redact(name: str, value: str | None) -> str:
+    """The value as it may appear in a support case: secret-looking names or values redacted."""
+    if value is None:
+        return "<from reference>"
+    if is_secret_name(name) or SECRET_VALUE.search(value):
+        return REDACTED
+    return value
+
+
+def nccl_environment(run_: IncidentRun) -> list[str]:
+    """`NAME=value` lines of NCCL_*/FI_*/TORCH_* in effect, per source, redacted."""
+    lines: list[str] = []
+    kube = run_.inventory.kubernetes
+    for pod in kube.training_pods() if kube else []:
+        for container in pod.containers:
+            for var in container.env:
+                if var.name.startswith(ENV_PREFIXES):
+                    value = redact(var.name, var.value) if var.value_from is None else f"<{var.value_from}>"
+                    lines.append(f"pod {pod.namespace}/{pod.name} [{container.name}]: {var.name}={value}")
+    for config_map in kube.config_maps if kube else []:
+        for key, value in config_map.data.items():
+            if key.startswith(ENV_PREFIXES):
+                lines.append(f"configmap {config_map.namespace}/{config_map.name}: {key}={redact(key, value)}")
+    probes = run_.inventory.node_probes
+    for result in probes.results if probes else []:
+        for line in result.slurm.nccl_env if result.slurm else []:
+            name, _, value = line.partition("=")
+            shown = f"{name}={redact(name.strip().removeprefix('export '), value)}" if value else line
+            lines.append(f"slurm controller {result.instance_id}: {shown}")
+    return lines
+
+
+def error_lines(run_: IncidentRun) -> list[str]:
+    """Verbatim NCCL / libfabric / watchdog / Xid lines from the findings and incidents."""
+    seen: dict[str, None] = {}
+    for finding in run_.result.issues:
+        for line in finding.evidence:
+            if ERROR_LINE.search(line):
+                seen.setdefault(line)
+    for incident in run_.incidents:
+        for line in incident.evidence:
+            if ERROR_LINE.search(line):
+                seen.setdefault(line)
+    return list(seen)
+
+
+def failure_window(run_: IncidentRun) -> tuple[datetime, datetime]:
+    """First and last incident timestamps; the sweep window when no incident has a time."""
+    times = [t for i in run_.incidents for t in (i.first_seen, i.last_seen) if t]
+    if not times:
+        return run_.result.window_start, run_.result.window_end
+    return min(times), max(times)
+
+
+def _controller(run_: IncidentRun) -> str:
+    cluster = run_.inventory.control_plane.cluster
+    if cluster is None:
+        return "unknown"
+    if run_.result.orchestrator == "eks":
+        return f"EKS cluster {cluster.eks_cluster_name or 'unknown'}"
+    groups = [g.name for g in cluster.instance_groups if (g.slurm_node_type or "").lower() == "controller"]
+    nodes = [n.instance_id for n in run_.inventory.control_plane.nodes or [] if n.instance_group in groups]
+    return f"Slurm controller group {', '.join(groups) or 'unknown'}" + (f" ({', '.join(nodes)})" if nodes else "")
+
+
+def case_summary(run_: IncidentRun, files: list[str]) -> str:
+    """case.md: the text to paste into the AWS Support case."""
+    result: SweepResult = run_.result
+    start, end = failure_window(run_)
+    out = io.StringIO()
+    w = out.write
+    w("# AWS Support case — HyperPod NCCL failure\n\n")
+    w(f"- Cluster: {result.cluster_name}\n- ARN: {result.cluster_arn or 'unknown'}\n- Region: {result.region}\n")
+    w(f"- Orchestrator: {result.orchestrator}; {_controller(run_)}\n")
+    w(f"- Failure window (UTC): {start:%Y-%m-%d %H:%M:%S} → {end:%Y-%m-%d %H:%M:%S}\n")
+    w(f"- Diagnosis window (UTC): {result.window_start:%Y-%m-%d %H:%M:%S} → {result.window_end:%Y-%m-%d %H:%M:%S}\n")
+    coverage = result.coverage
+    w(f"- Issues Found: {len(result.issues)}; nodes probed {coverage.nodes_probed}/{coverage.nodes_total}\n")
+    instances = sorted({i for inc in run_.incidents for i in inc.affected.instance_ids})
+    pods = sorted({p for inc in run_.incidents for p in inc.affected.pods})
+    jobs = sorted({j for inc in run_.incidents for j in inc.affected.jobs})
+    scope = result.scope
+    w(f"- Affected instance ids: {', '.join(instances) or 'none identified'}\n")
+    w(f"- Affected pods: {', '.join(pods) or 'none identified'}\n")
+    w(f"- Namespace / job: {scope.namespace or '-'} / {', '.join(jobs) or scope.job or '-'}\n\n")
+    w("## Escalation\n\n")
+    write_escalations(out, run_.escalations)
+    applicable = [e.number for e in run_.escalations if e.verdict == "applies"]
+    w(
+        f"\nSituation(s) that apply: {', '.join(map(str, applicable))}\n"
+        if applicable
+        else "\nNo escalation situation applies on this evidence alone (see CONFIRM lines).\n"
+    )
+    w("\n## Verbatim NCCL / libfabric error lines\n\n```\n")
+    w("\n".join(error_lines(run_)) or "(none found in the window)")
+    w("\n```\n\n## Incidents\n\n```\n")
+    for incident in run_.incidents:
+        write_incident(out, incident)
+    if not run_.incidents:
+        w("(no incident in the window)\n")
+    w("```\n\n## NCCL / FI / TORCH environment in effect (secrets redacted)\n\n```\n")
+    w(
+        "\n".join(nccl_environment(run_))
+        or "(not readable from outside the job: run `printenv | grep -E '^NCCL|^FI_|^TORCH_'` in one pod)"
+    )
+    w("\n```\n\n## Files in this bundle\n\n")
+    for name in files:
+        w(f"- {name}\n")
+    w("\nUpload the directory to S3 and put the S3 URI in the case (this tool never uploads).\n")
+    return out.getvalue()
+
+
+def write_bundle(run_: IncidentRun, directory: Path) -> list[Path]:
+    """Write every bundle file into `directory`; returns the paths written."""
+    directory.mkdir(parents=True, exist_ok=True)
+    text = io.StringIO()
+    TextReport(text, colour=False).render(run_.result)
+    cluster = run_.inventory.control_plane.cluster
+    files: dict[str, str] = {
+        "nccl-diag.txt": text.getvalue(),
+        "nccl-diag.json": render_json(run_.result) + "\n",
+        "incidents.json": json.dumps(incidents_json(run_), indent=2) + "\n",
+        "describe-cluster.json": json.dumps(cluster.model_dump(mode="json") if cluster else {}, indent=2) + "\n",
+        "nccl-env.txt": "\n".join(nccl_environment(run_)) + "\n",
+        "error-lines.txt": "\n".join(error_lines(run_)) + "\n",
+    }
+    files["case.md"] = case_summary(run_, [*files, "case.md"])
+    written = []
+    for name, content in files.items():
+        path = directory / name
+        path.write_text(content, encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def run(args: argparse.Namespace) -> int:
+    """Diagnose with a larger sample, build incidents, write the bundle."""
+    region = resolve_region(args, NAME)
+    if region is None:
+        return 2
+    history = read_history(args.history, NAME)
+    if history is None:
+        return 2
+    request = build_request(args, args.cluster, region)
+    outcome = execute(request, AwsClients(region=region), history)
+    if outcome is None:
+        return 1
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    directory = args.output or Path(f"support-{outcome.result.cluster_name}-{stamp}")
+    try:
+        written = write_bundle(outcome, directory)
+    except OSError as error:
+        sys.stderr.write(f"hyperpod-nccl {NAME}: error: cannot write {directory}: {error}\n")
+        return 1
+    sys.stdout.write(f"Support bundle written to {directory}/ (nothing was uploaded)\n")
+    for path in written:
+        sys.stdout.write(f"  {path.name}\n")
+    applicable = [e for e in outcome.escalations if e.verdict != "no"]
+    if applicable:
+        sys.stdout.write("\n")
+        write_escalations(sys.stdout, applicable)
+    else:
+        sys.stdout.write("\nNone of the five escalation situations applies on this evidence.\n")
+    return 0

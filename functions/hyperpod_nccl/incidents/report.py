@@ -1,0 +1,157 @@
+"""Run a diagnosis and turn it into incidents; render them as text or JSON.
+
+Shared by `hyperpod-nccl incidents` and `hyperpod-nccl support-bundle` (and usable by the
+monitor): the same collection and checks as `diagnose`, then `build_incidents` over the sweep
+result and its inventory.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from pydantic import TypeAdapter
+
+from hyperpod_nccl import thresholds
+from hyperpod_nccl.collectors import collect
+from hyperpod_nccl.collectors.aws import AwsClients
+from hyperpod_nccl.collectors.context import CollectionContext, ProgressSink
+from hyperpod_nccl.engine import build_result
+from hyperpod_nccl.hang.attribution import AttributionFact
+from hyperpod_nccl.incidents.build import build_incidents
+from hyperpod_nccl.incidents.escalation import Escalation, judge
+from hyperpod_nccl.incidents.models import Incident
+from hyperpod_nccl.models.findings import SweepResult
+from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.models.request import DiagnoseRequest
+
+INCIDENT_LIST = TypeAdapter(list[Incident])
+
+
+@dataclass
+class IncidentRun:
+    """A diagnosis with its inventory, the incidents built from it and the escalation verdicts."""
+
+    result: SweepResult
+    inventory: Inventory
+    incidents: list[Incident]
+    escalations: list[Escalation]
+    attributions: list[AttributionFact] = field(default_factory=list)
+
+
+def attributions_of(inventory: Inventory) -> list[AttributionFact]:
+    """Hang attribution facts the node probes brought back (none until a probe collects RAS / FR)."""
+    del inventory
+    return []
+
+
+def run_incidents(
+    request: DiagnoseRequest,
+    aws: AwsClients,
+    *,
+    history: Iterable[Incident] = (),
+    progress: ProgressSink | None = None,
+) -> IncidentRun:
+    """Collect and evaluate exactly as `engine.diagnose` does, keeping the inventory for the join.
+
+    Raises `DiagnosisAborted` like `diagnose` (credentials, unknown cluster).
+    """
+    ctx = CollectionContext(request=request, aws=aws)
+    if progress is not None:
+        ctx.progress = progress
+    inventory = collect(ctx)
+    result = build_result(inventory, ctx.degraded, ctx.now)
+    attributions = attributions_of(inventory)
+    incidents = build_incidents(result, inventory, attributions=attributions, history=history)
+    return IncidentRun(result, inventory, incidents, judge(result, incidents, inventory), attributions)
+
+
+def load_history(text: str) -> list[Incident]:
+    """Incidents of an earlier run (`incidents --format json` output, or its `incidents` list)."""
+    document = json.loads(text)
+    if isinstance(document, dict):
+        document = document.get("incidents", [])
+    return INCIDENT_LIST.validate_python(document)
+
+
+def incidents_json(run: IncidentRun) -> dict[str, object]:
+    """The JSON document of `incidents --format json`."""
+    result = run.result
+    return {
+        "cluster_name": result.cluster_name,
+        "cluster_arn": result.cluster_arn,
+        "region": result.region,
+        "window_start": result.window_start.isoformat(),
+        "window_end": result.window_end.isoformat(),
+        "incidents": [
+            {**i.model_dump(mode="json"), "root_cause_pointer": i.root_cause.reference.pointer} for i in run.incidents
+        ],
+        "escalation": [e.model_dump(mode="json") for e in run.escalations],
+        "degraded_sources": [d.model_dump(mode="json") for d in result.degraded_sources],
+    }
+
+
+def _limited(items: list[str]) -> str:
+    shown = items[: thresholds.INCIDENT_LIST_LIMIT]
+    more = len(items) - len(shown)
+    return ", ".join(shown) + (f" … and {more} more" if more > 0 else "")
+
+
+def write_incident(stream: TextIO, incident: Incident) -> None:
+    """One incident: headline, root cause with its runbook, affected set, outcome, timeline."""
+    line = stream.write
+    line(f"[{incident.priority.value}] {incident.id}  {incident.title}\n")
+    line(f"      root cause: {incident.root_cause.summary}\n")
+    line(f"       → {incident.root_cause.reference.pointer}\n")
+    affected = incident.affected
+    parts = [
+        ("instances", affected.instance_ids),
+        ("nodes reporting the failure", affected.nodes),
+        ("groups", affected.instance_groups),
+        ("pods", affected.pods),
+        ("ranks", [str(r) for r in affected.ranks]),
+        ("jobs", affected.jobs),
+        ("GPUs", affected.gpus),
+    ]
+    for label, values in parts:
+        if values:
+            line(f"      {label}: {_limited(values)}\n")
+    line(f"      outcome: {incident.outcome}\n")
+    if incident.recurrence:
+        line(f"      RECURRENCE ({incident.recurrence.kind}): {incident.recurrence.detail}\n")
+        line(f"        {incident.recurrence.advice}\n")
+    line("      timeline:\n")
+    for entry in incident.timeline:
+        when = f"{entry.time:%Y-%m-%d %H:%M:%S}" if entry.time else "at sweep".ljust(19)
+        line(f"        {when}  {entry.source:<15} {entry.kind:<9} {entry.text[:200]}\n")
+
+
+def write_escalations(stream: TextIO, escalations: list[Escalation]) -> None:
+    """The five situations and which apply."""
+    stream.write("Escalate to AWS Support when (skill.md):\n")
+    for item in escalations:
+        mark = {"applies": "APPLIES", "confirm": "CONFIRM", "no": "no"}[item.verdict]
+        stream.write(f"  {item.number}. [{mark}] {item.situation}\n       {item.why}\n")
+
+
+def render_incidents_text(stream: TextIO, run: IncidentRun) -> None:
+    """The text report of `hyperpod-nccl incidents`."""
+    result = run.result
+    stream.write("hyperpod-nccl incidents (READ-ONLY: nothing on the cluster is changed)\n")
+    stream.write(f"Cluster: {result.cluster_name}" + (f"  ({result.cluster_arn})" if result.cluster_arn else "") + "\n")
+    stream.write(f"Region:  {result.region}\n")
+    stream.write(f"Window:  {result.window_start:%Y-%m-%d %H:%M:%S} → {result.window_end:%Y-%m-%d %H:%M:%S} UTC\n")
+    stream.write(f"Incidents: {len(run.incidents)}\n\n")
+    for incident in run.incidents:
+        write_incident(stream, incident)
+        stream.write("\n")
+    if not run.incidents:
+        stream.write("No incidents: no node fault, health-agent detection or job hang in the window.\n\n")
+    for degraded in result.degraded_sources:
+        stream.write(f"[WARN] {degraded.source}: {degraded.reason} (fix: {degraded.fix})\n")
+    applicable = [e for e in run.escalations if e.verdict != "no"]
+    if applicable:
+        stream.write("\n")
+        write_escalations(stream, applicable)
