@@ -39,19 +39,19 @@ def efa_device_plugin(inv: Inventory) -> Iterator[Finding]:
             yield efa_device_plugin.info("no EFA device plugin DaemonSet (no pod requests EFA either)")
         return
     for plugin in plugins:
-        resource = [Resource(kind="pod", id=f"{plugin.namespace}/{plugin.name}", name="DaemonSet")]
+        # No resource kind names a DaemonSet; the signature field keeps fingerprints apart.
+        ref = f"{plugin.namespace}/{plugin.name}"
         if plugin.ready < plugin.desired:
             yield efa_device_plugin.warn(
-                f"EFA device plugin {plugin.namespace}/{plugin.name}: {plugin.ready}/{plugin.desired} pods ready",
+                f"EFA device plugin {ref}: {plugin.ready}/{plugin.desired} pods ready",
                 priority=Priority.P1,
                 detail="nodes without a ready plugin pod advertise no EFA devices; EFA pods cannot land there",
-                resources=resource,
-                fields={"ready": plugin.ready, "desired": plugin.desired},
+                fields={"ready": plugin.ready, "desired": plugin.desired, "signature": ref},
             )
         else:
             yield efa_device_plugin.passed(
-                f"EFA device plugin {plugin.namespace}/{plugin.name} ready on {plugin.ready}/{plugin.desired} nodes",
-                resources=resource,
+                f"EFA device plugin {ref} ready on {plugin.ready}/{plugin.desired} nodes",
+                fields={"signature": ref},
             )
 
 

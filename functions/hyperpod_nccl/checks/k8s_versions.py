@@ -95,4 +95,3 @@ def nccl_version_logs(inv: Inventory) -> Iterator[Finding]:
             yield nccl_version_logs.passed(
                 f"{job.ref}: every rank logged NCCL {next(iter(versions))}", resources=job.resources()
             )
-

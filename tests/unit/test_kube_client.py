@@ -1,0 +1,78 @@
+"""The read-only Kubernetes client against the loopback API emulation: token, pagination,
+typed errors and pod logs, reached through eks:DescribeCluster like in AWS."""
+
+from __future__ import annotations
+
+import pytest
+
+from hyperpod_nccl.kube import (
+    KubeClient,
+    KubeForbidden,
+    KubeNotFound,
+    KubeServerError,
+    KubeUnauthorized,
+    KubeUnreachable,
+    eks_bearer_token,
+)
+from hyperpod_nccl.simulation.scenario import Scenario
+
+
+def _client(sim, token: str | None = None, page_size: int = 500) -> KubeClient:  # type: ignore[no-untyped-def]
+    aws = sim.clients()
+    name = sim.scenario.cluster.eks_cluster_name or f"{sim.scenario.cluster.name}-eks"
+    cluster = aws.client("eks").describe_cluster(name=name)["cluster"]
+    token = token or eks_bearer_token(name, sim.scenario.region, aws.session)
+    return KubeClient(
+        endpoint=cluster["endpoint"],
+        token=token,
+        ca_data=cluster["certificateAuthority"]["data"],
+        page_size=page_size,
+    )
+
+
+def test_lists_follow_continue_tokens_across_pages(simulate) -> None:
+    sim = simulate("eks-p5")
+    with _client(sim, page_size=4) as client:
+        names = [n["metadata"]["name"] for n in client.iter_list("/api/v1/nodes")]
+        everything = client.get_json("/api/v1/nodes", {"limit": 1000})
+    # worker:12 is Pending in HyperPod and has not joined Kubernetes.
+    assert len(names) == 17 == len(everything["items"])
+    assert len(set(names)) == 17
+    assert sim.scenario.hostname("worker:0") in names
+    assert sim.scenario.hostname("worker:12") not in names
+    first_page = [r for r in sim._kubernetes.requests if r.startswith("/api/v1/nodes") and "limit=4" in r]
+    assert len(first_page) == 5  # 17 items at 4 per page
+
+
+def test_typed_errors(simulate) -> None:
+    def edit(scenario: Scenario) -> None:
+        assert scenario.kubernetes is not None
+        scenario.kubernetes.forbidden = ["networkpolicies"]
+
+    sim = simulate("eks-p5", edit=edit)
+    with _client(sim) as client:
+        with pytest.raises(KubeForbidden) as forbidden:
+            client.list("/apis/networking.k8s.io/v1/networkpolicies")
+        assert forbidden.value.status == 403 and "cannot list" in forbidden.value.message
+        with pytest.raises(KubeNotFound):
+            client.get_json("/api/v1/namespaces/training/configmaps/no-such-map")
+        with pytest.raises(KubeServerError) as bad:
+            client.get_text("/api/v1/namespaces/training/pods/llama-pretrain-worker-0/log", {"previous": True})
+        assert bad.value.status == 400
+    with _client(sim, token="not-an-eks-token") as client, pytest.raises(KubeUnauthorized):
+        client.list("/api/v1/nodes")
+    with (
+        KubeClient(endpoint="http://127.0.0.1:9", token="x", connect_timeout=0.5) as client,
+        pytest.raises(KubeUnreachable),
+    ):
+        client.list("/api/v1/nodes")
+
+
+def test_pod_logs_tail_and_previous(simulate) -> None:
+    sim = simulate("eks-p5")
+    path = "/api/v1/namespaces/training/pods/llama-pretrain-worker-3/log"
+    with _client(sim) as client:
+        current = client.get_text(path, {"container": "pytorch", "tailLines": 2}).splitlines()
+        previous = client.get_text(path, {"container": "pytorch", "previous": True}).splitlines()
+    assert len(current) == 2 and current[-1] == "step 410 loss=2.913"
+    assert any("Memory cgroup out of memory" in line for line in previous)
