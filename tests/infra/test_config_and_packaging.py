@@ -174,3 +174,10 @@ def test_layer_build_is_reused_while_its_inputs_are_unchanged(tmp_path: Path) ->
     # Any input that changes the content changes the digest (and therefore the asset hash).
     assert inputs_digest(requirements, python_version="3.13", platform="manylinux2014_aarch64") != digest
     assert inputs_digest(requirements, python_version="3.14", platform="manylinux2014_x86_64") != digest
+
+
+def test_readme_documents_every_configuration_key() -> None:
+    readme = (CDK_JSON.parent / "README.md").read_text()
+    section = readme[readme.index("## Deploying the monitor") :]
+    for key in StageConfig.context_keys():
+        assert f"`{key}`" in section, key
