@@ -22,7 +22,11 @@ from hyperpod_nccl.monitor.settings import (
     METRIC_FINDINGS,
     METRIC_NODES_PROBED,
     METRIC_NODES_UNREACHABLE,
+    METRIC_NOTIFICATIONS,
     METRIC_SWEEP_DURATION,
+    METRIC_SWEEP_FAILED,
+    METRIC_SWEEPS_COMPLETED,
+    METRIC_TRIGGERS_ACCEPTED,
     METRIC_TRIGGERS_REJECTED,
     METRICS_NAMESPACE,
     WatchedCluster,
@@ -126,8 +130,11 @@ class MonitorObservability(Construct):
             self.dashboard.add_widgets(*self._cluster_widgets(cluster.name))
         self.dashboard.add_widgets(
             cloudwatch.GraphWidget(
-                title="Triggers rejected (malformed or foreign events)",
-                left=[self._metric(METRIC_TRIGGERS_REJECTED, cluster=None)],
+                title="Triggers accepted / rejected (malformed or foreign events)",
+                left=[
+                    self._metric(METRIC_TRIGGERS_ACCEPTED, cluster=None),
+                    self._metric(METRIC_TRIGGERS_REJECTED, cluster=None),
+                ],
                 width=24,
             )
         )
@@ -163,5 +170,16 @@ class MonitorObservability(Construct):
                 title=f"{cluster}: sweep duration (s)",
                 left=[self._metric(METRIC_SWEEP_DURATION, cluster=cluster, statistic="Maximum")],
                 width=8,
+            ),
+            # A sweep that ran but could not read the cluster counts as failed here; the sweep itself
+            # notifies about it, so it is graphed rather than alarmed twice.
+            cloudwatch.GraphWidget(
+                title=f"{cluster}: sweeps completed / could not run / notifications sent",
+                left=[
+                    self._metric(METRIC_SWEEPS_COMPLETED, cluster=cluster),
+                    self._metric(METRIC_SWEEP_FAILED, cluster=cluster),
+                    self._metric(METRIC_NOTIFICATIONS, cluster=cluster),
+                ],
+                width=24,
             ),
         ]

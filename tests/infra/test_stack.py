@@ -18,6 +18,12 @@ from hyperpod_nccl.monitor.settings import (
     FUNCTION_ENVIRONMENT,
     HISTORY_DAYS_ENV,
     HYPERPOD_EVENT_PATTERNS,
+    METRIC_DIMENSION_CLUSTER,
+    METRIC_FINDINGS,
+    METRIC_NODES_PROBED,
+    METRIC_NODES_UNREACHABLE,
+    METRIC_SWEEP_DURATION,
+    METRICS_NAMESPACE,
     NODE_COVERAGE_ENV,
     PROBE_TIMEOUT_SECONDS,
     REFERENCE_BASE_URL_ENV,
@@ -297,3 +303,15 @@ def test_distributed_map_detection_reaches_nested_maps() -> None:
     distributed = json.loads(json.dumps(inline).replace("INLINE", "DISTRIBUTED"))
     assert not uses_distributed_map(inline)
     assert uses_distributed_map(distributed)
+
+
+def test_dashboard_graphs_what_the_handlers_emit_for_every_watched_cluster(synthesized: Synthesized) -> None:
+    (dashboard,) = synthesized.resources("AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    # Metrics are addressed by the runtime's namespace, names and dimensions (Powertools adds `service`).
+    assert f'\\"{METRICS_NAMESPACE}\\"' in body
+    assert f'\\"service\\",\\"{POWERTOOLS_ENVIRONMENT["POWERTOOLS_SERVICE_NAME"]}\\"' in body
+    for cluster in TEST_CONTEXT["clusters"]:
+        assert f'\\"{METRIC_DIMENSION_CLUSTER}\\",\\"{cluster["name"]}\\"' in body
+    for metric in [*METRIC_FINDINGS.values(), METRIC_NODES_PROBED, METRIC_NODES_UNREACHABLE, METRIC_SWEEP_DURATION]:
+        assert f'\\"{metric}\\"' in body, metric
