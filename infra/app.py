@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,14 +21,15 @@ from infra.config import StageConfig
 from infra.constants import CDK_JSON, DEFAULT_OUTDIR, OFFLINE_ACCOUNT, OFFLINE_REGION
 from infra.stack import MonitorStack
 
-# Context keys owned by the CDK itself (feature flags, CLI settings), which StageConfig ignores.
-_CDK_CONTEXT_PREFIXES = ("@aws-cdk", "aws:", "aws-cdk:", "cdk", "acknowledged-issue-numbers")
+# The configuration's keys are plain camelCase words; the CDK's own context keys (feature flags,
+# `aws:cdk:*` settings, cached lookups, `acknowledged-issue-numbers`) all contain punctuation.
+_CONFIG_KEY_SHAPE = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 
 
 def _check_context_keys(context: Mapping[str, Any]) -> None:
     """Reject misspelt configuration keys instead of silently deploying defaults."""
     known = set(StageConfig.context_keys())
-    unknown = sorted(k for k in context if k not in known and not k.startswith(_CDK_CONTEXT_PREFIXES))
+    unknown = sorted(k for k in context if k not in known and _CONFIG_KEY_SHAPE.match(k))
     if unknown:
         raise ValueError(f"unknown context keys {unknown}; the configuration keys are {sorted(known)}")
 

@@ -1,0 +1,1 @@
+"""Constructs of the monitor stack, one per capability."""
