@@ -100,8 +100,9 @@ class KubeClient:
         if self._pool is None:
             options: dict[str, Any] = {
                 "timeout": urllib3.Timeout(connect=self.connect_timeout, read=self.read_timeout),
-                # Connection errors retry twice; HTTP statuses are answers and are not retried.
-                "retries": urllib3.Retry(total=2, connect=2, read=0, status=0, redirect=0),
+                # Every call is an idempotent GET, so dropped or reset connections (e.g. a pooled
+                # keep-alive connection the server closed) are retried; HTTP statuses are answers.
+                "retries": urllib3.Retry(total=3, connect=2, read=2, other=1, status=0, redirect=0, backoff_factor=0.1),
                 "maxsize": 8,
             }
             if self.endpoint.startswith("https://"):
