@@ -44,7 +44,7 @@ def _signatures(findings: list[Finding]) -> dict[str, Finding]:
     return {f"{f.fields['signature']}@{f.resources[-1].id}": f for f in findings if f.is_issue}
 
 
-def test_eks_scenario_log_findings_per_stream_and_node(simulate) -> None:
+def test_eks_scenario_log_findings_per_stream_and_node(simulate) -> None:  # type: ignore[no-untyped-def]
     sim = simulate("eks-p5")
     logs, ctx = _scan(sim)
     assert logs is not None and logs.group_exists and not logs.truncated
@@ -88,7 +88,7 @@ def test_eks_scenario_log_findings_per_stream_and_node(simulate) -> None:
     assert not any(worker1 in key for key in signatures)
 
 
-def test_healthy_scenario_scans_chatter_without_findings(simulate) -> None:
+def test_healthy_scenario_scans_chatter_without_findings(simulate) -> None:  # type: ignore[no-untyped-def]
     sim = simulate("healthy-eks")
     logs, ctx = _scan(sim)
     assert logs is not None and logs.events_matched > 0 and ctx.degraded == []
@@ -99,7 +99,7 @@ def test_healthy_scenario_scans_chatter_without_findings(simulate) -> None:
     assert [f.status for f in found["logs.nccl_versions"]] == [Status.PASS]
 
 
-def test_missing_log_group_is_an_info_not_a_crash(simulate) -> None:
+def test_missing_log_group_is_an_info_not_a_crash(simulate) -> None:  # type: ignore[no-untyped-def]
     def disable(scenario: Scenario) -> None:
         assert scenario.logs is not None
         scenario.logs.enabled = False
@@ -114,7 +114,7 @@ def test_missing_log_group_is_an_info_not_a_crash(simulate) -> None:
     assert found["logs.signatures"] == [] and found["logs.nccl_versions"] == []
 
 
-def test_denied_filter_degrades_naming_the_action(simulate) -> None:
+def test_denied_filter_degrades_naming_the_action(simulate) -> None:  # type: ignore[no-untyped-def]
     denied = FaultSpec(operation="logs:FilterLogEvents", error_code="AccessDeniedException", message="not allowed")
     sim = simulate("eks-p5", faults=[denied])
     logs, ctx = _scan(sim)
@@ -123,7 +123,7 @@ def test_denied_filter_degrades_naming_the_action(simulate) -> None:
     assert logs is not None and logs.truncated and logs.scans == []
 
 
-def test_denied_describe_log_groups_degrades(simulate) -> None:
+def test_denied_describe_log_groups_degrades(simulate) -> None:  # type: ignore[no-untyped-def]
     denied = FaultSpec(operation="logs:DescribeLogGroups", error_code="AccessDeniedException")
     sim = simulate("healthy-eks", faults=[denied])
     logs, ctx = _scan(sim)
@@ -131,7 +131,7 @@ def test_denied_describe_log_groups_degrades(simulate) -> None:
     assert [d.missing_action for d in ctx.degraded] == ["logs:DescribeLogGroups"]
 
 
-def test_throttling_after_some_terms_keeps_partial_results(simulate) -> None:
+def test_throttling_after_some_terms_keeps_partial_results(simulate) -> None:  # type: ignore[no-untyped-def]
     # The first FilterLogEvents calls succeed, then every call is throttled: what arrived is
     # still classified and the scan is marked partial.
     sim = simulate("eks-p5")
@@ -146,7 +146,7 @@ def test_throttling_after_some_terms_keeps_partial_results(simulate) -> None:
     assert any(f.status is Status.WARN and "incomplete" in f.title for f in found["logs.cloudwatch"])
 
 
-def test_every_page_of_a_noisy_stream_is_read(simulate) -> None:
+def test_every_page_of_a_noisy_stream_is_read(simulate) -> None:  # type: ignore[no-untyped-def]
     def noisy(scenario: Scenario) -> None:
         assert scenario.logs is not None
         scenario.logs.streams.append(

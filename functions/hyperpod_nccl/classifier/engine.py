@@ -80,6 +80,18 @@ class _Group:
             self.last_seen = timestamp
 
 
+def trigger_set(keywords: tuple[str, ...]) -> tuple[str, ...]:
+    """The fewest keywords such that every keyword contains one of them ("fail" covers "failed to extend").
+
+    The block prefilter pays one pass over the text per trigger, so fewer triggers is faster.
+    """
+    triggers: list[str] = []
+    for keyword in sorted(keywords, key=len):
+        if not any(trigger in keyword for trigger in triggers):
+            triggers.append(keyword)
+    return tuple(sorted(triggers))
+
+
 def parse_timestamp(line: str) -> str | None:
     """The timestamp a log line starts with (or carries near its start), as written."""
     head = line[:120]
@@ -107,6 +119,7 @@ class Scanner:
         by_keyword.setdefault("nccl version", [])  # version banners feed the drift analysis
         self._by_keyword = by_keyword
         self._keywords = tuple(sorted(by_keyword))
+        self._triggers = trigger_set(self._keywords)
         self._order = {s.id: i for i, s in enumerate(self.catalog.signatures)}
         self._groups: dict[tuple[str, str], _Group] = {}
         self._versions: dict[str, int] = {}
@@ -169,18 +182,21 @@ class Scanner:
                 self._chars -= len(line) + 1
                 self.feed_line(line)
             return
-        candidates: dict[int, list[str]] = {}
-        for keyword in self._keywords:
-            position = lowered.find(keyword)
+        # One str.find pass per trigger (a minimal set of substrings covering every keyword), then
+        # the exact keywords only on the few candidate lines.
+        starts: set[int] = set()
+        for trigger in self._triggers:
+            position = lowered.find(trigger)
             while position >= 0:
-                start = lowered.rfind("\n", 0, position) + 1
-                end = lowered.find("\n", position)
-                candidates.setdefault(start, []).append(keyword)
-                # One hit per line and keyword is enough: skip the rest of this line.
-                position = lowered.find(keyword, end)
-        for start in sorted(candidates):
+                starts.add(lowered.rfind("\n", 0, position) + 1)
+                # One hit per line and trigger is enough: skip the rest of this line.
+                position = lowered.find(trigger, lowered.find("\n", position))
+        for start in sorted(starts):
             end = block.find("\n", start)
-            self._classify(block[start:end].rstrip("\r"), candidates[start], None)
+            head = lowered[start : min(end, start + MAX_MATCH_CHARS)]
+            found = [k for k in self._keywords if k in head]
+            if found:
+                self._classify(block[start:end].rstrip("\r"), found, None)
 
     def _classify(self, line: str, keywords: list[str], timestamp: str | None) -> None:
         head = line[:MAX_MATCH_CHARS]

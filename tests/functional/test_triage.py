@@ -1,0 +1,79 @@
+"""`hyperpod-nccl triage`: text and JSON output, several inputs, stdin, healthy input, and
+unreadable or binary inputs reported without hiding the others."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+WATCHDOG = (
+    "[rank3]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=7753, OpType=_REDUCE_SCATTER_BASE, NumelIn=544997376, NumelOut=68124672, "
+    "Timeout(ms)=600000) ran for 600061 milliseconds before timing out.\n"
+)
+HEALTHY = (
+    "ip-172-31-6-104:9921:9986 [0] NCCL INFO comm 0x7fdc3c000dc0 rank 8 nranks 16 cudaDev 0 busId 101c0 "
+    "- Init COMPLETE\n"
+    "algo-1:462:462 [0] NCCL INFO Using network AWS Libfabric\n"
+)
+
+
+def test_text_output_names_cause_pointer_and_read_only_commands(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "train.log"
+    log.write_text(HEALTHY + WATCHDOG * 3, encoding="utf-8")
+    run = cli("triage", str(log))
+    assert run.code == 0
+    assert f"== {log} (5 lines) ==" in run.stdout
+    assert "[FAIL] P0 NCCL collective timed out (watchdog) — 3 line(s)" in run.stdout
+    assert "root cause:" in run.stdout and "next (read-only):" in run.stdout
+    assert "→ references/debugging-guide.md § 1" in run.stdout
+    assert "op=_REDUCE_SCATTER_BASE" in run.stdout and "seq=7753" in run.stdout
+
+
+def test_json_lines_one_object_per_input(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    failing, healthy = tmp_path / "a.log", tmp_path / "b.log.gz"
+    failing.write_text(WATCHDOG + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
+    healthy.write_bytes(gzip.compress(HEALTHY.encode()))
+    run = cli("triage", "--format", "json", str(failing), str(healthy))
+    assert run.code == 0 and run.stderr == ""
+    first, second = (json.loads(line) for line in run.stdout.splitlines())
+    assert first["source"] == str(failing)
+    by_id = {f["id"]: f for f in first["findings"]}
+    assert by_id["watchdog_timeout"]["reference"] == {"file": "debugging-guide.md", "section": "1"}
+    assert by_id["watchdog_timeout"]["fields"]["timeout_ms"] == "600000"
+    assert by_id["gpu_oom"]["reference"] == {"file": "debugging-guide.md", "section": "11"}
+    assert by_id["gpu_oom"]["count"] == 1 and by_id["gpu_oom"]["class"] == "gpu_oom"
+    assert second == {"source": str(healthy), "lines": 2, "findings": []}
+
+
+def test_unreadable_and_binary_inputs_are_named_and_the_rest_reported(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    good = tmp_path / "good.log"
+    good.write_text(WATCHDOG)
+    blob = tmp_path / "core.bin"
+    blob.write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00" * 50)
+    missing = tmp_path / "missing.log"
+    run = cli("triage", "--format", "json", str(missing), str(blob), str(good))
+    assert run.code == 1
+    errors = run.stderr.strip().splitlines()
+    assert len(errors) == 2
+    assert str(missing) in errors[0] and "cannot read" in errors[0]
+    assert str(blob) in errors[1] and "binary" in errors[1]
+    [reported] = [json.loads(line) for line in run.stdout.splitlines()]
+    assert reported["source"] == str(good) and reported["findings"][0]["id"] == "watchdog_timeout"
+
+
+def test_stdin_is_the_default_input(cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    pasted = "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1269, unhandled system error, NCCL version 2.14.3\n"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(pasted.encode())))
+    run = cli("triage", "--format", "json")
+    assert run.code == 0
+    [document] = [json.loads(line) for line in run.stdout.splitlines()]
+    assert document["source"] == "-"
+    [finding] = document["findings"]
+    assert finding["id"] == "nccl_system_error" and finding["fields"]["nccl_code"] == "ncclSystemError"
+    assert finding["reference"] == {"file": "node-debugger.md", "section": "F"}

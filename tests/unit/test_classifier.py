@@ -1,0 +1,327 @@
+"""The failure-signature classifier: every corpus excerpt (real lines from public issue threads)
+is detected with the right class and runbook section, healthy chatter produces nothing, every
+signature has a positive and a negative case, and no pattern backtracks catastrophically."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from hyperpod_nccl import references
+from hyperpod_nccl.classifier import Catalog, Scanner, load_catalog, scan_lines, scan_text
+from hyperpod_nccl.classifier.engine import parse_timestamp, trigger_set
+
+CORPUS = json.loads((Path(__file__).parents[1] / "data/log_corpus/corpus.json").read_text(encoding="utf-8"))
+FAILURES = [e for e in CORPUS["excerpts"] if e["cls"] != "healthy"]
+HEALTHY = [e for e in CORPUS["excerpts"] if e["cls"] == "healthy"]
+
+
+def _ids(text: str) -> list[str]:
+    return [hit.id for hit in scan_text(text + "\n").hits]
+
+
+@pytest.mark.parametrize("excerpt", FAILURES, ids=lambda e: f"{e['cls']}-{e['repo']}#{e['issue']}")
+def test_real_failure_excerpts_are_detected_with_their_section(excerpt: dict[str, str]) -> None:
+    hits = [h for h in scan_text(excerpt["text"] + "\n").hits if h.cls == excerpt["cls"]]
+    assert hits, f"not detected: {excerpt['text']}"
+    assert getattr(references, excerpt["expect_ref"]) in {h.reference for h in hits}
+
+
+@pytest.mark.parametrize("excerpt", HEALTHY, ids=lambda e: f"{e['repo']}#{e['issue']}")
+def test_real_healthy_chatter_gives_no_finding(excerpt: dict[str, str]) -> None:
+    assert _ids(excerpt["text"]) == []
+
+
+def test_corpus_has_provenance_for_every_excerpt() -> None:
+    for excerpt in CORPUS["excerpts"]:
+        assert excerpt["url"].startswith("https://github.com/") and excerpt["repo"] and excerpt["issue"] > 0
+    assert len(HEALTHY) >= 50
+
+
+def test_every_positive_excerpt_contains_a_cloudwatch_filter_term() -> None:
+    # The CloudWatch scan only downloads lines containing one of these (case-sensitive) terms.
+    terms = load_catalog().cloudwatch_terms
+    for excerpt in FAILURES:
+        assert any(term in excerpt["text"] for term in terms), excerpt["text"]
+
+
+# One line per signature in the wording family it targets, and a near-miss that must not match.
+# Lines marked (real) are quoted from the corpus threads; the others follow the documented
+# wording of the emitting component.
+SIGNATURE_CASES: dict[str, tuple[str, str]] = {
+    "watchdog_timeout": (
+        "[E ProcessGroupNCCL.cpp:737] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=469508, "
+        "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1802212 milliseconds before timing out.",  # (real)
+        "[I ProcessGroupNCCL.cpp:1000] [Rank 1] ProcessGroupNCCL watchdog thread started, timeout 600000 ms",
+    ),
+    "watchdog_stuck": (
+        "[PG 0 Rank 3] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress",
+        "[PG 0 Rank 3] heartbeat monitor started",
+    ),
+    "comm_abort": (
+        "[Rank 2] NCCL communicator was aborted on rank 2.",
+        "NCCL_ASYNC_ERROR_HANDLING=1 aborts on errors",
+    ),
+    "c10d_store": (
+        # (real)
+        "torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for clients. 1/3 clients joined.",
+        "creating TCPStore on port 29500",
+    ),
+    "rendezvous_failure": (
+        "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: "
+        "The connection to the C10d store has failed.",
+        "INFO: rendezvous complete for worker group",
+    ),
+    "c10d_connect_failed": (
+        "torch.distributed.DistNetworkError: The client socket has timed out after 600000ms while trying to connect "
+        "to (172.17.0.9, 46229).",  # (real)
+        "client socket connected to (172.17.0.9, 46229)",
+    ),
+    "port_in_use": (
+        "[W socket.cpp:436] [c10d] The server socket has failed to listen on [::]:29500 (errno: 98 - Address already "
+        "in use).",
+        "listening on port 29500",
+    ),
+    "world_size_mismatch": ("ValueError: world_size mismatch: expected 16, got 8", "world_size=16 rank=3"),
+    "dns_failure": (
+        "[c10d] The IPv6 network addresses of (master-0, 29500) cannot be retrieved (gai error: -2 - Name or service "
+        "not known).",
+        "resolved master-0 to 10.1.0.10",
+    ),
+    "socket_ifname": (
+        "host:1:1 [0] NCCL WARN Bootstrap : no socket interface found",
+        "Bootstrap : Using eth0:10.1.0.5<0>",
+    ),
+    "nccl_connect_failed": (
+        "host:1:1 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.1.0.7<43251> failed : "
+        "Software caused connection abort",
+        "host:1:1 [0] NCCL INFO Connected all rings",
+    ),
+    "nccl_system_error": (
+        "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.",  # (real)
+        "host:1:1 [0] NCCL INFO NCCL_DEBUG_SUBSYS set by environment to INIT,NET",
+    ),
+    "nccl_internal_error": (
+        # (real)
+        "Test NCCL failure common.cu:958 'internal error - please report this issue to the NCCL developers / '",
+        "internal error counter reset",
+    ),
+    "nccl_invalid_usage": (
+        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, invalid usage (run with "
+        "NCCL_DEBUG=WARN for details), NCCL version 2.19.3",
+        "usage: torchrun [-h]",
+    ),
+    "nccl_remote_error": (
+        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:2006, remote process exited or there "
+        "was a network error, NCCL version 2.23.4",
+        "remote process group created",
+    ),
+    "nccl_cuda_error": (
+        "host:1:1 [0] enqueue.cc:1527 NCCL WARN Cuda failure 'an illegal memory access'",
+        "cudaDriverVersion 12040",
+    ),
+    "nccl_warn": (
+        "host:1:1 [0] NCCL WARN NET/OFI GDR disabled on GDR-supported instance type p4d.24xlarge",
+        "NCCL INFO ok",
+    ),
+    "nccl_error_generic": ("RuntimeError: NCCL error: something odd happened", "nccl errors: 0"),
+    "tcp_fallback": (
+        "host:1:1 [0] NCCL INFO Using network Socket",
+        "host:1:1 [0] NCCL INFO Using network AWS Libfabric",
+    ),
+    "ofi_plugin_missing": (
+        "MLVM:12345:12345 [2] NCCL INFO NET/Plugin : Plugin load (libnccl-net.so) returned 2 : libnccl-net.so: cannot "
+        "open shared object file: No such file or directory",  # (real)
+        "host:1:1 [0] NCCL INFO NET/Plugin: Loaded net plugin Libfabric (v8)",
+    ),
+    "efa_provider_error": (
+        "ip-10-36-29-253:82:2548 [0] nccl_net_ofi_create_plugin:335 NCCL WARN NET/OFI aws-ofi-nccl initialization "
+        "failed",  # (real)
+        # (real)
+        "ip-10-36-29-253:82:2548 [0] NCCL INFO NET/OFI Selected provider is efa, fabric is efa (found 4 nics)",
+    ),
+    "memlock_registration": (
+        "misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory",  # (real)
+        "host:1:1 [0] NCCL INFO NET/OFI Support for DMA-BUF registrations: false",  # (real)
+    ),
+    "shm_exhausted": (
+        "ubuntu:9621:9691 [6] misc/shmutils.cc:71 NCCL WARN Error: failed to extend /dev/shm/nccl-fjwOOB to 5967876 "
+        "bytes",  # (real)
+        "simple:97:176 [0] NCCL INFO Channel 00 : 0[100000] -> 1[200000] via direct shared memory",  # (real)
+    ),
+    "shm_stale": (
+        "g148:14937:69361 [0] misc/shmutils.cc:129 NCCL WARN Error while attaching to shared memory segment "
+        "/dev/shm/nccl-glnlGK (size 14156128), error: No such file or directory (2)",  # (real)
+        "/dev/shm/nccl-glnlGK created",
+    ),
+    "gpu_oom": (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 22.78 GiB. GPU 0 has a total capacity of "
+        "31.47 GiB of which 12.73 GiB is free.",  # (real)
+        "max memory allocated: 12.3 GiB",
+    ),
+    "host_oom_kill": (
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid: 178) of "
+        "binary: /root/miniconda3/envs/MGSV_env/bin/python",  # (real)
+        "process exited with exit code 0",
+    ),
+    "nccl_version_mismatch": (
+        "ImportError: /usr/lib/python3/site-packages/torch/lib/libtorch_cuda.so: undefined symbol: ncclCommRegister",
+        "host:1:1 [0] NCCL INFO NCCL version 2.23.4+cuda12.5",
+    ),
+    "cuda_visible_devices": ("RuntimeError: CUDA error: invalid device ordinal", "CUDA_VISIBLE_DEVICES=0,1,2,3"),
+    "cuda_alignment": ("CUDA error: misaligned address", "alignment 256 bytes"),
+    "xid": (
+        "[Wed May  1 12:34:56 2024] NVRM: Xid (PCI:0000:53:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen "
+        "off the bus.",
+        "NVRM: loading NVIDIA UNIX x86_64 Kernel Module 550.54.15",
+    ),
+    "gpu_fallen_off_bus": (
+        "[   49.261458] NVRM: GPU at 0000:01:00.0 has fallen off the bus.",
+        "NVRM: GPU at 0000:01:00.0 ok",
+    ),  # (real)
+    "ecc_uncorrectable": ("RuntimeError: CUDA error: uncorrectable ECC error encountered", "ECC mode: Enabled"),
+    "row_remap": ("GPU 3: Row remapping pending: Yes (requires GPU reset)", "Remapped Rows: Correctable Error 0"),
+    "dcgm_failure": ("dcgmi diag -r 2: Memory test FAILED on GPU 1", "dcgmi discovery -l: 8 GPUs found"),
+    "cuda_illegal_access": (
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "memory access pattern ok",
+    ),
+    "nvlink_error": ("NVLink 4 on GPU 2 is inactive: link down", "NVLink bandwidth 450 GB/s"),
+    "neuron_unrecoverable": ("nrt_execute status=NRT_UNRECOVERABLE_ERROR", "nrt_init ok"),
+    "peer_access": ("CUDA error: peer access is not supported between these two devices", "peer access enabled"),
+    "nvls_topology": (
+        "host:1:1 [0] transport/nvls.cc:161 NCCL WARN Cuda failure 1 'invalid argument'",
+        "NVLS comm 0x1",
+    ),
+    "hma_detection": (
+        '{"type":"HealthMonitoringAgentDetectionEvent","reason":"XidHardwareFailure"}',
+        '{"type":"Heartbeat"}',
+    ),
+    "lifecycle_failure": ("[ERROR] on_create.sh exited with status 1", "lifecycle script on_create.sh started"),
+    "pod_crashloop": ("Warning  BackOff  kubelet  Back-off restarting failed container pytorch", "Normal Pulled image"),
+    "slurm_job_failure": (
+        "slurmstepd: error: *** STEP 4211.0 ON node-3 CANCELLED AT 2025-01-01T00:00:00 DUE TO NODE FAILURE ***",
+        "srun: job 4211 queued and waiting for resources",
+    ),
+}
+
+
+def test_every_signature_has_a_case() -> None:
+    pattern_based = {s.id for s in load_catalog().signatures if not s.synthetic}
+    assert pattern_based == set(SIGNATURE_CASES)
+
+
+@pytest.mark.parametrize("signature_id", sorted(SIGNATURE_CASES))
+def test_signature_positive_and_negative(signature_id: str) -> None:
+    positive, negative = SIGNATURE_CASES[signature_id]
+    assert signature_id in _ids(positive)
+    assert signature_id not in _ids(negative)
+
+
+def test_info_banners_mentioning_cuda_visible_devices_or_enomem_are_not_failures() -> None:
+    lines = [
+        "host:1:1 [0] NCCL INFO CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7",
+        "host:1:1 [0] NCCL INFO NET/OFI retrying on ENOMEM is disabled",
+        "host:1:1 [0] NCCL INFO NVLS multicast support is not available on dev 0",
+        "host:1:1 [0] NCCL INFO Channel 00/32 :    0   1   2   3",
+    ]
+    assert scan_lines(lines).hits == []
+
+
+def test_watchdog_fields_and_grouping() -> None:
+    lines = [
+        f"[2024-05-01 12:0{i}:00,000] [Rank {i}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=77, "
+        f"OpType=ALLGATHER, Timeout(ms)=600000) ran for 60001{i} milliseconds before timing out."
+        for i in range(8)
+    ]
+    [hit] = scan_lines(lines).hits
+    assert hit.count == 8 and len(hit.evidence) == 5 and hit.evidence[-1] == lines[-1]
+    assert hit.fields["op"] == "ALLGATHER" and hit.fields["seq"] == "77" and hit.fields["timeout_ms"] == "600000"
+    assert hit.fields["rank"] == "0,1,2,3,4,5,6,7"
+    assert hit.first_seen == "2024-05-01 12:00:00,000" and hit.last_seen == "2024-05-01 12:07:00,000"
+
+
+def test_xid_codes_split_into_app_and_hardware() -> None:
+    result = scan_lines(
+        [
+            "NVRM: Xid (PCI:0000:53:00): 13, pid=4211, Graphics Exception: ESR 0x50",
+            "NVRM: Xid (PCI:0000:ca:00): 64, pid='<unknown>', name=<unknown>, Row remapping failed",
+            "NVRM: Xid (PCI:0000:53:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+        ]
+    )
+    by_code = {hit.fields["xid"]: hit for hit in result.by_id("xid")}
+    assert by_code["13"].fields["xid_category"] == "app" and by_code["13"].priority.value == "P1"
+    assert by_code["64"].reference == references.NODE_ROW_REMAP and by_code["64"].fields["action"] == "replace"
+    assert by_code["79"].reference == references.NODE_HARDWARE and by_code["79"].fields["pci_bus_id"] == "0000:53:00"
+
+
+def test_nccl_versions_differing_between_ranks_are_flagged_once() -> None:
+    lines = [
+        "ip-10-1-0-10:11:11 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
+        "ip-10-1-0-11:12:12 [0] NCCL INFO NCCL version 2.23.4+cuda12.5",
+        "ip-10-1-0-12:13:13 [0] NCCL INFO NCCL version 2.23.4+cuda12.5",
+    ]
+    [hit] = scan_lines(lines).hits
+    assert hit.id == "nccl_version_drift" and hit.fields["nccl_versions"] == "2.21.5,2.23.4"
+    assert scan_lines(lines[1:]).hits == []
+
+
+def test_streaming_in_small_blocks_gives_the_same_result() -> None:
+    text = "\n".join(e["text"] for e in CORPUS["excerpts"]) + "\n"
+    whole = scan_text(text)
+    scanner = Scanner()
+    for start in range(0, len(text), 97):  # lines split across blocks
+        scanner.feed_text(text[start : start + 97])
+    pieces = scanner.finish()
+    assert [(h.id, h.count) for h in pieces.hits] == [(h.id, h.count) for h in whole.hits]
+    assert pieces.lines_scanned == whole.lines_scanned == len(CORPUS["excerpts"])
+
+
+def test_adversarial_megabyte_lines_do_not_backtrack() -> None:
+    # Repeated keywords with no terminating context, long runs before a near-match, and one
+    # 1 MB line without newlines: every pattern must stay linear (bounded gaps, capped heads).
+    adversarial = [
+        "watchdog " * 120_000,
+        "NET/OFI " + "a" * 1_000_000,
+        "NCCL WARN Connect to " + "1." * 500_000,
+        "(" * 1_000_000,
+        "error " * 170_000 + "x",
+        "Tried to allocate " + "9" * 1_000_000,
+    ]
+    started = time.perf_counter()
+    result = scan_lines(adversarial)
+    elapsed = time.perf_counter() - started
+    assert result.lines_scanned == len(adversarial)
+    assert elapsed < 10, f"{elapsed:.1f} s for {len(adversarial)} MB of adversarial lines"
+
+
+def test_catalog_rejects_unknown_references_and_bad_patterns() -> None:
+    good = load_catalog().model_dump()
+    bad_ref = json.loads(json.dumps(good))
+    bad_ref["signatures"][0]["reference"] = "NOT_A_REFERENCE"
+    with pytest.raises(ValueError, match="unknown reference"):
+        Catalog.model_validate(bad_ref)
+    bad_regex = json.loads(json.dumps(good))
+    bad_regex["signatures"][0]["patterns"] = ["(unclosed"]
+    with pytest.raises(ValueError, match="does not compile"):
+        Catalog.model_validate(bad_regex)
+
+
+def test_every_reference_of_the_catalog_resolves_to_a_heading() -> None:
+    for signature in load_catalog().signatures:
+        assert references.section_heading(signature.ref), signature.id
+
+
+def test_triggers_cover_every_keyword() -> None:
+    keywords = ("fail", "failed to extend", "xid", "watchdog")
+    assert trigger_set(keywords) == ("fail", "watchdog", "xid")
+
+
+def test_timestamps_of_common_log_formats() -> None:
+    assert parse_timestamp("2025-05-16T16:39:51.208-07:00 host NCCL WARN x") == "2025-05-16T16:39:51.208-07:00"
+    assert parse_timestamp("[Wed May  1 12:34:56 2024] NVRM: Xid") == "Wed May  1 12:34:56 2024"
+    assert parse_timestamp("May  1 12:34:56 host kernel: Out of memory") == "May  1 12:34:56"
+    assert parse_timestamp("no time here") is None
