@@ -61,7 +61,9 @@ FUNCTION_MEMORY_MB: dict[str, int] = {
     "discover": 512,
     "collect_logs": 512,
     "collect_kubernetes": 512,
-    "probe_node": 256,
+    # Waits on one SSM session; peak RSS about 80-90 MB (BENCHMARKS.md). Billed per GB-s while
+    # waiting, so it gets the minimum.
+    "probe_node": 128,
     "aggregate": 1024,
     "notify": 256,
 }

@@ -19,6 +19,7 @@ from hyperpod_nccl.monitor.settings import (
     ASL_PROBE_TIMEOUT_PLACEHOLDER,
     PROBE_TIMEOUT_SECONDS,
     SWEEP_TIMEOUT_SECONDS,
+    batches_at_once,
 )
 from infra import nag
 from infra.constants import STATE_MACHINE_LOG_PREFIX
@@ -87,7 +88,8 @@ class SweepWorkflow(Construct):
         self.substitutions: dict[str, str] = {
             placeholder: functions[handler].function_arn for handler, placeholder in ASL_FUNCTION_PLACEHOLDERS.items()
         }
-        self.substitutions[ASL_MAP_CONCURRENCY_PLACEHOLDER] = str(map_max_concurrency)
+        # The config counts probes at once; the Distributed Map counts child executions (batches).
+        self.substitutions[ASL_MAP_CONCURRENCY_PLACEHOLDER] = str(batches_at_once(map_max_concurrency))
         self.substitutions[ASL_PROBE_TIMEOUT_PLACEHOLDER] = str(PROBE_TIMEOUT_SECONDS)
         unsubstituted = sorted(asl_placeholders() - set(self.substitutions))
         if unsubstituted:

@@ -30,6 +30,7 @@ from hyperpod_nccl.monitor.settings import (
     SCHEDULE_TARGET_INPUT,
     SWEEP_TIMEOUT_SECONDS,
     TABLE_SCHEMA,
+    batches_at_once,
     handler_path,
 )
 from infra.constants import LAMBDA_PYTHON_VERSION, POWERTOOLS_ENVIRONMENT, TRIGGER_FUNCTION, TRIGGER_TIMEOUT_SECONDS
@@ -129,7 +130,7 @@ def test_state_machine_substitutes_every_placeholder(synthesized: Synthesized) -
     functions = _functions_by_handler(synthesized)
     for handler, placeholder in ASL_FUNCTION_PLACEHOLDERS.items():
         assert substitutions[placeholder] == {"Fn::GetAtt": [functions[handler][0], "Arn"]}, placeholder
-    assert substitutions[ASL_MAP_CONCURRENCY_PLACEHOLDER] == str(TEST_CONTEXT["mapMaxConcurrency"])
+    assert substitutions[ASL_MAP_CONCURRENCY_PLACEHOLDER] == str(batches_at_once(TEST_CONTEXT["mapMaxConcurrency"]))
     assert substitutions[ASL_PROBE_TIMEOUT_PLACEHOLDER] == str(PROBE_TIMEOUT_SECONDS)
     # The deployed definition is the runtime's file plus the sweep's time bound, and valid ASL once
     # substituted (arbitrary ARNs stand in for the GetAtts).

@@ -41,8 +41,11 @@ def test_probe_state_has_budget_transient_retry_and_catch_to_unreachable() -> No
     branches = definition["States"]["Collect"]["Branches"]
     probe_map = next(b for b in branches if b["StartAt"] == "ProbeNodes")["States"]["ProbeNodes"]
     assert probe_map["MaxConcurrency"] == 7
-    assert probe_map["ItemSelector"]["instance_id.$"] == "$$.Map.Item.Value"
-    probe = probe_map["ItemProcessor"]["States"]["ProbeNode"]
+    assert probe_map["ItemProcessor"]["ProcessorConfig"] == {"Mode": "DISTRIBUTED", "ExecutionType": "EXPRESS"}
+    assert probe_map["ItemSelector"]["instance_ids.$"] == "$$.Map.Item.Value"
+    batch = probe_map["ItemProcessor"]["States"]["ProbeBatch"]
+    assert batch["ItemSelector"]["instance_id.$"] == "$$.Map.Item.Value"
+    probe = batch["ItemProcessor"]["States"]["ProbeNode"]
     assert probe["TimeoutSeconds"] == PROBE_TIMEOUT_SECONDS
     retried = {e for r in probe["Retry"] for e in r["ErrorEquals"]}
     assert "States.ALL" not in retried and "States.Timeout" not in retried

@@ -68,8 +68,27 @@ GSI1 = "gsi1"
 # --- time budgets ------------------------------------------------------------------------------
 # One node's probe state (the design card's 180 s budget); substituted as ${ProbeTimeoutSeconds}.
 PROBE_TIMEOUT_SECONDS = 180
-# Default Map concurrency: probes start SSM sessions, whose StartSession rate is account-wide.
-DEFAULT_MAP_MAX_CONCURRENCY = 20
+# Default number of node probes running at once: probes start SSM sessions, whose StartSession
+# rate is account-wide (3/s), so more than rate x probe seconds only makes Lambdas wait (billed
+# time) without finishing sooner. 16 keeps a 2-5 s probe at the rate (BENCHMARKS.md).
+DEFAULT_MAP_MAX_CONCURRENCY = 16
+# Nodes per child execution of the probe Map (Discover batches the node ids). The Standard parent
+# pays one state transition per child, so bigger batches are cheaper; every node of a batch is
+# probed at once, so a batch stays within one probe budget (and the 5-minute Express limit).
+PROBE_BATCH_SIZE = 8
+
+
+def batches_at_once(probes_at_once: int) -> int:
+    """Child executions of the probe Map running at once for `probes_at_once` concurrent probes
+    (the Distributed Map's MaxConcurrency, substituted as ${MapMaxConcurrency})."""
+    return max(1, -(-probes_at_once // PROBE_BATCH_SIZE))
+
+
+def batch_targets(instance_ids: list[str], size: int = PROBE_BATCH_SIZE) -> list[list[str]]:
+    """The probe Map's items: node ids in batches of `size`, in plan order."""
+    return [instance_ids[i : i + size] for i in range(0, len(instance_ids), size)]
+
+
 # Upper bound of one sweep execution (infra sets it as the state machine timeout); the
 # per-cluster lock's lease outlives it so a crashed sweep never blocks its cluster for good.
 SWEEP_TIMEOUT_SECONDS = 2 * 3600

@@ -41,7 +41,7 @@ from hyperpod_nccl.models.request import DiagnoseRequest
 from hyperpod_nccl.monitor.diff import OpenFinding, SweepDiff, compute_changes, open_counts
 from hyperpod_nccl.monitor.events import TriggerRequest
 from hyperpod_nccl.monitor.notify import build_alert, sns_message
-from hyperpod_nccl.monitor.settings import LOCK_LEASE_SECONDS
+from hyperpod_nccl.monitor.settings import LOCK_LEASE_SECONDS, batch_targets
 from hyperpod_nccl.monitor.store import (
     Store,
     cluster_key,
@@ -93,6 +93,7 @@ class DiscoverOutput(BaseModel):
 
     discovered: bool
     targets: list[str] = Field(default_factory=list)
+    batches: list[list[str]] = Field(default_factory=list, description="the probe Map's items (targets in batches)")
     orchestrator: str = "unknown"
     reason: str | None = None
 
@@ -232,8 +233,9 @@ def run_discover(ref: SweepRef, store: Store, aws: AwsClients, coverage: int | L
         ]
     )
     _store_degraded(store, ref, "discover", ctx.degraded)
+    targets = [t.instance_id for t in plan.targets]
     return DiscoverOutput(
-        discovered=True, targets=[t.instance_id for t in plan.targets], orchestrator=str(orchestrator)
+        discovered=True, targets=targets, batches=batch_targets(targets), orchestrator=str(orchestrator)
     )
 
 

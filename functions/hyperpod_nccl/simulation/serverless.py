@@ -7,6 +7,12 @@ its engine calls Lambda at localhost:$MOTO_PORT, and its Docker-less Lambda mere
 route each invocation to the handler the function is named after, exactly as Lambda would run
 `hyperpod_nccl.handlers.<module>.handler`. A handler's exception becomes a Lambda function error,
 so the definition's Retry and Catch see what they would see in AWS.
+
+Emulation gap: moto's ASL parser rejects `"ExecutionType": "EXPRESS"` in a Distributed Map's
+ProcessorConfig (AWS accepts it), so `emulation_definition` rewrites it to STANDARD when the
+definition is loaded into moto, never in the deployed definition. moto then runs each child
+in-process and keeps no history for it: child states are counted from the Lambda invocations
+this module records (`LocalMonitor.calls`), not from the execution history.
 """
 
 from __future__ import annotations
@@ -32,14 +38,17 @@ from hyperpod_nccl.monitor.settings import (
     ASL_MAP_CONCURRENCY_PLACEHOLDER,
     ASL_PROBE_TIMEOUT_PLACEHOLDER,
     CLUSTERS_ENV,
+    DEFAULT_MAP_MAX_CONCURRENCY,
     FINDINGS_TABLE_ENV,
     HANDLER_MODULES,
     NODE_COVERAGE_ENV,
+    PROBE_BATCH_SIZE,
     PROBE_TIMEOUT_SECONDS,
     REFERENCE_BASE_URL_ENV,
     SCHEDULE_SOURCE,
     STATE_MACHINE_ENV,
     TABLE_SCHEMA,
+    batches_at_once,
     handler_path,
 )
 from hyperpod_nccl.simulation.aws import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
@@ -66,6 +75,16 @@ class _LambdaContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return 300_000
+
+
+@dataclass
+class Invocation:
+    """One Lambda invocation the emulation routed to a handler, timed (what Lambda bills)."""
+
+    module: str
+    started: float
+    seconds: float
+    event: dict[str, Any]
 
 
 @dataclass
@@ -113,7 +132,7 @@ class LocalMonitor:
         self,
         simulation: SimulatedCluster,
         *,
-        map_concurrency: int = 8,
+        map_concurrency: int = DEFAULT_MAP_MAX_CONCURRENCY,
         probe_timeout_seconds: int = PROBE_TIMEOUT_SECONDS,
         failing_functions: dict[str, str] | None = None,
         node_coverage: int | str = "all",
@@ -132,6 +151,7 @@ class LocalMonitor:
         self.topic_arn = ""
         self.queue_url = ""
         self.invocations: list[str] = []
+        self.calls: list[Invocation] = []
         self._saved_env: dict[str, str | None] = {}
         self._original_invoke: Any = None
         self._handlers: dict[str, Callable[[Any, Any], Any]] = {}
@@ -242,11 +262,13 @@ class LocalMonitor:
         substitutions: dict[str, str | int] = {
             placeholder: self.function_arns[module] for module, placeholder in ASL_FUNCTION_PLACEHOLDERS.items()
         }
-        substitutions[ASL_MAP_CONCURRENCY_PLACEHOLDER] = self.map_concurrency
+        substitutions[ASL_MAP_CONCURRENCY_PLACEHOLDER] = batches_at_once(self.map_concurrency)
         substitutions[ASL_PROBE_TIMEOUT_PLACEHOLDER] = self.probe_timeout_seconds
         sfn = self.client("stepfunctions")
         self.state_machine_arn = sfn.create_state_machine(
-            name=STATE_MACHINE_NAME, definition=render_definition(substitutions), roleArn=role_arn
+            name=STATE_MACHINE_NAME,
+            definition=emulation_definition(render_definition(substitutions)),
+            roleArn=role_arn,
         )["stateMachineArn"]
 
     def _create_table(self) -> None:
@@ -309,17 +331,28 @@ class LocalMonitor:
             response_headers["x-amz-function-error"] = "Unhandled"
             return json.dumps({"errorType": "ResourceNotFound", "errorMessage": f"no handler {name}"}).encode()
         context = _LambdaContext(function_name=name, invoked_function_arn=self.function_arns.get(module, name))
+        started = time.monotonic()
+        payload: Any = {}
         try:
             payload = json.loads(body or "{}")
             return json.dumps(handler(payload, context), default=str).encode()
         except Exception as error:  # noqa: BLE001 - becomes a Lambda function error, as in AWS
             response_headers["x-amz-function-error"] = "Unhandled"
             return json.dumps({"errorType": type(error).__name__, "errorMessage": str(error)}).encode()
+        finally:
+            call = Invocation(module, started, time.monotonic() - started, payload if isinstance(payload, dict) else {})
+            with _dispatch_lock:
+                self.calls.append(call)
 
     # --- running ----------------------------------------------------------------------------------
     def trigger(self, event: dict[str, Any]) -> dict[str, Any]:
         """Deliver an event to the trigger function, as EventBridge (rule or Scheduler) would."""
+        started = time.monotonic()
         result: dict[str, Any] = self._handlers["trigger"](event, _LambdaContext("trigger", "trigger"))
+        outcomes = result.get("outcomes") or [{}]
+        call = Invocation("trigger", started, time.monotonic() - started, {"sweep_id": outcomes[0].get("sweep_id")})
+        with _dispatch_lock:
+            self.calls.append(call)
         return result
 
     def schedule_tick(self, tick_id: str | None = None) -> dict[str, Any]:
@@ -355,13 +388,20 @@ class LocalMonitor:
             events=events,
         )
 
-    def sweep(self, tick_id: str | None = None) -> SweepRun:
-        """A scheduled sweep of the simulated cluster, run to its end."""
+    def sweep(self, tick_id: str | None = None, timeout: float = 120.0) -> SweepRun:
+        """A scheduled sweep of the simulated cluster, run to its end (or `timeout` seconds)."""
         outcome = self.schedule_tick(tick_id)
         started = [o for o in outcome["outcomes"] if o["status"] == "started"]
         if not started:
             raise RuntimeError(f"the schedule tick started no sweep: {outcome}")
-        return self.wait(self.execution_arn(started[0]["sweep_id"]))
+        return self.wait(self.execution_arn(started[0]["sweep_id"]), timeout=timeout)
+
+    def calls_of(self, run: SweepRun, module: str) -> list[Invocation]:
+        """The invocations of handler `module` made for one execution (its sweep id is the name)."""
+        sweep_id = run.execution_arn.rsplit(":", 1)[-1]
+        with _dispatch_lock:
+            calls = list(self.calls)
+        return [c for c in calls if c.module == module and _sweep_of(c.event) == sweep_id]
 
     def execution_arn(self, sweep_id: str) -> str:
         """The execution ARN of a sweep started by the trigger (named after its sweep id)."""
@@ -379,6 +419,37 @@ class LocalMonitor:
             for message in messages:
                 received.append(json.loads(message["Body"]))
                 sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def _sweep_of(event: dict[str, Any]) -> str | None:
+    """The sweep id in a handler's input (a Map item carries it flat, the others under "sweep")."""
+    sweep = event.get("sweep")
+    if isinstance(sweep, dict):
+        return str(sweep.get("sweep_id"))
+    return str(event["sweep_id"]) if "sweep_id" in event else None
+
+
+def emulation_definition(definition: str) -> str:
+    """The definition as moto can load it: Distributed Map children EXPRESS -> STANDARD.
+
+    Only for the local emulation (see the module docstring); the deployed definition keeps
+    EXPRESS children.
+    """
+    parsed = json.loads(definition)
+
+    def rewrite(node: Any) -> None:
+        if isinstance(node, dict):
+            config = node.get("ProcessorConfig")
+            if isinstance(config, dict) and config.get("ExecutionType") == "EXPRESS":
+                config["ExecutionType"] = "STANDARD"
+            for value in node.values():
+                rewrite(value)
+        elif isinstance(node, list):
+            for value in node:
+                rewrite(value)
+
+    rewrite(parsed)
+    return json.dumps(parsed)
 
 
 def _visits(events: list[dict[str, Any]]) -> list[StateVisit]:
@@ -408,18 +479,17 @@ def _quiet_handlers() -> dict[str, str]:
     return {"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"}
 
 
-def _print_execution(out: TextIO, title: str, run: SweepRun) -> None:
+def _print_execution(out: TextIO, title: str, run: SweepRun, probes: list[Invocation]) -> None:
     out.write(f"{title}: {run.execution_arn.rsplit(':', 1)[-1]} -> {run.status}\n")
-    probes = [v for v in run.states if v.name == "ProbeNode"]
     for visit in run.states:
-        if visit.name == "ProbeNode":
-            continue
         seconds = f"{visit.seconds:6.2f}s" if visit.seconds is not None else "   -   "
         out.write(f"  {seconds}  {visit.type:<9} {visit.name}\n")
         if visit.name == "ProbeNodes" and probes:
-            timings = [v.seconds for v in probes if v.seconds is not None]
-            slowest = max(timings) if timings else 0.0
-            out.write(f"  {'':7}  {'':<9}   {len(probes)} ProbeNode states (one per node), slowest {slowest:.2f}s\n")
+            slowest = max(p.seconds for p in probes)
+            out.write(
+                f"  {'':7}  {'':<9}   {len(probes)} ProbeNode states (one per node, in child executions of "
+                f"{PROBE_BATCH_SIZE}), slowest {slowest:.2f}s\n"
+            )
 
 
 def _print_stored(out: TextIO, monitor: LocalMonitor) -> None:
@@ -467,7 +537,7 @@ def run_demo(scenario: str, out: TextIO) -> int:
     saved = {key: os.environ.get(key) for key in _quiet_handlers()}
     os.environ.update(_quiet_handlers())
     try:
-        with SimulatedCluster(scenario) as simulation, LocalMonitor(simulation, map_concurrency=20) as monitor:
+        with SimulatedCluster(scenario) as simulation, LocalMonitor(simulation) as monitor:
             out.write(
                 f"Serverless monitor on simulated scenario '{simulation.scenario.name}' "
                 f"({simulation.scenario.cluster.name}): the state machine definition "
@@ -475,14 +545,14 @@ def run_demo(scenario: str, out: TextIO) -> int:
                 "in-process.\n\n"
             )
             first = monitor.sweep()
-            _print_execution(out, "Sweep 1", first)
+            _print_execution(out, "Sweep 1", first, monitor.calls_of(first, "probe_node"))
             out.write("\n")
             _print_stored(out, monitor)
             out.write("\n")
             _print_notifications(out, first.notifications)
             out.write("\n")
             second = monitor.sweep()
-            _print_execution(out, "Sweep 2", second)
+            _print_execution(out, "Sweep 2", second, monitor.calls_of(second, "probe_node"))
             aggregate = (second.output or {}).get("aggregate", {})
             out.write(f"\nSweep 2 changes: {aggregate.get('changes', '?')}. ")
             if second.notifications:

@@ -1,0 +1,60 @@
+"""The cost model's arithmetic: list prices times counted usage, Express rounding, monthly cadence."""
+
+from __future__ import annotations
+
+import pytest
+
+from hyperpod_nccl.monitor import pricing
+
+
+def test_standard_transitions_are_priced_per_thousand() -> None:
+    cost = pricing.cost_of(pricing.SweepUsage(standard_transitions=4000, traces=0))
+    assert cost.step_functions_standard == pytest.approx(0.10)
+    assert cost.total == pytest.approx(0.10)
+
+
+def test_lambda_is_priced_by_memory_seconds_and_requests() -> None:
+    usage = pricing.SweepUsage(
+        standard_transitions=0,
+        traces=0,
+        lambdas=[pricing.LambdaUsage(function="probe_node", invocations=1000, billed_seconds=2000.0, memory_mb=128)],
+    )
+    cost = pricing.cost_of(usage)
+    # 2000 s x 0.125 GB = 250 GB-s on Arm; 1000 requests.
+    assert cost.lambda_compute == pytest.approx(250 * 0.0000133334)
+    assert cost.lambda_requests == pytest.approx(0.0002)
+
+
+def test_express_duration_rounds_up_to_100_ms_and_memory_to_64_mb_chunks() -> None:
+    assert pricing.express_billed_seconds(7.01) == pytest.approx(7.1)
+    assert pricing.express_billed_seconds(7.0) == pytest.approx(7.0)
+    assert pricing.express_billed_seconds(0.0) == pytest.approx(0.1)
+    assert pricing.express_billed_memory_mb(50.1) == 64
+    assert pricing.express_billed_memory_mb(65) == 128
+    usage = pricing.SweepUsage(
+        standard_transitions=0, traces=0, express=pricing.ExpressUsage(executions=2, billed_seconds=32.0, memory_mb=64)
+    )
+    cost = pricing.cost_of(usage)
+    assert cost.step_functions_express == pytest.approx(2 * 1e-6 + 32 * 0.0625 * 0.00001667)
+
+
+def test_dynamodb_sns_logs_and_xray() -> None:
+    usage = pricing.SweepUsage(
+        standard_transitions=0,
+        dynamodb_write_units=1_000_000,
+        dynamodb_read_units=1_000_000,
+        sns_publishes=2_000_000,
+        log_bytes=2 * 1024**3,
+        traces=1_000_000,
+    )
+    cost = pricing.cost_of(usage)
+    assert cost.dynamodb == pytest.approx(0.625 + 0.125)
+    assert cost.sns == pytest.approx(1.0)
+    assert cost.logs == pytest.approx(1.0)
+    assert cost.xray == pytest.approx(5.0)
+
+
+def test_fifteen_minute_cadence_is_2880_sweeps_a_month() -> None:
+    assert pricing.sweeps_per_month(15 * 60) == pytest.approx(2880)
+    cost = pricing.cost_of(pricing.SweepUsage(standard_transitions=40, traces=0))
+    assert cost.monthly(15 * 60) == pytest.approx(40 * 0.000025 * 2880)

@@ -1,0 +1,62 @@
+"""The synthetic scale scenario and the bounds the sweep benchmark reports."""
+
+from __future__ import annotations
+
+import pytest
+
+from hyperpod_nccl.monitor.settings import PROBE_BATCH_SIZE, batch_targets, batches_at_once
+from hyperpod_nccl.simulation.serverless import emulation_definition
+from hyperpod_nccl.simulation.synthetic import lower_bound_seconds, serial_seconds, synthetic_scenario
+
+
+def test_eks_scenario_has_n_identical_p5_nodes_each_probe_stalling_s() -> None:
+    scenario = synthetic_scenario(300, 2.5)
+    assert scenario.cluster.orchestrator == "eks"
+    assert len(scenario.node_keys()) == 300
+    assert {g.instance_type for g in scenario.cluster.instance_groups} == {"ml.p5.48xlarge"}
+    assert len({scenario.instance_id(k) for k in scenario.node_keys()}) == 300
+    assert len({scenario.hostname(k) for k in scenario.node_keys()}) == 300
+    behaviour = scenario.node_behaviours.for_node("worker:299") if scenario.node_behaviours else None
+    assert behaviour is not None and not behaviour.unreachable
+    assert [f.stall_seconds for f in behaviour.session_faults] == [2.5]
+    assert scenario.nodes == [] and scenario.faults == []  # healthy: no overrides, no API faults
+
+
+def test_slurm_scenario_adds_one_controller() -> None:
+    scenario = synthetic_scenario(8, 0.0, orchestrator="slurm")
+    groups = {g.name: g for g in scenario.cluster.instance_groups}
+    assert groups["controller"].slurm_node_type == "Controller" and groups["controller"].count == 1
+    assert groups["worker"].slurm_node_type == "Compute" and groups["worker"].count == 8
+    assert scenario.node_behaviours is not None and scenario.node_behaviours.slurm is not None
+    assert scenario.node_behaviours.defaults.session_faults == []  # zero latency: no stall
+
+
+@pytest.mark.parametrize(("nodes", "latency"), [(0, 1.0), (4, -1.0)])
+def test_scenario_rejects_impossible_sizes(nodes: int, latency: float) -> None:
+    with pytest.raises(ValueError):
+        synthetic_scenario(nodes, latency)
+
+
+def test_bound_and_serial_times() -> None:
+    assert lower_bound_seconds(1024, 2.0) == pytest.approx(1024 / 3 + 2.0)
+    assert serial_seconds(64, 2.0) == pytest.approx(128.0)
+    assert serial_seconds(10, 500.0) == pytest.approx(1800.0)  # each node capped at the 180 s budget
+
+
+def test_batches_cover_every_target_in_order() -> None:
+    ids = [f"i-{n:017x}" for n in range(2 * PROBE_BATCH_SIZE + 3)]
+    batches = batch_targets(ids)
+    assert [i for batch in batches for i in batch] == ids
+    assert [len(b) for b in batches] == [PROBE_BATCH_SIZE, PROBE_BATCH_SIZE, 3]
+    assert batch_targets([]) == []
+    assert batches_at_once(1) == 1
+    assert batches_at_once(PROBE_BATCH_SIZE * 2) == 2
+    assert batches_at_once(PROBE_BATCH_SIZE * 2 + 1) == 3
+
+
+def test_only_the_emulation_sees_standard_children() -> None:
+    deployed = (
+        '{"States": {"M": {"ItemProcessor": {"ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "EXPRESS"}}}}}'
+    )
+    assert '"ExecutionType": "STANDARD"' in emulation_definition(deployed)
+    assert '"EXPRESS"' not in emulation_definition(deployed)
