@@ -10,19 +10,21 @@ from __future__ import annotations
 import json
 import random
 import re
+import resource
 import shutil
 import subprocess
 import tempfile
-import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 from hyperpod_nccl import references
-from hyperpod_nccl.classifier import load_catalog, scan_stream, scan_text
+from hyperpod_nccl.classifier import ScanResult, load_catalog, scan_stream, scan_text
 
 TITLE = "Log classifier (corpus scores, throughput vs grep)"
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "log_corpus" / "corpus.json"
 LOG_MEGABYTES = 32
+REPEATS = 3
 FAILURE_EVERY = 500  # one failure line per this many lines: a realistic, mostly-INFO log
 
 
@@ -86,18 +88,42 @@ def _mixed_log(path: Path, megabytes: int) -> int:
     return written
 
 
+def _best_cpu_seconds(action: Callable[[], object]) -> float:
+    """The least CPU time (user + system, this process and its children) of REPEATS runs.
+
+    CPU time rather than wall time, and the best of a few runs: the bench shares a small machine
+    with other work, which inflates wall time unevenly between the two tools.
+    """
+    best = float("inf")
+    for _ in range(REPEATS):
+        before = _cpu_now()
+        action()
+        best = min(best, _cpu_now() - before)
+    return best
+
+
+def _cpu_now() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def throughput() -> str:
     """MB/s of the scanner and of grep on the same generated file, and the ratio."""
     grep = shutil.which("grep")
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "mixed.log"
         size = _mixed_log(log, LOG_MEGABYTES)
-        started = time.perf_counter()
-        with log.open("rb") as handle:
-            result = scan_stream(handle)
-        ours = time.perf_counter() - started
+        results: list[ScanResult] = []
+
+        def scan() -> None:
+            with log.open("rb") as handle:
+                results.append(scan_stream(handle))
+
+        ours = _best_cpu_seconds(scan)
+        result = results[-1]
         rows = [
-            "| tool | seconds | MB/s |",
+            f"| tool | CPU seconds (best of {REPEATS}) | MB/s |",
             "|---|---|---|",
             f"| hyperpod-nccl scanner | {ours:.2f} | {size / ours / 1e6:.0f} |",
         ]
@@ -105,9 +131,8 @@ def throughput() -> str:
             return "\n".join([*rows, "", "grep not found: ratio not measured."])
         patterns = Path(tmp) / "patterns.txt"
         patterns.write_text("\n".join(_grep_patterns()) + "\n", encoding="utf-8")
-        started = time.perf_counter()
-        subprocess.run([grep, "-E", "-i", "-c", "-f", str(patterns), str(log)], capture_output=True, check=False)
-        theirs = time.perf_counter() - started
+        command = [grep, "-E", "-i", "-c", "-f", str(patterns), str(log)]
+        theirs = _best_cpu_seconds(lambda: subprocess.run(command, capture_output=True, check=False))
         rows.append(f"| grep -E -i -f (same patterns) | {theirs:.2f} | {size / theirs / 1e6:.0f} |")
     ratio = theirs / ours
     return "\n".join(

@@ -325,3 +325,38 @@ def test_timestamps_of_common_log_formats() -> None:
     assert parse_timestamp("[Wed May  1 12:34:56 2024] NVRM: Xid") == "Wed May  1 12:34:56 2024"
     assert parse_timestamp("May  1 12:34:56 host kernel: Out of memory") == "May  1 12:34:56"
     assert parse_timestamp("no time here") is None
+
+
+def _unfiltered_ids(line: str) -> set[str]:
+    # Every signature's regex on the line, with none of the scanner's prefilters (keywords,
+    # context words, block search): what the scanner must reproduce exactly.
+    head = line[:4096]
+    is_info = "NCCL INFO" in head
+    matched: set[str] = set()
+    generic: set[str] = set()
+    for signature in load_catalog().signatures:
+        if signature.synthetic or (is_info and not signature.allow_info):
+            continue
+        if signature.compiled.search(head) and not (
+            signature.compiled_exclude and signature.compiled_exclude.search(head)
+        ):
+            (generic if signature.generic else matched).add(signature.id)
+    return matched or generic
+
+
+def test_the_prefilter_never_changes_a_classification() -> None:
+    lines = [e["text"] for e in CORPUS["excerpts"]] + [line for case in SIGNATURE_CASES.values() for line in case]
+    for line in lines:
+        scanned = {hit.id for hit in scan_text(line + "\n").hits if hit.id != "nccl_version_drift"}
+        assert scanned == _unfiltered_ids(line), line
+    # The same lines in one block (the block search, the INFO split) give the same hits per line.
+    together = scan_text("\n".join(lines) + "\n")
+    expected: dict[str, int] = {}
+    for line in lines:
+        for signature_id in _unfiltered_ids(line):
+            expected[signature_id] = expected.get(signature_id, 0) + 1
+    counted: dict[str, int] = {}
+    for hit in together.hits:
+        if hit.id != "nccl_version_drift":  # split signatures (Xid per code) have several hits
+            counted[hit.id] = counted.get(hit.id, 0) + hit.count
+    assert counted == expected

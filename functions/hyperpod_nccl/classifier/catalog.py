@@ -32,8 +32,13 @@ class Signature(BaseModel):
     title: str
     priority: Priority
     reference: str  # a constant name of hyperpod_nccl.references, e.g. "DBG_TCP_FALLBACK"
-    # Lower-case literals; a line is only tried against this signature when one of them occurs.
+    # Lower-case ASCII literals; a line is only tried against this signature when one of them occurs
+    # (so every pattern must contain one: they are the scanner's prefilter).
     keywords: list[str] = Field(default_factory=list)
+    # Optional context words (lower-case ASCII): when given, one of them must occur as well. For
+    # signatures whose keywords are common error words ("fail", "error") but whose patterns all
+    # name a subject ("net/ofi", "nvls"), so that ordinary failure chatter skips their regexes.
+    requires: list[str] = Field(default_factory=list)
     patterns: list[str] = Field(default_factory=list)
     # A line matching any of these is not this failure (benign INFO wording, another class).
     exclude: list[str] = Field(default_factory=list)
@@ -59,12 +64,13 @@ class Signature(BaseModel):
             raise ValueError(f"unknown reference constant {value!r} (see hyperpod_nccl/references.py)")
         return value
 
-    @field_validator("keywords")
+    @field_validator("keywords", "requires")
     @classmethod
     def _lower_keywords(cls, value: list[str]) -> list[str]:
+        # ASCII: the scanner lower-cases raw bytes with the (ASCII-only) bytes.lower().
         for keyword in value:
-            if keyword != keyword.lower() or not keyword.strip():
-                raise ValueError(f"keyword {keyword!r} must be non-empty lower case")
+            if keyword != keyword.lower() or not keyword.strip() or not keyword.isascii():
+                raise ValueError(f"keyword {keyword!r} must be non-empty lower-case ASCII")
         return value
 
     @field_validator("patterns", "exclude", "extract")

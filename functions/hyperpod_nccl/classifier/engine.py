@@ -1,18 +1,32 @@
 """The scanner: one pass, constant memory, a cheap keyword prefilter, grouped hits per signature.
 
-Speed comes from never running a regex on a line that cannot match: text is scanned in blocks,
-the block is lower-cased once and searched for the catalog's keywords with `str.find` (C speed),
-and only the lines around those positions are tried against the signatures that own the keyword.
-Most NCCL INFO chatter contains none of the keywords and costs nothing but the search.
+Speed comes from never running a regex on a line that cannot match, and from doing the search at
+C speed on whole blocks rather than line by line in Python:
+
+* text is handled as UTF-8 bytes, so a file is never decoded as a whole and lower-casing is the
+  fast ASCII `bytes.lower()` (keywords are ASCII; only candidate lines are decoded);
+* a block (about 1 MB, cut at a line boundary) is searched with `bytes.find` for a minimal set of
+  triggers (substrings covering every catalog keyword), one C-speed pass per trigger;
+* healthy NCCL logs are mostly `NCCL INFO` lines, and only the few signatures marked
+  `allow_info` can match those. So only their triggers are searched in the whole block; the
+  other triggers are searched in the non-INFO lines alone, joined into a much smaller text;
+* a candidate line is then checked for the exact keywords of its triggers and a signature's
+  `requires` context words before any regex runs.
+
+Everything the prefilter decides is derived from the catalog (`keywords`, `requires`,
+`allow_info`); a unit test checks that it never changes a classification.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from itertools import accumulate, compress, repeat
+from operator import not_
+from typing import BinaryIO, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -22,16 +36,18 @@ from hyperpod_nccl.models.findings import Priority
 from hyperpod_nccl.models.logs import SignatureHit
 from hyperpod_nccl.references import NODE_GPU, NODE_HARDWARE, NODE_ROW_REMAP, Reference
 
-# Regexes only see the head of a line: evidence worth reading is at the start, and it bounds the
-# work per line whatever a pathological line looks like.
-MAX_MATCH_CHARS = 4096
+# Keywords and regexes only see the head of a line: evidence worth reading is at the start, and
+# it bounds the work per line whatever a pathological line looks like.
+MAX_MATCH_BYTES = 4096
 EVIDENCE_LINES = 5
 EVIDENCE_CHARS = 500
 MAX_FIELD_VALUES = 16
 MAX_SPLIT_GROUPS = 64
-BLOCK_CHARS = 1 << 20
+BLOCK_BYTES = 1 << 20
 
-_INFO_LINE = re.compile(r"\bNCCL INFO\b")
+# A line carrying this marker is NCCL's INFO chatter: only `allow_info` signatures apply to it.
+INFO_MARKER = b"NCCL INFO"
+VERSION_KEYWORD = b"nccl version"
 _NCCL_PREFIX = re.compile(r"(?:^|\s)(?P<host>[A-Za-z][\w.-]{0,80}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<device>\d+)\] NCCL ")
 _RANK = re.compile(r"\[(?:PG [\w:]+ (?:\([^)]{0,80}\) )?)?[Rr]ank ?(?P<rank>\d+)\]")
 _VERSION_BANNER = re.compile(r"NCCL version (?P<version>\d+\.\d+\.\d+)(?:[+-][\w.]+)?")
@@ -43,6 +59,9 @@ _TIMESTAMPS = (
     # syslog: "May  1 12:34:56"
     re.compile(r"^(?P<ts>(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +\d{1,2} \d{2}:\d{2}:\d{2})"),
 )
+
+
+_Text = TypeVar("_Text", str, bytes)
 
 
 class ScanResult(BaseModel):
@@ -80,16 +99,61 @@ class _Group:
             self.last_seen = timestamp
 
 
-def trigger_set(keywords: tuple[str, ...]) -> tuple[str, ...]:
+def trigger_set(keywords: tuple[_Text, ...]) -> tuple[_Text, ...]:
     """The fewest keywords such that every keyword contains one of them ("fail" covers "failed to extend").
 
     The block prefilter pays one pass over the text per trigger, so fewer triggers is faster.
     """
-    triggers: list[str] = []
+    triggers: list[_Text] = []
     for keyword in sorted(keywords, key=len):
         if not any(trigger in keyword for trigger in triggers):
             triggers.append(keyword)
     return tuple(sorted(triggers))
+
+
+def _collect(
+    text: bytes, trigger: bytes, candidates: dict[int, list[bytes]], mapping: tuple[list[int], list[int]] | None
+) -> None:
+    """Add the start of every line of `text` containing `trigger` to `candidates`.
+
+    `mapping` (offsets after each joined line, their starts in the block) translates positions of
+    a joined subset of lines back to block offsets; without it `text` is the block itself.
+    """
+    position = text.find(trigger)
+    while position >= 0:
+        if mapping is None:
+            start = text.rfind(b"\n", 0, position) + 1
+        else:
+            ends, starts = mapping
+            start = starts[bisect_right(ends, position)]
+        found = candidates.setdefault(start, [])
+        if trigger not in found:
+            found.append(trigger)
+        # One hit per line and trigger is enough: skip the rest of this line.
+        position = text.find(trigger, text.find(b"\n", position))
+
+
+def _lines_without(lines: list[bytes], marker: bytes) -> list[int]:
+    """Indexes of the lines whose head lacks `marker` (plus over-long lines, checked in full later).
+
+    C-level iterators rather than a comprehension: this touches every line of the input.
+    """
+    indexes = list(compress(range(len(lines)), map(not_, map(bytes.__contains__, lines, repeat(marker)))))
+    if lines and max(map(len, lines)) > MAX_MATCH_BYTES:  # the marker may lie beyond the head
+        indexes = sorted({*indexes, *(i for i, line in enumerate(lines) if len(line) > MAX_MATCH_BYTES)})
+    return indexes
+
+
+def _gated_out(head: bytes, triggers: list[bytes], gate: dict[bytes, tuple[bytes, ...] | None]) -> bool:
+    """True when no trigger of this INFO line can lead to a match (see `Scanner._info_gate`)."""
+    for trigger in triggers:
+        words = gate[trigger]
+        if words is None:
+            return False
+        for word in words:
+            if word in head:
+                return False
+    return True
 
 
 def parse_timestamp(line: str) -> str | None:
@@ -103,52 +167,88 @@ def parse_timestamp(line: str) -> str | None:
 
 
 class Scanner:
-    """Incremental scanner; feed text with `feed_text`/`feed_line`, then call `finish()`.
+    """Incremental scanner; feed text with `feed_text`/`feed_binary`/`feed_line`, then call `finish()`.
 
-    Memory is bounded by the catalog size (a few evidence lines and field values per signature),
-    never by the input.
+    Memory is bounded by the block size and the catalog size (a few evidence lines and field
+    values per signature), never by the input.
     """
 
     def __init__(self, catalog: Catalog | None = None) -> None:
         self.catalog = catalog or load_catalog()
-        self._matchable = [s for s in self.catalog.signatures if not s.synthetic]
-        by_keyword: dict[str, list[Signature]] = {}
-        for signature in self._matchable:
-            for keyword in signature.keywords:
-                by_keyword.setdefault(keyword, []).append(signature)
-        by_keyword.setdefault("nccl version", [])  # version banners feed the drift analysis
-        self._by_keyword = by_keyword
-        self._keywords = tuple(sorted(by_keyword))
-        self._triggers = trigger_set(self._keywords)
         self._order = {s.id: i for i, s in enumerate(self.catalog.signatures)}
+        matchable = [s for s in self.catalog.signatures if not s.synthetic]
+        by_keyword: dict[bytes, list[Signature]] = {}
+        for signature in matchable:
+            for keyword in signature.keywords:
+                by_keyword.setdefault(keyword.encode(), []).append(signature)
+        by_keyword.setdefault(VERSION_KEYWORD, [])  # version banners feed the drift analysis
+        self._keywords = tuple(sorted(by_keyword))
+        # keyword → the signatures it admits (catalog order, context words); INFO lines get their
+        # own shorter lists since only allow_info signatures apply to them.
+        self._admitted: dict[bool, dict[bytes, list[tuple[int, Signature, tuple[bytes, ...]]]]] = {
+            is_info: {
+                keyword: [
+                    (self._order[s.id], s, tuple(word.encode() for word in s.requires))
+                    for s in sigs
+                    if s.allow_info or not is_info
+                ]
+                for keyword, sigs in by_keyword.items()
+            }
+            for is_info in (False, True)
+        }
+        # Keywords that can matter on an INFO line (allow_info signatures, the version banner) are
+        # searched in the whole block; the rest only in the non-INFO lines.
+        info_keywords = {VERSION_KEYWORD} | {
+            keyword.encode() for s in matchable if s.allow_info for keyword in s.keywords
+        }
+        self._info_triggers = trigger_set(tuple(info_keywords))
+        uncovered = tuple(k for k in self._keywords if not any(t in k for t in self._info_triggers))
+        self._other_triggers = trigger_set(uncovered)
+        # A trigger found on a line stands for every keyword that contains it.
+        self._keywords_of = {
+            trigger: tuple(k for k in self._keywords if trigger in k)
+            for trigger in self._info_triggers + self._other_triggers
+        }
+        # On an INFO line, a trigger whose signatures all need context words ("fail" → EFA, NVLS)
+        # is dropped at once unless one of those words is there: INFO chatter with a common error
+        # word ("Failed to find ncclCollNetPlugin symbol") then costs one substring test.
+        self._info_gate: dict[bytes, tuple[bytes, ...] | None] = {}
+        for trigger, keywords in self._keywords_of.items():
+            admitted = [entry for keyword in keywords for entry in self._admitted[True][keyword]]
+            gated = VERSION_KEYWORD not in keywords and all(requires for _, _, requires in admitted)
+            words = {word for _, _, requires in admitted for word in requires}
+            self._info_gate[trigger] = tuple(sorted(words)) if gated else None
         self._groups: dict[tuple[str, str], _Group] = {}
         self._versions: dict[str, int] = {}
         self._version_lines: dict[str, str] = {}
         self._lines = 0
-        self._chars = 0
-        self._pending = ""
+        self._bytes = 0
+        self._pending = b""
 
     # ------------------------------------------------------------------ input
     def feed_text(self, text: str) -> None:
         """Scan a block of text (any number of lines; a trailing partial line is carried over)."""
-        if self._pending:
-            text = self._pending + text
-            self._pending = ""
-        cut = text.rfind("\n")
+        self.feed_bytes(text.encode("utf-8", errors="replace"))
+
+    def feed_bytes(self, data: bytes) -> None:
+        """Scan a block of UTF-8 bytes (a trailing partial line is carried over)."""
+        cut = data.rfind(b"\n")
         if cut < 0:
-            self._pending = text
+            self._pending += data
             return
-        self._pending = text[cut + 1 :]
-        self._scan_block(text[: cut + 1])
+        block = self._pending + data[: cut + 1] if self._pending else data[: cut + 1]
+        self._pending = data[cut + 1 :]
+        self._scan_block(block)
 
     def feed_line(self, line: str, timestamp: str | None = None) -> None:
         """Scan one line; `timestamp` overrides the one parsed from the text (CloudWatch events)."""
+        raw = line.encode("utf-8", errors="replace")
         self._lines += 1
-        self._chars += len(line) + 1
-        lowered = line[:MAX_MATCH_CHARS].lower()
+        self._bytes += len(raw) + 1
+        lowered = raw[:MAX_MATCH_BYTES].lower()
         found = [k for k in self._keywords if k in lowered]
         if found:
-            self._classify(line.rstrip("\r\n"), found, timestamp)
+            self._classify(raw.rstrip(b"\r\n"), lowered, found, timestamp)
 
     def feed_lines(self, lines: Iterable[str]) -> None:
         """Scan lines, batching them into blocks so the keyword search runs at C speed."""
@@ -157,69 +257,88 @@ class Scanner:
         for line in lines:
             batch.append(line if line.endswith("\n") else line + "\n")
             size += len(line)
-            if size >= BLOCK_CHARS:
+            if size >= BLOCK_BYTES:
                 self.feed_text("".join(batch))
                 batch, size = [], 0
         if batch:
             self.feed_text("".join(batch))
 
-    def feed_binary(self, stream: BinaryIO, block_bytes: int = BLOCK_CHARS) -> None:
-        """Scan a binary stream (a file) in blocks, decoding UTF-8 leniently."""
+    def feed_binary(self, stream: BinaryIO, block_bytes: int = BLOCK_BYTES) -> None:
+        """Scan a binary stream (a file) in blocks; candidate lines are decoded leniently."""
         while True:
             data = stream.read(block_bytes)
             if not data:
                 break
-            self.feed_text(data.decode("utf-8", errors="replace"))
+            self.feed_bytes(data)
 
     # ------------------------------------------------------------------ core
-    def _scan_block(self, block: str) -> None:
-        self._lines += block.count("\n")
-        self._chars += len(block)
+    def _scan_block(self, block: bytes) -> None:
+        """Classify a block of whole lines (it ends with a newline)."""
+        self._lines += block.count(b"\n")
+        self._bytes += len(block)
+        lines = block.split(b"\n")
+        lines.pop()  # the empty piece after the final newline
+        # candidate line start (offset in `block`) → the triggers found on that line
+        candidates: dict[int, list[bytes]] = {}
         lowered = block.lower()
-        if len(lowered) != len(block):  # a few Unicode characters change length when lower-cased
-            for line in block.splitlines():
-                self._lines -= 1
-                self._chars -= len(line) + 1
-                self.feed_line(line)
-            return
-        # One str.find pass per trigger (a minimal set of substrings covering every keyword), then
-        # the exact keywords only on the few candidate lines.
-        starts: set[int] = set()
-        for trigger in self._triggers:
-            position = lowered.find(trigger)
-            while position >= 0:
-                starts.add(lowered.rfind("\n", 0, position) + 1)
-                # One hit per line and trigger is enough: skip the rest of this line.
-                position = lowered.find(trigger, lowered.find("\n", position))
-        for start in sorted(starts):
-            end = block.find("\n", start)
-            head = lowered[start : min(end, start + MAX_MATCH_CHARS)]
-            found = [k for k in self._keywords if k in head]
+        for trigger in self._info_triggers:
+            _collect(lowered, trigger, candidates, None)
+        # Non-INFO lines (and over-long ones, whose INFO marker may lie beyond the head) joined
+        # into a small text for the remaining triggers.
+        others = _lines_without(lines, INFO_MARKER)
+        if others and self._other_triggers:
+            lengths = list(accumulate(map(len, lines)))  # bytes up to each line's end, newlines excluded
+            starts = [lengths[i - 1] + i if i else 0 for i in others]
+            text = b"\n".join([lines[i] for i in others]).lower() + b"\n"
+            # offsets of the joined lines in `text`, to map a position back to its line
+            joined = list(accumulate(len(lines[i]) + 1 for i in others))
+            for trigger in self._other_triggers:
+                _collect(text, trigger, candidates, (joined, starts))
+        keywords_of, info_gate = self._keywords_of, self._info_gate
+        for start in sorted(candidates):
+            end = block.find(b"\n", start)
+            stop = min(end, start + MAX_MATCH_BYTES)
+            head = lowered[start:stop]
+            triggers = candidates[start]
+            if block.find(INFO_MARKER, start, stop) >= 0 and _gated_out(head, triggers, info_gate):
+                continue
+            found: list[bytes] = []
+            for trigger in triggers:
+                for keyword in keywords_of[trigger]:
+                    if keyword in head and keyword not in found:
+                        found.append(keyword)
             if found:
-                self._classify(block[start:end].rstrip("\r"), found, None)
+                self._classify(block[start:end].rstrip(b"\r"), head, found, None)
 
-    def _classify(self, line: str, keywords: list[str], timestamp: str | None) -> None:
-        head = line[:MAX_MATCH_CHARS]
-        if "nccl version" in keywords:
-            self._record_version(head)
-        signatures: dict[str, Signature] = {}
+    def _classify(self, raw: bytes, lowered: bytes, keywords: list[bytes], timestamp: str | None) -> None:
+        """Try the signatures admitted by `keywords` (found in `lowered`, the lower-cased head)."""
+        head_bytes = raw[:MAX_MATCH_BYTES]
+        admitted = self._admitted[INFO_MARKER in head_bytes]
+        signatures: dict[int, Signature] = {}
         for keyword in keywords:
-            for signature in self._by_keyword[keyword]:
-                signatures.setdefault(signature.id, signature)
-        if not signatures:
+            for order, signature, requires in admitted[keyword]:
+                if order in signatures:
+                    continue
+                if requires:
+                    for word in requires:
+                        if word in lowered:
+                            break
+                    else:
+                        continue  # none of the context words: the patterns cannot match
+                signatures[order] = signature
+        has_version = VERSION_KEYWORD in keywords
+        if not signatures and not has_version:
             return
-        is_info: bool | None = None
+        head = head_bytes.decode("utf-8", errors="replace")
+        if has_version:
+            self._record_version(head)
         matched: list[tuple[Signature, dict[str, str]]] = []
         generic: list[tuple[Signature, dict[str, str]]] = []
-        for signature in signatures.values():
+        for order in sorted(signatures):
+            signature = signatures[order]
             match = signature.compiled.search(head)
             if match is None:
                 continue
-            if not signature.allow_info:
-                if is_info is None:
-                    is_info = _INFO_LINE.search(head) is not None
-                if is_info:
-                    continue
             exclude = signature.compiled_exclude
             if exclude is not None and exclude.search(head):
                 continue
@@ -264,15 +383,15 @@ class Scanner:
     def finish(self) -> ScanResult:
         """Flush the carried-over partial line and return the grouped result."""
         if self._pending:
-            pending, self._pending = self._pending, ""
-            self._scan_block(pending + "\n")
+            pending, self._pending = self._pending, b""
+            self._scan_block(pending + b"\n")
         hits = [_to_hit(group) for group in self._groups.values()]
         drift = version_drift_hit(self._versions, list(self._version_lines.values()), self.catalog)
         if drift is not None:
             hits.append(drift)
         hits.sort(key=lambda h: (h.priority.rank, self._order.get(h.id, 0), -h.count))
         return ScanResult(
-            hits=hits, lines_scanned=self._lines, bytes_scanned=self._chars, nccl_versions=dict(self._versions)
+            hits=hits, lines_scanned=self._lines, bytes_scanned=self._bytes, nccl_versions=dict(self._versions)
         )
 
 
