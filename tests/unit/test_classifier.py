@@ -360,3 +360,12 @@ def test_the_prefilter_never_changes_a_classification() -> None:
         if hit.id != "nccl_version_drift":  # split signatures (Xid per code) have several hits
             counted[hit.id] = counted.get(hit.id, 0) + hit.count
     assert counted == expected
+
+
+def test_generalised_wording_families_and_their_look_alikes() -> None:
+    # NCCL 2.2 wrote "Using internal Network Socket"; srun reports tasks ended by a cancel as
+    # "Terminated" (both real, from nccl-tests#15 and desitarget#628). Look-alikes stay quiet.
+    assert "tcp_fallback" in _ids("gpu-bql-144-103:18553:18553 [0] INFO Using internal Network Socket")
+    assert _ids("host:1:1 [0] NCCL INFO Using network AWS Libfabric") == []
+    assert "slurm_job_failure" in _ids("srun: error: nid01934: tasks 2,4-5,7: Terminated")
+    assert _ids("srun: Terminating job step 32233190.0") == []
