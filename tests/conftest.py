@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
+
 from hyperpod_nccl.cli.main import main
 from hyperpod_nccl.simulation.aws import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, EmulatedAws
 from hyperpod_nccl.simulation.runtime import SimulatedCluster

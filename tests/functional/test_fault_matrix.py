@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from hyperpod_nccl.engine import diagnose
 from hyperpod_nccl.errors import DiagnosisAborted
 from hyperpod_nccl.models.request import DiagnoseRequest

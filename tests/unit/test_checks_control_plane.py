@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+
 from hyperpod_nccl.checks import discover
 from hyperpod_nccl.models.cluster import (
     ClusterDescription,
