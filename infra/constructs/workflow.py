@@ -136,7 +136,10 @@ class SweepWorkflow(Construct):
             definition_substitutions=self.substitutions,
             role=self.role,
             tracing_enabled=True,
-            logs=sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True),
+            # Every event (cdk-nag SF1), without the state data: each parent event would otherwise log
+            # the node list again, the largest line of a sweep's bill (BENCHMARKS.md, cost). The data
+            # lives in the table; the events keep names, timings and errors.
+            logs=sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
         )
         nag.acknowledge(
             self.role,

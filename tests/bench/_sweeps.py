@@ -89,7 +89,7 @@ def _count(monitor: Any, run: Any) -> dict[str, Any]:
     """Read the finished run: history, timed invocations, the table, and the aggregate's memory."""
     events = run.events
     transitions = sum(1 for e in events if e["type"].endswith("StateEntered"))
-    event_bytes = sum(len(json.dumps(e, default=str)) for e in events)
+    event_bytes = sum(len(json.dumps(_without_data(e), default=str)) for e in events)
     batches: list[list[str]] = []
     for event in events:
         output = (event.get("lambdaFunctionSucceededEventDetails") or {}).get("output")
@@ -123,6 +123,16 @@ def _count(monitor: Any, run: Any) -> dict[str, Any]:
         "notifications": len(run.notifications),
         "aggregate_peak_mb": _aggregate_peak_mb(monitor, run),
     }
+
+
+def _without_data(event: dict[str, Any]) -> dict[str, Any]:
+    """An event as Step Functions logs it without execution data (the deployed logging level)."""
+    stripped: dict[str, Any] = {}
+    for key, value in event.items():
+        if isinstance(value, dict):
+            value = {k: v for k, v in value.items() if k not in ("input", "output", "parameters")}
+        stripped[key] = value
+    return stripped
 
 
 def _aggregate_peak_mb(monitor: Any, run: Any) -> float:
