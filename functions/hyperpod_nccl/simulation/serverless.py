@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 import io
 import json
+import logging
 import os
 import threading
 import time
@@ -160,6 +161,8 @@ class LocalMonitor:
     def start(self) -> LocalMonitor:
         """Configure the emulation, create every resource and route Lambda to our handlers."""
         self._post_config()
+        # moto warns that it ignores ToleratedFailurePercentage (its children never fail here).
+        logging.getLogger("moto.stepfunctions.parser.asl.parse.preprocessor").setLevel(logging.ERROR)
         self._set_env({"MOTO_PORT": str(self.emulation.port)})
         self._handlers = {
             module: importlib.import_module(handler_path(module).rsplit(".", 1)[0]).handler
