@@ -10,13 +10,12 @@ import boto3
 from hyperpod_nccl.kube import convert
 from hyperpod_nccl.kube.token import TOKEN_PREFIX, decode_token, eks_bearer_token
 from hyperpod_nccl.models.kubernetes import (
-    REDACTED,
     LabelSelector,
     SelectorRequirement,
     instance_id_from_provider_id,
-    is_secret_name,
     parse_quantity,
 )
+from hyperpod_nccl.redaction import REDACTED, is_secret_name
 
 
 def test_token_is_a_presigned_get_caller_identity_url_signing_the_cluster_header() -> None:
@@ -100,3 +99,13 @@ def test_secret_looking_values_are_redacted_at_conversion() -> None:
     config_map = convert.config_map({"metadata": {"name": "m"}, "data": {"WANDB_API_KEY": "k", "FI_PROVIDER": "efa"}})
     assert config_map.data == {"WANDB_API_KEY": REDACTED, "FI_PROVIDER": "efa"}
     assert is_secret_name("MY_API_KEY") and not is_secret_name("MASTER_PORT")
+
+
+def test_secret_shaped_values_are_scrubbed_from_free_text() -> None:
+    from hyperpod_nccl.redaction import redact_value, scrub
+
+    token = "k8s-aws-v1." + "a" * 60
+    assert token not in scrub(f"Authorization: Bearer {token}")
+    assert redact_value("NCCL_DEBUG", "WARN") == "WARN"
+    assert redact_value("HF_TOKEN", "short") == REDACTED
+    assert redact_value("INNOCENT", "AKIA" + "ABCDEFGHIJKLMNOP") == REDACTED

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from hyperpod_nccl.models.findings import Resource
 from hyperpod_nccl.models.inventory import Inventory
-from hyperpod_nccl.models.kubernetes import REDACTED, Container, KubernetesInventory, Pod, is_secret_name
+from hyperpod_nccl.models.kubernetes import Container, KubernetesInventory, Pod
+from hyperpod_nccl.redaction import REDACTED, is_secret_name
 
 # Resources listed per finding: enough to act on, short enough to read.
 MAX_LISTED = 8

@@ -8,7 +8,6 @@ from typing import Any
 from hyperpod_nccl.models.kubernetes import (
     HEALTH_LABEL_PREFIX,
     INSTANCE_TYPE_LABELS,
-    REDACTED,
     ConfigMapEnv,
     Container,
     ContainerState,
@@ -34,8 +33,8 @@ from hyperpod_nccl.models.kubernetes import (
     Volume,
     VolumeMount,
     instance_id_from_provider_id,
-    is_secret_name,
 )
+from hyperpod_nccl.redaction import REDACTED, is_secret_name
 
 Json = dict[str, Any]
 

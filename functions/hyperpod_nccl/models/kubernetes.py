@@ -42,14 +42,7 @@ SYSTEM_NAMESPACES = frozenset(
         "gpu-operator",
     }
 )
-REDACTED = "<redacted>"
-_SECRET_NAME = re.compile(r"(?i)(secret|passw|token|api_?key|access_?key|private_?key|credential|auth|session)")
 _INSTANCE_ID = re.compile(r"(i-[0-9a-f]{8,17})$")
-
-
-def is_secret_name(name: str) -> bool:
-    """Whether an environment variable or ConfigMap key name suggests a secret value."""
-    return bool(_SECRET_NAME.search(name))
 
 
 def instance_id_from_provider_id(provider_id: str | None) -> str | None:

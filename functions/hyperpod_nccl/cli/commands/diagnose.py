@@ -49,11 +49,38 @@ def add_scope_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    """Declare diagnose's flags."""
+def add_target_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--cluster` and `--region`: which cluster, shared by every command that diagnoses one."""
     parser.add_argument("--cluster", required=True, type=validate.cluster, help="HyperPod cluster name or ARN")
     parser.add_argument("--region", type=validate.region, help="AWS region (default: $AWS_DEFAULT_REGION)")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Declare diagnose's flags."""
+    add_target_arguments(parser)
     add_scope_arguments(parser)
+
+
+def resolve_region(args: argparse.Namespace, command: str) -> str | None:
+    """--region, else the environment; prints the usage error and returns None when missing."""
+    region = args.region or os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION")
+    if not region:
+        sys.stderr.write(f"hyperpod-nccl {command}: error: --region is required (or set AWS_DEFAULT_REGION)\n")
+        return None
+    try:
+        return validate.region(region)
+    except argparse.ArgumentTypeError as error:
+        sys.stderr.write(f"hyperpod-nccl {command}: error: {error}\n")
+        return None
+
+
+def report_aborted(aborted: DiagnosisAborted, progress: ProgressLine) -> None:
+    """Print why a diagnosis stopped (exit 1): the message, its details and the fix."""
+    progress.clear()
+    sys.stderr.write(f"[FAIL] {aborted.message}\n")
+    for line in aborted.details:
+        sys.stderr.write(f"       {line}\n")
+    sys.stderr.write(f"       fix: {aborted.fix}\n")
 
 
 def build_request(args: argparse.Namespace, cluster: str, region: str) -> DiagnoseRequest:
@@ -94,11 +121,7 @@ def run_diagnosis(request: DiagnoseRequest, aws: AwsClients, args: argparse.Name
     try:
         result = diagnose(request, aws, progress=progress)
     except DiagnosisAborted as aborted:
-        progress.clear()
-        sys.stderr.write(f"[FAIL] {aborted.message}\n")
-        for line in aborted.details:
-            sys.stderr.write(f"       {line}\n")
-        sys.stderr.write(f"       fix: {aborted.fix}\n")
+        report_aborted(aborted, progress)
         return 1
     progress.clear()
     return emit(result, args)
@@ -106,14 +129,8 @@ def run_diagnosis(request: DiagnoseRequest, aws: AwsClients, args: argparse.Name
 
 def run(args: argparse.Namespace) -> int:
     """Diagnose the cluster named on the command line against AWS."""
-    region = args.region or os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION")
-    if not region:
-        sys.stderr.write("hyperpod-nccl diagnose: error: --region is required (or set AWS_DEFAULT_REGION)\n")
-        return 2
-    try:
-        region = validate.region(region)
-    except argparse.ArgumentTypeError as error:
-        sys.stderr.write(f"hyperpod-nccl diagnose: error: {error}\n")
+    region = resolve_region(args, NAME)
+    if region is None:
         return 2
     request = build_request(args, args.cluster, region)
     return run_diagnosis(request, AwsClients(region=region), args)

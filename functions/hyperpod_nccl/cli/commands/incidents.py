@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
-from hyperpod_nccl.cli import validate
-from hyperpod_nccl.cli.commands.diagnose import add_scope_arguments, build_request
+from hyperpod_nccl.cli.commands.diagnose import (
+    add_scope_arguments,
+    add_target_arguments,
+    build_request,
+    report_aborted,
+    resolve_region,
+)
 from hyperpod_nccl.cli.progress import ProgressLine
 from hyperpod_nccl.collectors.aws import AwsClients
 from hyperpod_nccl.errors import DiagnosisAborted
@@ -29,8 +33,7 @@ HELP = "Show the cluster's failures as incidents with timelines (read-only)."
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Declare the flags: those of diagnose, plus earlier incidents to detect recurrence."""
-    parser.add_argument("--cluster", required=True, type=validate.cluster, help="HyperPod cluster name or ARN")
-    parser.add_argument("--region", type=validate.region, help="AWS region (default: $AWS_DEFAULT_REGION)")
+    add_target_arguments(parser)
     add_history_argument(parser)
     add_scope_arguments(parser)
 
@@ -43,19 +46,6 @@ def add_history_argument(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="JSON of an earlier `incidents --format json` run (recurrence across replacements)",
     )
-
-
-def resolve_region(args: argparse.Namespace, command: str) -> str | None:
-    """--region, else the environment; prints the usage error and returns None when missing."""
-    region = args.region or os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION")
-    if not region:
-        sys.stderr.write(f"hyperpod-nccl {command}: error: --region is required (or set AWS_DEFAULT_REGION)\n")
-        return None
-    try:
-        return validate.region(region)
-    except argparse.ArgumentTypeError as error:
-        sys.stderr.write(f"hyperpod-nccl {command}: error: {error}\n")
-        return None
 
 
 def read_history(path: Path | None, command: str) -> list[Incident] | None:
@@ -75,11 +65,7 @@ def execute(request: DiagnoseRequest, aws: AwsClients, history: list[Incident]) 
     try:
         run_ = run_incidents(request, aws, history=history, progress=progress)
     except DiagnosisAborted as aborted:
-        progress.clear()
-        sys.stderr.write(f"[FAIL] {aborted.message}\n")
-        for line in aborted.details:
-            sys.stderr.write(f"       {line}\n")
-        sys.stderr.write(f"       fix: {aborted.fix}\n")
+        report_aborted(aborted, progress)
         return None
     progress.clear()
     return run_

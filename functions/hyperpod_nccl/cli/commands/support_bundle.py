@@ -18,14 +18,13 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from hyperpod_nccl.cli import validate
-from hyperpod_nccl.cli.commands.diagnose import add_scope_arguments, build_request
-from hyperpod_nccl.cli.commands.incidents import add_history_argument, execute, read_history, resolve_region
+from hyperpod_nccl.cli.commands.diagnose import add_scope_arguments, add_target_arguments, build_request, resolve_region
+from hyperpod_nccl.cli.commands.incidents import add_history_argument, execute, read_history
 from hyperpod_nccl.cli.render import TextReport, render_json
 from hyperpod_nccl.collectors.aws import AwsClients
 from hyperpod_nccl.incidents.report import IncidentRun, incidents_json, write_escalations, write_incident
 from hyperpod_nccl.models.findings import SweepResult
-from hyperpod_nccl.models.kubernetes import REDACTED, is_secret_name
+from hyperpod_nccl.redaction import redact_value
 
 NAME = "support-bundle"
 HELP = "Write a local bundle with everything an AWS Support case needs (read-only)."
@@ -33,14 +32,11 @@ HELP = "Write a local bundle with everything an AWS Support case needs (read-onl
 BUNDLE_SAMPLE_NODES = 10
 ENV_PREFIXES = ("NCCL_", "FI_", "TORCH_")
 ERROR_LINE = re.compile(r"(?i)(nccl|libfabric|net/ofi|\bofi\b|\bfi_|efa|watchdog|c10d|xid|rendezvous)")
-# Values that look like credentials even under an innocent name (AWS key ids, long tokens).
-SECRET_VALUE = re.compile(r"(AKIA|ASIA)[0-9A-Z]{16}|[A-Za-z0-9+/=_-]{40,}")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Declare the flags: those of diagnose (with a larger default sample), plus --output."""
-    parser.add_argument("--cluster", required=True, type=validate.cluster, help="HyperPod cluster name or ARN")
-    parser.add_argument("--region", type=validate.region, help="AWS region (default: $AWS_DEFAULT_REGION)")
+    add_target_arguments(parser)
     parser.add_argument(
         "--output", type=Path, metavar="DIR", help="bundle directory (default: ./support-<cluster>-<UTC>)"
     )
@@ -53,9 +49,7 @@ def redact(name: str, value: str | None) -> str:
     """The value as it may appear in a support case: secret-looking names or values redacted."""
     if value is None:
         return "<from reference>"
-    if is_secret_name(name) or SECRET_VALUE.search(value):
-        return REDACTED
-    return value
+    return redact_value(name, value)
 
 
 def nccl_environment(run_: IncidentRun) -> list[str]:
