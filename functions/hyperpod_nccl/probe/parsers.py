@@ -171,7 +171,7 @@ def _walk_strings(node: Any, path: str = "") -> Iterator[tuple[str, str]]:
 
 def parse_dcgm_health(text: str) -> tuple[str | None, list[str]]:
     """Overall health and the incident messages of `dcgmi health --check` (JSON or table)."""
-    if not text.strip() or "Error" in text.split("\n", 1)[0]:
+    if not text.strip() or text.lstrip().startswith("Error"):
         return None, []
     overall: str | None = None
     incidents: list[str] = []

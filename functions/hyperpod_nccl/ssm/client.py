@@ -139,8 +139,9 @@ class RateLimiter:
             now = self._clock()
             self._tokens = min(float(self.burst), self._tokens + (now - self._stamp) * self.rate)
             self._stamp = now
-            if self._tokens >= 1.0:
-                self._tokens -= 1.0
+            # The epsilon absorbs float rounding of the refill (1/3 s steps never sum to exactly 1).
+            if self._tokens >= 1.0 - 1e-9:
+                self._tokens = max(0.0, self._tokens - 1.0)
                 return 0.0
             return (1.0 - self._tokens) / self.rate
 

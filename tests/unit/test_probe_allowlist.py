@@ -1,0 +1,143 @@
+"""The probe scripts run only read-only tools, each external one under `timeout`."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import pytest
+
+from hyperpod_nccl.probe import SCRIPTS, script
+
+# Read-only tools the probes may run. Dual-use tools are constrained by ARGUMENT_RULES below.
+ALLOWED = {
+    "uname",
+    "hostname",
+    "nvidia-smi",
+    "grep",
+    "head",
+    "tail",
+    "dmesg",
+    "journalctl",
+    "dcgmi",
+    "ls",
+    "lspci",
+    "cat",
+    "lsmod",
+    "fi_info",
+    "ip",
+    "df",
+    "ps",
+    "iptables",
+    "scontrol",
+    "systemctl",
+    "sinfo",
+    "squeue",
+}
+# Shell builtins and the script's own section markers (no process is started).
+BUILTINS = {"export", "ulimit", "printf", "begin", "end", "timeout"}
+# Arguments a dual-use tool must (or must not) carry to stay read-only.
+ARGUMENT_RULES: dict[str, tuple[set[str], set[str]]] = {
+    # tool: (at least one of these must appear, none of these may appear)
+    "nvidia-smi": (set(), {"-r", "--gpu-reset", "-pm", "-e", "-c", "-ac", "-rac", "-pl", "-mig", "-lgc", "-rgc"}),
+    "iptables": ({"-S", "-L"}, {"-A", "-D", "-I", "-F", "-X", "-P", "-N", "-R", "-Z"}),
+    "systemctl": ({"is-active", "status", "show"}, set()),
+    "scontrol": ({"ping", "show"}, set()),
+    "dcgmi": ({"--check", "discovery"}, {"-s", "--set", "diag", "-r"}),
+    "ip": ({"addr", "link"}, {"set", "add", "del", "delete", "flush"}),
+    "journalctl": (set(), {"--vacuum-size", "--vacuum-time", "--rotate", "--flush"}),
+    "dmesg": (set(), {"-c", "-C", "--clear", "-n"}),
+}
+# Builtins that cannot hang and so need no timeout.
+NO_TIMEOUT_NEEDED = {"export", "ulimit", "printf", "begin", "end"}
+
+
+_SEPARATORS = {"|", "||", "&&", ";", "&"}
+
+
+def _tokens(line: str) -> list[str]:
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    return list(lexer)
+
+
+def commands(text: str) -> list[list[str]]:
+    """Every simple command of the script (quote-aware split on pipes, `;`, `&&`, `||`), function
+    bodies included, with redirections removed."""
+    found = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        body = re.match(r"^\w+\(\) \{ (.*); \}$", line)
+        if body:
+            line = body.group(1)
+        assert "$(" not in line and "`" not in line, f"command substitution hides commands: {line}"
+        current: list[str] = []
+        tokens = iter(_tokens(line))
+        for token in tokens:
+            if token in _SEPARATORS:
+                if current:
+                    found.append(current)
+                current = []
+            elif token.startswith((">", "<")) or token in (">&", "2>&"):
+                next(tokens, None)  # the redirect target
+            elif re.fullmatch(r"\d", token) and current and current[-1] == token:
+                continue
+            else:
+                current.append(token)
+        if current:
+            found.append(current)
+    # `2>&1` tokenises as "2", ">&", "1": drop the stray file-descriptor digits.
+    return [[w for i, w in enumerate(c) if not (w.isdigit() and i == len(c) - 1 and len(w) == 1)] for c in found]
+
+
+def redirect_targets(text: str) -> list[str]:
+    """Targets of output redirections in the script's commands (comments ignored)."""
+    targets = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        tokens = _tokens(line)
+        for index, token in enumerate(tokens):
+            if token.startswith(">") and index + 1 < len(tokens):
+                targets.append(token[1:] + tokens[index + 1] if token != ">" else tokens[index + 1])
+    return targets
+
+
+@pytest.mark.parametrize("role", sorted(SCRIPTS))
+def test_scripts_use_only_allowlisted_read_only_commands(role: str) -> None:
+    text = script(role)
+    for words in commands(text):
+        if "=" in words[0] and words[0].split("=", 1)[0].isidentifier():
+            continue  # plain assignment
+        tool = words[0]
+        if tool == "timeout":
+            assert re.fullmatch(r"\d+", words[1]), words
+            tool, args = words[2], words[3:]
+        else:
+            args = words[1:]
+            assert tool in NO_TIMEOUT_NEEDED or tool in {"grep", "head", "tail"}, f"{tool} runs without timeout"
+        assert tool in ALLOWED | BUILTINS, f"{tool} is not on the read-only allowlist"
+        required, forbidden = ARGUMENT_RULES.get(tool, (set(), set()))
+        assert not forbidden & set(args), f"{tool} {args} uses a state-changing option"
+        if required:
+            assert required & set(args), f"{tool} {args} lacks a read-only subcommand"
+
+
+@pytest.mark.parametrize("role", sorted(SCRIPTS))
+def test_scripts_never_write_files(role: str) -> None:
+    assert redirect_targets(script(role))  # the scripts do redirect (stderr into stdout) ...
+    for target in redirect_targets(script(role)):
+        assert target in ("&1", "/dev/null"), f"redirect to {target!r}"  # ... but never into a file
+
+
+def test_the_checker_rejects_a_state_changing_command() -> None:
+    # Guard against a checker that accepts everything.
+    bad = commands("timeout 5 nvidia-smi -r 2>&1 | grep 'a|b'\ntimeout 5 iptables -F\nreboot\n")
+    assert [w[2] if w[0] == "timeout" else w[0] for w in bad] == ["nvidia-smi", "grep", "iptables", "reboot"]
+    assert bad[0] == ["timeout", "5", "nvidia-smi", "-r"]
+    assert redirect_targets("cat x > /etc/passwd\n") == ["/etc/passwd"]
+    assert "reboot" not in ALLOWED | BUILTINS
+    assert "-r" in ARGUMENT_RULES["nvidia-smi"][1] and "-F" in ARGUMENT_RULES["iptables"][1]

@@ -1,0 +1,92 @@
+"""Parsers of the probe sections against public command outputs and rendered node outputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hyperpod_nccl.probe.parsers import parse_node_probe, parse_slurm_controller, split_sections
+from hyperpod_nccl.simulation.node_behaviours import NodeBehaviour, XidSpec
+from hyperpod_nccl.simulation.nodes import render_node_probe
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "probe"
+
+
+def _fixture(name: str) -> str:
+    return (DATA / name).read_text(encoding="utf-8")
+
+
+def test_fi_info_counts_distinct_efa_domains_and_reads_the_installer_version() -> None:
+    probe = parse_node_probe(_fixture("fi_info_efa_single_device.txt"))
+    assert probe.fi_info_efa_domains == 1  # efa_0 as rdm and dgram is one device
+    assert probe.versions.efa_installer == "1.5.1"
+
+
+def test_xid_lines_from_dmesg_and_journal_are_merged_once() -> None:
+    probe = parse_node_probe(_fixture("xid79_dmesg.txt"))
+    assert [(x.bus_id, x.code) for x in probe.xids] == [("0000:44:00", 79)]
+    assert probe.gpu_present is True
+    row = probe.remapped_rows[0]
+    assert (row.uncorrectable, row.pending, row.failure) == (4, True, False)
+
+
+def test_cpu_node_and_cut_off_sections() -> None:
+    probe = parse_node_probe(_fixture("cpu_node_missing_tools.txt"))
+    assert probe.gpu_present is False
+    assert probe.fi_info_efa_domains is None and probe.fi_info_error == "fi_info not installed"
+    assert (probe.memlock_kib, probe.memlock_unlimited) == (0, False)
+    assert probe.stack_unlimited is True
+    assert (probe.shm_fstype, probe.shm_size_bytes) == ("tmpfs", 67108864)
+    assert probe.section_rc("dcgm_health") is None and probe.dcgm_overall is None
+
+
+def test_rendered_p5_node_parses_completely() -> None:
+    text = render_node_probe(
+        NodeBehaviour(
+            xids=[XidSpec(gpu=5, code=48)],
+            remap_failure_gpus=[1],
+            nvlink_inactive=["0:3"],
+            acs_enabled=2,
+            firewall_drops=1,
+            mtu=1500,
+            stack_kib=1024,
+        ),
+        "ml.p5.48xlarge",
+        "ip-10-1-0-20.us-west-2.compute.internal",
+        "worker:0",
+    )
+    probe = parse_node_probe(text)
+    assert len(probe.gpus) == 8 and probe.gpus[5].bus_id == "00000000:A8:00.0"
+    assert [(x.bus_id, x.code) for x in probe.xids] == [("0000:a8:00", 48)]
+    assert [r.failure for r in probe.remapped_rows].count(True) == 1
+    assert probe.nvlink_active == 8 * 18 - 1 and probe.nvlink_inactive == ["GPU 0 Link 3: <inactive>"]
+    assert probe.topology_nvlink_pairs == 56 and probe.topology_pcie_pairs == 0
+    assert len(probe.acs_enabled_bridges) == 2 and len(probe.firewall_rules) == 1
+    assert probe.fi_info_efa_domains == 32 and len(probe.efa_devices or []) == 32
+    assert {i.name: i.mtu for i in probe.interfaces}["ens32"] == 1500
+    assert probe.stack_kib == 1024 and probe.numa_nodes == 2
+    assert probe.versions.nccl == "2.21.5" and probe.versions.ofi_nccl == "1.11.0"
+    assert probe.versions.libfabric == "1.22.0amzn4.0" and probe.versions.cuda == "12.4"
+    assert len(probe.efa_counters) == 32
+
+
+def test_split_sections_ignores_text_outside_markers() -> None:
+    sections = split_sections("banner\n@@BEGIN a\nx\n@@END a rc=3\nnoise\n@@BEGIN b\ny\n")
+    assert (sections["a"].lines, sections["a"].rc) == (["x"], 3)
+    assert (sections["b"].lines, sections["b"].rc) == (["y"], None)
+
+
+def test_slurm_controller_sections() -> None:
+    text = (
+        "@@BEGIN slurm_ping\nSlurmctld(primary) at ip-10-1-0-10 is UP\n@@END slurm_ping rc=0\n"
+        "@@BEGIN munge\ninactive\n@@END munge rc=3\n"
+        "@@BEGIN sinfo\nip-10-1-0-12|ip-10-1-0-12|10.1.0.12|drained*|Kill task failed\n"
+        "ip-10-1-0-13|ip-10-1-0-13|10.1.0.13|idle|none\n@@END sinfo rc=0\n"
+        "@@BEGIN squeue\n42|train|PENDING|(Resources)\n@@END squeue rc=0\n"
+    )
+    slurm = parse_slurm_controller(text)
+    assert slurm.controller_up is True and slurm.munge_state == "inactive"
+    assert [(n.name, n.state, n.reason) for n in slurm.nodes] == [
+        ("ip-10-1-0-12", "drained*", "Kill task failed"),
+        ("ip-10-1-0-13", "idle", None),
+    ]
+    assert slurm.queue[0].reason == "(Resources)"

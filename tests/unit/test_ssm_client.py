@@ -1,0 +1,208 @@
+"""Our Session Manager client against the protocol-faithful simulated agent, across every fault
+knob, plus the budget, the StartSession retry policy and the rate limiter."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from hyperpod_nccl.collectors.aws import AwsClients
+from hyperpod_nccl.simulation.aws import EmulatedAws, register_start_session_handler, terminated_sessions
+from hyperpod_nccl.simulation.node_behaviours import SessionFaultSpec
+from hyperpod_nccl.simulation.scenario import FaultSpec
+from hyperpod_nccl.simulation.ssm_agent import SimulatedSsmAgent
+from hyperpod_nccl.ssm import codec
+from hyperpod_nccl.ssm.client import (
+    RateLimiter,
+    SessionError,
+    SessionErrorKind,
+    SessionRunner,
+    run_data_channel,
+    split_exit_code,
+    wrap_command,
+)
+
+OUTPUT = ("probe ✓ ü " * 400 + "\n").encode() + b"\n__RC__=3\n"
+EXPECTED = OUTPUT[: -len(b"\n__RC__=3\n")]
+
+
+@pytest.fixture(scope="module")
+def agent():  # type: ignore[no-untyped-def]
+    server = SimulatedSsmAgent().start()
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize(
+    "faults",
+    [
+        SessionFaultSpec(),
+        SessionFaultSpec(drop_first=2),
+        SessionFaultSpec(duplicate=True),
+        SessionFaultSpec(reorder=True),
+        SessionFaultSpec(corrupt_digest=2),
+        SessionFaultSpec(stall_seconds=0.3),
+        SessionFaultSpec(close_without_channel_closed=True),
+        SessionFaultSpec(drop_first=1, duplicate=True, reorder=True),
+    ],
+    ids=["clean", "drop", "duplicate", "reorder", "bad-digest", "stall", "no-channel-closed", "combined"],
+)
+def test_output_arrives_complete_and_in_order_despite_faults(agent, faults) -> None:  # type: ignore[no-untyped-def]
+    response = agent.add_session("target", OUTPUT, faults)
+    output, exit_code = run_data_channel(response["StreamUrl"], response["TokenValue"], time.monotonic() + 10)
+    assert output == EXPECTED
+    assert exit_code == 3
+    session = agent.session(response["SessionId"])
+    # The client answered the handshake and acknowledged every output message.
+    sent = [m for m in session.received if m.message_type == codec.INPUT_STREAM_DATA]
+    assert sent[0].payload_type == codec.PayloadType.HANDSHAKE_RESPONSE
+    assert sent[0].json()["ProcessedClientActions"][0]["ActionStatus"] == 1
+    if not faults.close_without_channel_closed:
+        assert session.completed
+
+
+def test_duplicates_are_re_acknowledged(agent) -> None:  # type: ignore[no-untyped-def]
+    response = agent.add_session("target", OUTPUT, SessionFaultSpec(duplicate=True))
+    run_data_channel(response["StreamUrl"], response["TokenValue"], time.monotonic() + 10)
+    acks = [
+        codec.acknowledged_sequence(m)
+        for m in agent.session(response["SessionId"]).received
+        if m.message_type == "acknowledge"
+    ]
+    assert len(acks) > len(set(acks))
+
+
+def test_kms_encryption_fails_closed(agent) -> None:  # type: ignore[no-untyped-def]
+    response = agent.add_session("target", OUTPUT, SessionFaultSpec(kms=True))
+    with pytest.raises(SessionError) as raised:
+        run_data_channel(response["StreamUrl"], response["TokenValue"], time.monotonic() + 10)
+    assert raised.value.kind is SessionErrorKind.KMS_ENCRYPTION
+    assert "KMS" in raised.value.message
+    answered = next(
+        m for m in agent.session(response["SessionId"]).received if m.message_type == codec.INPUT_STREAM_DATA
+    )
+    statuses = {a["ActionType"]: a["ActionStatus"] for a in answered.json()["ProcessedClientActions"]}
+    assert statuses == {"SessionType": 1, "KMSEncryption": 2}
+
+
+def test_a_dropped_connection_is_a_retryable_transport_error(agent) -> None:  # type: ignore[no-untyped-def]
+    response = agent.add_session("target", OUTPUT, SessionFaultSpec(disconnect_after=1))
+    with pytest.raises(SessionError) as raised:
+        run_data_channel(response["StreamUrl"], response["TokenValue"], time.monotonic() + 10)
+    assert raised.value.kind is SessionErrorKind.TRANSPORT and raised.value.kind.retryable
+
+
+def test_a_wrong_token_is_refused(agent) -> None:  # type: ignore[no-untyped-def]
+    response = agent.add_session("target", OUTPUT)
+    with pytest.raises(SessionError) as raised:
+        run_data_channel(response["StreamUrl"], "not-the-token", time.monotonic() + 5)
+    assert raised.value.kind is SessionErrorKind.TRANSPORT
+
+
+def test_budget_expiry_keeps_the_partial_output(agent) -> None:  # type: ignore[no-untyped-def]
+    response = agent.add_session("target", OUTPUT, SessionFaultSpec(stall_seconds=5))
+    with pytest.raises(SessionError) as raised:
+        run_data_channel(response["StreamUrl"], response["TokenValue"], time.monotonic() + 0.5)
+    assert raised.value.kind is SessionErrorKind.BUDGET_EXPIRED
+    assert 0 < len(raised.value.partial_output) < len(OUTPUT)
+    assert EXPECTED.startswith(raised.value.partial_output)
+
+
+def test_wrap_command_round_trips_the_script_and_marker() -> None:
+    command = wrap_command("echo 'quoted' \"double\" $HOME\n")
+    assert command.startswith("bash -c 'echo ") and "__RC__=%d" in command
+    assert split_exit_code(b"out\n__RC__=0\n") == (b"out", 0)
+    assert split_exit_code(b"cut off") == (b"cut off", None)
+
+
+# --- StartSession through the AWS emulation ---------------------------------------------------
+
+
+@pytest.fixture
+def ssm(emulation: EmulatedAws, agent):  # type: ignore[no-untyped-def]
+    emulation.reset()
+    clients = AwsClients(
+        region="us-west-2", endpoint_url=emulation.endpoint_url, session=emulation.session(), max_attempts=0
+    )
+    calls: list[str] = []
+
+    def handler(target, document, parameters):  # type: ignore[no-untyped-def]
+        calls.append(target)
+        return agent.add_session(target, OUTPUT, SessionFaultSpec(stall_seconds=5) if "slow" in target else None)
+
+    register_start_session_handler("123456789012/us-west-2", handler)
+    yield clients.client("ssm"), calls
+    emulation.reset()
+
+
+def _runner(client, budget: float = 10.0) -> SessionRunner:  # type: ignore[no-untyped-def]
+    return SessionRunner(ssm=client, limiter=RateLimiter(1000, 1000), budget_seconds=budget, backoff_seconds=0.01)
+
+
+def test_runner_retries_throttling_then_succeeds(ssm, emulation: EmulatedAws) -> None:  # type: ignore[no-untyped-def]
+    client, calls = ssm
+    emulation.faults.set_faults([FaultSpec(operation="ssm:StartSession", error_code="ThrottlingException", times=2)])
+    result = _runner(client).run("sagemaker-cluster:abc_worker-i-1", "true")
+    assert (result.exit_code, result.attempts, len(calls)) == (3, 3, 1)
+
+
+@pytest.mark.parametrize(
+    ("code", "kind"),
+    [
+        ("AccessDeniedException", SessionErrorKind.ACCESS_DENIED),
+        ("TargetNotConnected", SessionErrorKind.TARGET_NOT_CONNECTED),
+        ("InvalidTarget", SessionErrorKind.INVALID_TARGET),
+    ],
+)
+def test_runner_does_not_retry_permanent_errors(ssm, emulation: EmulatedAws, code: str, kind) -> None:  # type: ignore[no-untyped-def]
+    client, _ = ssm
+    emulation.faults.set_faults([FaultSpec(operation="ssm:StartSession", error_code=code)])
+    before = emulation.faults.calls.count("ssm:StartSession")
+    with pytest.raises(SessionError) as raised:
+        _runner(client).run("sagemaker-cluster:abc_worker-i-1", "true")
+    assert raised.value.kind is kind and raised.value.attempts == 1 and raised.value.code == code
+    assert emulation.faults.calls.count("ssm:StartSession") - before == 1
+
+
+def test_budget_expiry_terminates_the_session(ssm) -> None:  # type: ignore[no-untyped-def]
+    client, _ = ssm
+    with pytest.raises(SessionError) as raised:
+        _runner(client, budget=0.6).run("sagemaker-cluster:abc_slow-i-1", "true")
+    assert raised.value.kind is SessionErrorKind.BUDGET_EXPIRED
+    assert raised.value.session_id in terminated_sessions()
+    assert raised.value.partial_output
+
+
+# --- the shared rate limiter (logic, not timing) ----------------------------------------------
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def test_rate_limiter_allows_a_burst_then_paces_at_the_rate() -> None:
+    clock = FakeClock()
+    limiter = RateLimiter(3.0, burst=3, clock=clock, sleep=clock.sleep)
+    for _ in range(9):
+        assert limiter.acquire()
+    # 3 immediately, then 6 more at 3 per second: 2 seconds of waiting in total.
+    assert clock.now == pytest.approx(2.0)
+    assert all(s == pytest.approx(1 / 3) for s in clock.slept)
+
+
+def test_rate_limiter_gives_up_at_the_deadline() -> None:
+    clock = FakeClock()
+    limiter = RateLimiter(1.0, burst=1, clock=clock, sleep=clock.sleep)
+    assert limiter.acquire(deadline=10)
+    assert not limiter.acquire(deadline=0.5)
+    assert clock.slept == []
