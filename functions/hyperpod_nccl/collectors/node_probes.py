@@ -18,7 +18,9 @@ from hyperpod_nccl.models.cluster import ClusterNode, ControlPlaneInventory
 from hyperpod_nccl.models.node_probe import NodeProbeInventory, NodeProbeResult, ProbePlan, ProbeTarget
 from hyperpod_nccl.probe import script
 from hyperpod_nccl.probe.parsers import parse_node_probe, parse_slurm_controller
-from hyperpod_nccl.ssm.client import SessionError, SessionRunner, wrap_command
+
+# Module import (not names): ssm.client imports collectors.aws, so names may not exist yet here.
+from hyperpod_nccl.ssm import client as ssm_client
 
 # Instance groups whose name marks them as utility nodes (the original's tiering).
 _UTILITY_MARKERS = ("controller", "head", "master", "login")
@@ -106,11 +108,13 @@ def plan_probes(ctx: CollectionContext, control_plane: ControlPlaneInventory) ->
     return plan
 
 
-def _runner(ctx: CollectionContext) -> SessionRunner:
-    return SessionRunner(ssm=ctx.aws.client("ssm"))
+def _runner(ctx: CollectionContext) -> ssm_client.SessionRunner:
+    return ssm_client.SessionRunner(ssm=ctx.aws.client("ssm"))
 
 
-def probe_node(ctx: CollectionContext, target: ProbeTarget, runner: SessionRunner | None = None) -> NodeProbeResult:
+def probe_node(
+    ctx: CollectionContext, target: ProbeTarget, runner: ssm_client.SessionRunner | None = None
+) -> NodeProbeResult:
     """Probe one node over SSM within its budget. Never raises: failures become unreachable."""
     runner = runner or _runner(ctx)
     started = time.monotonic()
@@ -124,8 +128,8 @@ def probe_node(ctx: CollectionContext, target: ProbeTarget, runner: SessionRunne
         status=target.status,
     )
     try:
-        outcome = runner.run(target.ssm_target, wrap_command(script(target.role)))
-    except SessionError as error:
+        outcome = runner.run(target.ssm_target, ssm_client.wrap_command(script(target.role)))
+    except ssm_client.SessionError as error:
         result.error = error.message
         result.error_kind = error.kind.value
         result.error_code = error.code or None
