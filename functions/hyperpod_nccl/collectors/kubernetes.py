@@ -152,6 +152,10 @@ def _forbidden_reason(paths: list[str], *, partial: bool) -> DegradedSource:
     )
 
 
+# What converting a JSON object that does not follow the Kubernetes schema can raise.
+MALFORMED_OBJECT_ERRORS = (AttributeError, TypeError, KeyError, ValueError, IndexError)
+
+
 class _Reader:
     """One collection: reads each resource independently so that one refusal costs only the
     checks that need it."""
@@ -173,6 +177,10 @@ class _Reader:
             self.forbidden.append(error.path)
         except KubeError as error:
             self.failed.append(f"{what}: {error}")
+        except MALFORMED_OBJECT_ERRORS as error:
+            # The API server validates objects against their schema; one that does not convert
+            # means a broken proxy or a hostile endpoint: report it, keep everything else.
+            self.failed.append(f"{what}: malformed object from the API ({type(error).__name__}: {str(error)[:120]})")
         return None
 
     def _in_scope(self, namespace: str) -> bool:

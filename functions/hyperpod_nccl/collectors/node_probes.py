@@ -12,6 +12,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
+from pydantic import ValidationError
+
 from hyperpod_nccl import instance_types, thresholds
 from hyperpod_nccl.collectors.context import CollectionContext
 from hyperpod_nccl.models.cluster import ClusterNode, ControlPlaneInventory
@@ -83,7 +85,7 @@ def plan_probes(ctx: CollectionContext, control_plane: ControlPlaneInventory) ->
         chosen = [n for n in nodes if n.instance_id == scope.node]
         if not chosen:
             plan.skipped[scope.node] = "not a node of this cluster (ListClusterNodes)"
-        plan.targets = [_target(n, cluster.cluster_id) for n in chosen]
+        plan.targets = _valid_targets(chosen, cluster.cluster_id, plan)
         plan.skipped.update(
             {n.instance_id: "--node selects another node" for n in nodes if n.instance_id != scope.node}
         )
@@ -98,14 +100,27 @@ def plan_probes(ctx: CollectionContext, control_plane: ControlPlaneInventory) ->
     limit = len(candidates) if scope.sample_nodes == "all" else int(scope.sample_nodes)
     for node in candidates[limit:]:
         plan.skipped[node.instance_id] = f"not in the sample of {limit} (use --sample-nodes all)"
-    plan.targets = [_target(n, cluster.cluster_id) for n in candidates[:limit]]
+    plan.targets = _valid_targets(candidates[:limit], cluster.cluster_id, plan)
     if cluster.orchestrator == "slurm":
         controller = _slurm_controller(control_plane)
         if controller is not None:
             plan.skipped.pop(controller.instance_id, None)
             plan.targets = [t for t in plan.targets if t.instance_id != controller.instance_id]
-            plan.targets.insert(0, _target(controller, cluster.cluster_id, "slurm_controller"))
+            plan.targets[:0] = _valid_targets([controller], cluster.cluster_id, plan, "slurm_controller")
     return plan
+
+
+def _valid_targets(nodes: list[ClusterNode], cluster_id: str, plan: ProbePlan, role: str = "node") -> list[ProbeTarget]:
+    """Targets for `nodes`; a node whose ids could not form a well-formed SSM target is skipped
+    with the reason, so no API-supplied value can change which session target is opened."""
+    targets = []
+    for node in nodes:
+        try:
+            targets.append(_target(node, cluster_id, role))
+        except ValidationError as error:
+            fields = ", ".join(str(e["loc"][0]) for e in error.errors())
+            plan.skipped[node.instance_id] = f"not probed: malformed {fields} for an SSM target"
+    return targets
 
 
 def _runner(ctx: CollectionContext) -> ssm_client.SessionRunner:

@@ -14,13 +14,21 @@ from pydantic import BaseModel, Field
 ProbeRole = Literal["node", "slurm_controller"]
 
 
+# The parts of an SSM target, as AWS defines them (pydantic uses Rust regexes: `$` is the end of
+# the text, never before a trailing newline). Validated because they come from API
+# responses and state-machine payloads and end up in a session target: nothing else may.
+INSTANCE_ID_PATTERN = r"^i-[0-9a-f]{8,17}$"
+INSTANCE_GROUP_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
+CLUSTER_ID_PATTERN = r"^[a-z0-9]{12}$"
+
+
 class ProbeTarget(BaseModel):
     """One node to probe: enough to build its SSM target."""
 
-    instance_id: str
-    instance_group: str
+    instance_id: str = Field(pattern=INSTANCE_ID_PATTERN)
+    instance_group: str = Field(pattern=INSTANCE_GROUP_PATTERN)
     instance_type: str
-    cluster_id: str
+    cluster_id: str = Field(pattern=CLUSTER_ID_PATTERN)
     role: ProbeRole = "node"
     hostname: str | None = None
     status: str | None = None
@@ -112,6 +120,27 @@ class Versions(BaseModel):
     efa_module: str | None = None
 
 
+class NcclJobProcess(BaseModel):
+    """A training process on the node with the NCCL/PyTorch settings of its environment."""
+
+    pid: int
+    command: str | None = None
+    rank: int | None = None
+    local_rank: int | None = None
+    env: dict[str, str] = Field(default_factory=dict, description="only the NCCL/TORCH_NCCL names the probe reads")
+
+
+class FlightRecorderFile(BaseModel):
+    """One PyTorch Flight Recorder dump found on the node, still encoded (it is a pickle: it is
+    only ever decoded by `hang.flight_recorder`'s restricted loader, at evaluation time)."""
+
+    path: str
+    rank: int | None = None
+    modified_epoch: float | None = None
+    size_bytes: int = 0
+    data_base64: str = ""
+
+
 class NodeProbeData(BaseModel):
     """Every signal the node probe collected, parsed. None = the section gave no answer."""
 
@@ -153,6 +182,10 @@ class NodeProbeData(BaseModel):
     stale_shm_files: list[str] = Field(default_factory=list)
     training_processes: int | None = None
     efa_counters: dict[str, dict[str, int]] = Field(default_factory=dict)
+    nccl_jobs: list[NcclJobProcess] = Field(default_factory=list)
+    ras_status: str | None = Field(default=None, description="NCCL RAS STATUS answer, verbatim (capped)")
+    ras_error: str | None = None
+    flight_recorder_dumps: list[FlightRecorderFile] = Field(default_factory=list)
     sections: list[SectionStatus] = Field(default_factory=list)
 
     def section_rc(self, name: str) -> int | None:

@@ -127,6 +127,12 @@ def _error_text(error: ValidationError) -> str:
     return f"{where}: {first.get('msg', 'invalid')}" if where else str(first.get("msg", "invalid"))
 
 
+def _event_id(event: dict[str, Any]) -> str | None:
+    """The event's id when it is a string (a hostile event may put anything there)."""
+    value = event.get("id")
+    return value[:200] if isinstance(value, str) else None
+
+
 def _watched(cluster: str, region: str, watched: list[WatchedCluster]) -> bool:
     return not watched or any(w.name == cluster and w.region == region for w in watched)
 
@@ -143,7 +149,7 @@ def parse_trigger(
     try:
         envelope = EventBridgeModel.model_validate(event)
     except ValidationError as error:
-        return Rejection(reason=f"not an EventBridge event ({_error_text(error)})", event_id=event.get("id"))
+        return Rejection(reason=f"not an EventBridge event ({_error_text(error)})", event_id=_event_id(event))
     if envelope.source != HYPERPOD_SOURCE:
         return Rejection(reason=f"foreign source {envelope.source!r}", event_id=envelope.id)
     if envelope.detail_type not in DETAIL_TYPES:
@@ -208,7 +214,7 @@ def _schedule(event: dict[str, Any], watched: list[WatchedCluster], now: datetim
     try:
         tick = ScheduleInput.model_validate(event)
     except ValidationError as error:
-        return Rejection(reason=f"malformed schedule input ({_error_text(error)})", event_id=event.get("id"))
+        return Rejection(reason=f"malformed schedule input ({_error_text(error)})", event_id=_event_id(event))
     clusters = tick.clusters if tick.clusters is not None else watched
     if not clusters:
         return Rejection(reason="schedule tick but no cluster is watched", event_id=tick.id)
