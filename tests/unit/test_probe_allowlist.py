@@ -33,9 +33,18 @@ ALLOWED = {
     "systemctl",
     "sinfo",
     "squeue",
+    # Hang attribution: `nc` only as a client of the node-local NCCL RAS port (no listen/exec
+    # options, see ARGUMENT_RULES); `find` only lists Flight Recorder dumps (no -delete/-exec);
+    # `base64` encodes a dump to stdout; `tr` turns /proc/<pid>/environ's NULs into newlines.
+    "nc",
+    "find",
+    "base64",
+    "tr",
 }
 # Shell builtins and the script's own section markers (no process is started).
-BUILTINS = {"export", "ulimit", "printf", "begin", "end", "timeout"}
+BUILTINS = {"export", "ulimit", "printf", "begin", "end", "timeout", "shopt", "read", "done"}
+# Shell keywords that prefix a command in a one-line loop/conditional (`for ...; do cmd; done`).
+KEYWORD_PREFIXES = {"do", "then", "else"}
 # Arguments a dual-use tool must (or must not) carry to stay read-only.
 ARGUMENT_RULES: dict[str, tuple[set[str], set[str]]] = {
     # tool: (at least one of these must appear, none of these may appear)
@@ -47,9 +56,17 @@ ARGUMENT_RULES: dict[str, tuple[set[str], set[str]]] = {
     "ip": ({"addr", "link"}, {"set", "add", "del", "delete", "flush"}),
     "journalctl": (set(), {"--vacuum-size", "--vacuum-time", "--rotate", "--flush"}),
     "dmesg": (set(), {"-c", "-C", "--clear", "-n"}),
+    "nc": (set(), {"-l", "--listen", "-e", "--exec", "-c", "--sh-exec", "-k", "--keep-open", "-o", "--output"}),
+    "find": (
+        set(),
+        {"-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls"},
+    ),
+    "base64": (set(), {"-d", "--decode"}),
 }
 # Builtins that cannot hang and so need no timeout.
-NO_TIMEOUT_NEEDED = {"export", "ulimit", "printf", "begin", "end"}
+NO_TIMEOUT_NEEDED = {"export", "ulimit", "printf", "begin", "end", "shopt", "read", "done"}
+# Stream filters that only read their stdin, so end when their producer (under timeout) ends.
+STDIN_FILTERS = {"grep", "head", "tail", "tr"}
 
 
 _SEPARATORS = {"|", "||", "&&", ";", "&"}
@@ -89,7 +106,10 @@ def commands(text: str) -> list[list[str]]:
         if current:
             found.append(current)
     # `2>&1` tokenises as "2", ">&", "1": drop the stray file-descriptor digits.
-    return [[w for i, w in enumerate(c) if not (w.isdigit() and i == len(c) - 1 and len(w) == 1)] for c in found]
+    cleaned = [[w for i, w in enumerate(c) if not (w.isdigit() and i == len(c) - 1 and len(w) == 1)] for c in found]
+    # `do cmd` / `then cmd` run `cmd`; a `for name in words` header starts no process.
+    cleaned = [c[1:] if c and c[0] in KEYWORD_PREFIXES else c for c in cleaned]
+    return [c for c in cleaned if c and c[0] != "for"]
 
 
 def redirect_targets(text: str) -> list[str]:
@@ -118,7 +138,7 @@ def test_scripts_use_only_allowlisted_read_only_commands(role: str) -> None:
             tool, args = words[2], words[3:]
         else:
             args = words[1:]
-            assert tool in NO_TIMEOUT_NEEDED or tool in {"grep", "head", "tail"}, f"{tool} runs without timeout"
+            assert tool in NO_TIMEOUT_NEEDED or tool in STDIN_FILTERS, f"{tool} runs without timeout"
         assert tool in ALLOWED | BUILTINS, f"{tool} is not on the read-only allowlist"
         required, forbidden = ARGUMENT_RULES.get(tool, (set(), set()))
         assert not forbidden & set(args), f"{tool} {args} uses a state-changing option"

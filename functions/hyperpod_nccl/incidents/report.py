@@ -20,6 +20,7 @@ from hyperpod_nccl.collectors.aws import AwsClients
 from hyperpod_nccl.collectors.context import CollectionContext, ProgressSink
 from hyperpod_nccl.engine import build_result
 from hyperpod_nccl.hang.attribution import AttributionFact
+from hyperpod_nccl.hang.evidence import hang_evidence
 from hyperpod_nccl.incidents.build import build_incidents
 from hyperpod_nccl.incidents.escalation import Escalation, judge
 from hyperpod_nccl.incidents.models import Incident
@@ -42,9 +43,8 @@ class IncidentRun:
 
 
 def attributions_of(inventory: Inventory) -> list[AttributionFact]:
-    """Hang attribution facts the node probes brought back (none until a probe collects RAS / FR)."""
-    del inventory
-    return []
+    """Hang attribution facts from the node probes' NCCL RAS answers and Flight Recorder dumps."""
+    return hang_evidence(inventory).facts
 
 
 def run_incidents(

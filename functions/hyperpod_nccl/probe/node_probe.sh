@@ -157,3 +157,38 @@ end training_procs "${PIPESTATUS[0]}"
 begin efa_counters
 timeout 10 grep -H . /sys/class/infiniband/rdmap*/ports/1/hw_counters/rx_drops /sys/class/infiniband/rdmap*/ports/1/hw_counters/retrans_timeout_events /sys/class/infiniband/rdmap*/ports/1/hw_counters/unresponsive_remote_events /sys/class/infiniband/rdmap*/ports/1/hw_counters/impaired_remote_conn_events 2>&1
 end efa_counters "$?"
+
+# Hang attribution (read-only). The first process whose environment carries NCCL/PyTorch-NCCL
+# settings is "the job"; its environment gives the RAS address and the Flight Recorder prefix.
+# `lastpipe` lets `read` at the end of a pipeline set variables without command substitution.
+shopt -s lastpipe
+job_environ=
+ras_line=
+fr_line=
+timeout 5 grep -zslE '^(NCCL_|TORCH_NCCL_)' /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | head -n 1 | read -r job_environ
+job_proc=${job_environ%/environ}
+
+begin nccl_jobs
+timeout 5 ps -eo pid=,comm= 2>&1 | grep -E ' (python[0-9.]*|torchrun)$' | head -n 64
+end nccl_jobs "${PIPESTATUS[0]}"
+
+begin nccl_job_env
+timeout 10 grep -zsoHE '^(RANK|LOCAL_RANK|NCCL_RAS_ADDR|NCCL_RAS_ENABLE|NCCL_DEBUG|TORCH_NCCL_DEBUG_INFO_TEMP_FILE|TORCH_NCCL_TRACE_BUFFER_SIZE|TORCH_NCCL_DUMP_ON_TIMEOUT)=[^[:cntrl:]]{0,256}' /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | head -n 4000
+end nccl_job_env "${PIPESTATUS[0]}"
+
+# NCCL RAS (NCCL >= 2.24): a client-only connection to the node-local RAS port asking for STATUS.
+timeout 5 grep -zshoE '^NCCL_RAS_ADDR=[^[:cntrl:]]+' "$job_environ" 2>/dev/null | tr '\0' '\n' | head -n 1 | read -r ras_line
+ras_addr=${ras_line#NCCL_RAS_ADDR=}
+ras_addr=${ras_addr:-localhost:28028}
+begin nccl_ras
+printf 'CLIENT PROTOCOL 2\nSTATUS\n' | timeout 20 nc -w 15 "${ras_addr%:*}" "${ras_addr##*:}" 2>&1 | head -c 16777216
+end nccl_ras "${PIPESTATUS[1]}"
+
+# PyTorch Flight Recorder dumps, read through the job's root (they live in its container),
+# only files changed in the last 24 h and under the size cap (thresholds.FLIGHT_RECORDER_MAX_BYTES).
+timeout 5 grep -zshoE '^TORCH_NCCL_DEBUG_INFO_TEMP_FILE=[^[:cntrl:]]+' "$job_environ" 2>/dev/null | tr '\0' '\n' | head -n 1 | read -r fr_line
+fr_prefix=${fr_line#TORCH_NCCL_DEBUG_INFO_TEMP_FILE=}
+fr_prefix=${fr_prefix:-/tmp/nccl_trace_rank_}
+begin flight_recorder
+for fr_file in "${job_proc:-/proc/1}/root$fr_prefix"*; do timeout 5 find "$fr_file" -maxdepth 0 -type f -mmin -1440 -size -32768k -printf 'file %T@ %s %p\n' 2>/dev/null | grep -E '^file ' && timeout 20 base64 -w 0 "$fr_file" 2>/dev/null && printf '\n'; done
+end flight_recorder 0

@@ -12,8 +12,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from hyperpod_nccl import thresholds
+from hyperpod_nccl.hang.flight_recorder import rank_from_filename
 from hyperpod_nccl.models.node_probe import (
+    FlightRecorderFile,
     GpuInfo,
+    NcclJobProcess,
     NetInterface,
     NodeProbeData,
     RemappedRows,
@@ -346,6 +350,75 @@ def parse_efa_counters(lines: list[str]) -> dict[str, dict[str, int]]:
     return counters
 
 
+_JOB_LINE = re.compile(r"^\s*(?P<pid>\d+)\s+(?P<comm>\S+)\s*$")
+_ENVIRON_LINE = re.compile(r"^/proc/(?P<pid>\d+)/environ:(?P<name>[A-Z_]+)=(?P<value>.*)$")
+_FR_FILE_LINE = re.compile(r"^file (?P<mtime>\d+(?:\.\d+)?) (?P<size>\d+) (?P<path>\S+)$")
+_BASE64 = re.compile(r"^[A-Za-z0-9+/]+={0,2}$")
+
+
+def parse_nccl_jobs(job_lines: list[str], env_lines: list[str]) -> list[NcclJobProcess]:
+    """Training processes (`ps` pid/comm) joined with their NCCL/TORCH_NCCL environment.
+
+    A process that shows NCCL settings but is not a python/torchrun process (a launcher shell,
+    say) is kept too: the ranks are what matters for attribution.
+    """
+    jobs: dict[int, NcclJobProcess] = {}
+    for line in job_lines:
+        if match := _JOB_LINE.match(line):
+            pid = int(match["pid"])
+            jobs[pid] = NcclJobProcess(pid=pid, command=match["comm"])
+    for line in env_lines:
+        if not (match := _ENVIRON_LINE.match(line.strip())):
+            continue
+        job = jobs.setdefault(int(match["pid"]), NcclJobProcess(pid=int(match["pid"])))
+        job.env[match["name"]] = match["value"]
+    for job in jobs.values():
+        job.rank = _int(job.env.get("RANK"))
+        job.local_rank = _int(job.env.get("LOCAL_RANK"))
+    return sorted(jobs.values(), key=lambda j: j.pid)
+
+
+def parse_ras(section: Section | None) -> tuple[str | None, str | None]:
+    """(RAS status text, why there is none). Connection refused = no RAS service (NCCL < 2.24 or
+    no job); `nc` missing = the node cannot ask."""
+    if section is None:
+        return None, None
+    if section.tool_missing:
+        return None, "nc is not installed on the node (NCCL RAS not queried)"
+    text = "\n".join(section.lines)[: thresholds.RAS_STATUS_MAX_BYTES]
+    if section.rc == 0 and re.search(r"NCCL version|\"communicators\"|Job summary", text):
+        return text, None
+    first = section.lines[0].strip() if section.lines else f"no answer (rc={section.rc})"
+    return None, first[:200]
+
+
+def parse_flight_recorder(lines: list[str]) -> list[FlightRecorderFile]:
+    """Each `file <mtime> <size> <path>` line followed by the file's base64 on one line.
+
+    Oversized or undecodable entries are dropped here; the bytes are never unpickled in the probe
+    path (see `hang.flight_recorder.load_dump_data`).
+    """
+    dumps: list[FlightRecorderFile] = []
+    pending: FlightRecorderFile | None = None
+    for raw in lines:
+        line = raw.strip()
+        if match := _FR_FILE_LINE.match(line):
+            size = int(match["size"])
+            pending = None
+            if size <= thresholds.FLIGHT_RECORDER_MAX_BYTES:
+                pending = FlightRecorderFile(
+                    path=match["path"],
+                    rank=rank_from_filename(match["path"]),
+                    modified_epoch=float(match["mtime"]),
+                    size_bytes=size,
+                )
+        elif pending is not None and _BASE64.match(line):
+            pending.data_base64 = line
+            dumps.append(pending)
+            pending = None
+    return dumps
+
+
 def _statuses(sections: dict[str, Section]) -> list[SectionStatus]:
     return [SectionStatus(name=s.name, rc=s.rc, lines=len(s.lines)) for s in sections.values()]
 
@@ -380,6 +453,7 @@ def parse_node_probe(output: str) -> NodeProbeData:
     remove_ipc = _version_from(r"RemoveIPC\s*=\s*(\S+)", "\n".join(lines("remove_ipc")))
     efa_devices = [d for d in lines("efa_devices") if d.strip()] if "efa_devices" in sections else None
     uverbs = sections.get("uverbs")
+    ras_status, ras_error = parse_ras(sections.get("nccl_ras"))
     return NodeProbeData(
         hostname=_first(lines("hostname")),
         gpu_present=gpu_present,
@@ -419,6 +493,10 @@ def parse_node_probe(output: str) -> NodeProbeData:
         stale_shm_files=[line.strip() for line in lines("stale_shm") if line.strip().startswith("nccl-")],
         training_processes=_int(_first(lines("training_procs"))),
         efa_counters=parse_efa_counters(lines("efa_counters")),
+        nccl_jobs=parse_nccl_jobs(lines("nccl_jobs"), lines("nccl_job_env")),
+        ras_status=ras_status,
+        ras_error=ras_error,
+        flight_recorder_dumps=parse_flight_recorder(lines("flight_recorder")),
         sections=_statuses(sections),
     )
 

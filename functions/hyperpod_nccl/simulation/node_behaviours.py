@@ -80,12 +80,31 @@ class SlurmControllerBehaviour(_Strict):
     remove_ipc: str | None = "no"
 
 
+class HungJobSpec(_Strict):
+    """An NCCL job hung in a collective, spread over `nodes` (node keys in job order, block layout).
+
+    Nodes of the job answer the probe's RAS query with `hang_job.ras_status_text` and hold one
+    Flight Recorder dump per local rank (`hang_job.flight_recorder_pickle`): rank `hung_rank`
+    never enqueued collective `hung_seq`.
+    """
+
+    nodes: list[str]
+    ranks_per_node: int = 8
+    hung_rank: int = 13
+    hung_seq: int = 1580
+    ras_addr: str | None = Field(default=None, description="NCCL_RAS_ADDR in the job's environment")
+    trace_prefix: str | None = Field(default=None, description="TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+    minutes_ago: int = Field(default=20, description="when the dumps were written")
+    nccl_debug: str | None = "WARN"
+
+
 class NodeBehaviours(_Strict):
     """The `node_behaviours` section of a scenario (`<scenario>.node_behaviours.json`)."""
 
     defaults: NodeBehaviour = Field(default_factory=NodeBehaviour)
     nodes: dict[str, NodeBehaviour] = Field(default_factory=dict)
     slurm: SlurmControllerBehaviour | None = None
+    hung_job: HungJobSpec | None = None
 
     def for_node(self, node_key: str) -> NodeBehaviour:
         """The node's behaviour: its own fields over the defaults."""

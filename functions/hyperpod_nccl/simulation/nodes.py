@@ -10,6 +10,7 @@ the probe script would print on that node (rendered from the scenario's node beh
 from __future__ import annotations
 
 import hashlib
+import time
 from typing import Any
 
 from hyperpod_nccl import instance_types
@@ -20,6 +21,7 @@ from hyperpod_nccl.simulation.aws import (
     register_start_session_handler,
     terminated_sessions,
 )
+from hyperpod_nccl.simulation.hang_job import HungJob, flight_recorder_pickle, ras_status_text
 from hyperpod_nccl.simulation.node_behaviours import NodeBehaviour, NodeBehaviours, SessionFaultSpec
 from hyperpod_nccl.simulation.scenario import Scenario
 from hyperpod_nccl.simulation.ssm_agent import SimulatedSsmAgent
@@ -261,6 +263,49 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
     return "\n".join(out) + "\n"
 
 
+def render_nccl_job(scenario: Scenario, behaviours: NodeBehaviours, node_key: str, now: float) -> str:
+    """The hang-attribution sections of `node_probe.sh`: the node's training processes and their
+    NCCL environment, the local NCCL RAS answer and the Flight Recorder dumps (base64 lines)."""
+    import base64
+
+    spec = behaviours.hung_job
+    if spec is None or node_key not in spec.nodes:
+        out = _section("nccl_jobs", [], rc=1) + _section("nccl_job_env", [], rc=1)
+        out += _section("nccl_ras", ["nc: connect to localhost port 28028 (tcp) failed: Connection refused"], rc=1)
+        return "\n".join(out + _section("flight_recorder", [])) + "\n"
+    written = now - spec.minutes_ago * 60
+    job = HungJob(
+        world_size=len(spec.nodes) * spec.ranks_per_node,
+        ranks_per_node=spec.ranks_per_node,
+        hung_rank=spec.hung_rank,
+        hung_seq=spec.hung_seq,
+        start_ns=int((written - 120) * 1e9),
+    )
+    index = spec.nodes.index(node_key)
+    ranks = range(index * spec.ranks_per_node, (index + 1) * spec.ranks_per_node)
+    prefix = spec.trace_prefix or "/tmp/nccl_trace_rank_"
+    jobs, env, dumps = [], [], []
+    for local, rank in enumerate(ranks):
+        pid = 4100 + rank
+        jobs.append(f"{pid:>7} python")
+        values = {"RANK": str(rank), "LOCAL_RANK": str(local), "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000"}
+        values["TORCH_NCCL_DUMP_ON_TIMEOUT"] = "1"
+        if spec.nccl_debug:
+            values["NCCL_DEBUG"] = spec.nccl_debug
+        if spec.ras_addr:
+            values["NCCL_RAS_ADDR"] = spec.ras_addr
+        if spec.trace_prefix:
+            values["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] = spec.trace_prefix
+        env += [f"/proc/{pid}/environ:{name}={value}" for name, value in values.items()]
+        data = flight_recorder_pickle(job, rank)
+        dumps.append(f"file {written:.6f} {len(data)} /proc/{4100 + ranks[0]}/root{prefix}{rank}")
+        dumps.append(base64.b64encode(data).decode("ascii"))
+    hosts = [scenario.hostname(key).split(".", 1)[0] for key in spec.nodes]
+    out = _section("nccl_jobs", jobs) + _section("nccl_job_env", env)
+    out += _section("nccl_ras", ras_status_text(job, hosts).splitlines())
+    return "\n".join(out + _section("flight_recorder", dumps)) + "\n"
+
+
 def _ip(hostname: str) -> str:
     return hostname.split(".", 1)[0].removeprefix("ip-").replace("-", ".")
 
@@ -386,6 +431,7 @@ def _answer(scenario: Scenario, behaviours: NodeBehaviours, key: str, behaviour:
     elif text == script("node"):
         group = next(g for g in scenario.cluster.instance_groups if g.name == key.split(":", 1)[0])
         body = render_node_probe(behaviour, group.instance_type, scenario.hostname(key), key)
+        body += render_nccl_job(scenario, behaviours, key, time.time())
     else:
         return f"bash: simulated node cannot run this command\n\n{RC_MARKER}=127\n"
     return f"{body}\n{RC_MARKER}=0\n"
