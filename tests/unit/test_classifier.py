@@ -369,3 +369,23 @@ def test_generalised_wording_families_and_their_look_alikes() -> None:
     assert _ids("host:1:1 [0] NCCL INFO Using network AWS Libfabric") == []
     assert "slurm_job_failure" in _ids("srun: error: nid01934: tasks 2,4-5,7: Terminated")
     assert _ids("srun: Terminating job step 32233190.0") == []
+
+
+def test_widened_wording_families_have_quiet_look_alikes() -> None:
+    # Gloo names the missing interface as "ifa != nullptr. Unable to find address|interface for: <if>"
+    # (YOLOX#139, horovod#1341, SparseR-CNN#28); the same words without the Gloo assertion are not it.
+    gloo = (
+        "RuntimeError: [enforce fail at gloo/transport/tcp/device.cc:83] ifa != nullptr. "
+        "Unable to find address for: ib0"
+    )
+    assert "socket_ifname" in _ids(gloo)
+    assert _ids("Unable to find address for Device 0") == []
+    # The kubelet's waiting message carries the back-off delay (kubeflow/trainer#1717).
+    assert "pod_crashloop" in _ids("back-off 5m0s restarting failed container=pytorch pod=job-worker-0_ns(uid)")
+    assert _ids("retrying in 5s with back-off, container=pytorch") == []
+    # salloc reports node failures like srun; srun reports step and launch failures (soperator#854,
+    # DragonHPC#61, trixie#58). Routine allocation chatter stays quiet.
+    assert "slurm_job_failure" in _ids("salloc: error: Node failure on worker-1")
+    assert "slurm_job_failure" in _ids("srun: error: Task launch for 36.0 failed on node cn131: Job credential expired")
+    assert _ids("salloc: Granted job allocation 4211") == []
+    assert _ids("srun: Step created for job 4211") == []
