@@ -6,18 +6,19 @@ import json
 import subprocess
 import sys
 
-from tests.bench._sweeps import cli_sweep, state_machine_sweep
+from tests.bench._sweeps import MEMORY_NODES, cli_sweep, state_machine_sweep
 
 TITLE = "Memory at 1024 nodes"
-NODES = 1024
+NODES = MEMORY_NODES
 LIMIT_MB = 256
 # What a Lambda process holds before the handler runs: the runtime, boto3, pydantic, the package.
 _BASELINE = (
-    "import json, resource\n"
+    "import json\n"
     "import hyperpod_nccl.handlers.{module}\n"
     "import boto3\n"
+    "from hyperpod_nccl.simulation.synthetic import peak_rss_mb\n"
     "boto3.client('dynamodb', region_name='us-east-1'); boto3.client('ssm', region_name='us-east-1')\n"
-    "print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))\n"
+    "print(json.dumps(peak_rss_mb()))\n"
 )
 
 
@@ -48,7 +49,7 @@ def run() -> str:
         f"Limit: {LIMIT_MB} MB.\n\n| what | peak | < {LIMIT_MB} MB |\n|---|---:|---|\n"
         + "\n".join(rows)
         + "\n\nThe aggregate figure is the peak RSS of a process that imported the handler and created its clients "
-        "(`resource.getrusage`) plus the tracemalloc peak of `build_inventory` and `build_result` over the stored "
+        "(VmHWM) plus the tracemalloc peak of `build_inventory` and `build_result` over the stored "
         "partials of a real 1024-node sweep. The CLI figure overstates the CLI: the emulation (moto, the SSM "
         "agents) shares its process."
     )

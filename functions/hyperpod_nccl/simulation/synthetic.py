@@ -117,6 +117,22 @@ class SweepMeasurement(BaseModel):
         return {op: n for op, n in self.api_calls_by_operation.items() if op.split(":", 1)[0] in CLUSTER_SERVICES}
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident set size in MB.
+
+    Linux's VmHWM belongs to the address space, so it starts afresh at exec; getrusage's
+    ru_maxrss survives exec and would report the parent's size in a child spawned by a big process.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def lower_bound_seconds(nodes: int, probe_latency_seconds: float) -> float:
     """No sweep can beat this: every session start waits for the account's StartSession rate,
     and the last node started still needs one probe."""
@@ -176,7 +192,7 @@ def measure_sweep(
         nodes_probed=probed,
         nodes_unreachable=unreachable,
         status=status,
-        peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        peak_rss_mb=round(peak_rss_mb(), 1),
     )
 
 
