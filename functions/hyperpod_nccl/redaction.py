@@ -4,7 +4,9 @@ through the same rules."""
 
 from __future__ import annotations
 
+import logging
 import re
+from typing import Any
 
 REDACTED = "<redacted>"
 # Names of environment variables / ConfigMap keys whose values must never be shown.
@@ -29,3 +31,31 @@ def redact_value(name: str, value: str) -> str:
 def scrub(text: str) -> str:
     """Replace every secret-shaped token inside free text (log lines, error messages)."""
     return SECRET_VALUE.sub(REDACTED, text)
+
+
+_scrubber_installed = False
+
+
+def install_log_scrubber() -> None:
+    """Scrub secret-shaped tokens from every log record created from now on, whoever logs it.
+
+    botocore at DEBUG logs response bodies (StartSession's TokenValue among them); a record
+    factory catches those too, which a filter on our own loggers would not. Idempotent.
+    """
+    global _scrubber_installed
+    if _scrubber_installed:
+        return
+    previous = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):  # a malformed format string: leave it to the handler
+            return record
+        if SECRET_VALUE.search(message):
+            record.msg, record.args = scrub(message), None
+        return record
+
+    logging.setLogRecordFactory(factory)
+    _scrubber_installed = True

@@ -12,6 +12,7 @@ from typing import NoReturn
 
 from hyperpod_nccl import __version__
 from hyperpod_nccl.cli import commands
+from hyperpod_nccl.redaction import install_log_scrubber
 
 EXIT_OK = 0
 EXIT_PREREQUISITE = 1
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit code."""
+    install_log_scrubber()
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "handler", None) is None:
