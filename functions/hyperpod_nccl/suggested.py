@@ -69,3 +69,15 @@ def update_kubeconfig(eks_cluster: str, region: str) -> SuggestedCommand:
         command=f"aws eks update-kubeconfig --region {_q(region)} --name {_q(eks_cluster)}",
         blast_radius="writes your local ~/.kube/config only",
     )
+
+
+def efa_pingpong_pair(server_ip: str | None) -> SuggestedCommand:
+    """Pairwise fi_pingpong between a suspect node and a known-good one (performance-testing.md § 4)."""
+    server = _q(server_ip) if server_ip else "<SUSPECT_NODE_PRIVATE_IP>"
+    return SuggestedCommand(
+        description="measure EFA latency between this node (server) and a known-good node (client)",
+        command="/opt/amazon/efa/bin/fi_pingpong -p efa -e rdm -I 1000   # on the suspect node\n"
+        f"/opt/amazon/efa/bin/fi_pingpong -p efa -e rdm -I 1000 {server}   # on a known-good node",
+        preconditions="both nodes idle, same subnet, security group self-reference in place",
+        blast_radius="a short burst of test traffic between the two nodes",
+    )

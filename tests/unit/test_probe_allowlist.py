@@ -40,9 +40,16 @@ ALLOWED = {
     "find",
     "base64",
     "tr",
+    # EFA latency (original probe 34): `fi_pingpong` only between a server and a client on the
+    # node itself (loopback, see LOOPBACK_ONLY); it sends a few hundred small test messages and
+    # changes no state. `sleep` gives the background server time to listen.
+    "fi_pingpong",
+    "sleep",
 }
 # Shell builtins and the script's own section markers (no process is started).
-BUILTINS = {"export", "ulimit", "printf", "begin", "end", "timeout", "shopt", "read", "done"}
+BUILTINS = {"export", "ulimit", "printf", "begin", "end", "timeout", "shopt", "read", "done", "[", "return"}
+# The script's own one-line functions: their bodies are checked like any other line.
+SCRIPT_FUNCTIONS = {"begin", "end", "pingpong"}
 # Shell keywords that prefix a command in a one-line loop/conditional (`for ...; do cmd; done`).
 KEYWORD_PREFIXES = {"do", "then", "else"}
 # Arguments a dual-use tool must (or must not) carry to stay read-only.
@@ -64,7 +71,10 @@ ARGUMENT_RULES: dict[str, tuple[set[str], set[str]]] = {
     "base64": (set(), {"-d", "--decode"}),
 }
 # Builtins that cannot hang and so need no timeout.
-NO_TIMEOUT_NEEDED = {"export", "ulimit", "printf", "begin", "end", "shopt", "read", "done"}
+NO_TIMEOUT_NEEDED = {"export", "ulimit", "printf", "begin", "end", "shopt", "read", "done", "[", "return", "pingpong"}
+# Traffic generators that may only talk to the node itself: options with a value, and the one
+# server address they may be given.
+LOOPBACK_ONLY = {"fi_pingpong": ({"-p", "-e", "-I", "-S", "-B", "-P", "-d", "-m", "-s"}, "127.0.0.1")}
 # Stream filters that only read their stdin, so end when their producer (under timeout) ends.
 STDIN_FILTERS = {"grep", "head", "tail", "tr"}
 
@@ -112,6 +122,19 @@ def commands(text: str) -> list[list[str]]:
     return [c for c in cleaned if c and c[0] != "for"]
 
 
+def _positional(args: list[str], with_value: set[str]) -> list[str]:
+    """Arguments that are neither options nor option values."""
+    positional, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg.startswith("-"):
+            skip = arg in with_value
+        else:
+            positional.append(arg)
+    return positional
+
+
 def redirect_targets(text: str) -> list[str]:
     """Targets of output redirections in the script's commands (comments ignored)."""
     targets = []
@@ -139,7 +162,9 @@ def test_scripts_use_only_allowlisted_read_only_commands(role: str) -> None:
         else:
             args = words[1:]
             assert tool in NO_TIMEOUT_NEEDED or tool in STDIN_FILTERS, f"{tool} runs without timeout"
-        assert tool in ALLOWED | BUILTINS, f"{tool} is not on the read-only allowlist"
+        assert tool in ALLOWED | BUILTINS | SCRIPT_FUNCTIONS, f"{tool} is not on the read-only allowlist"
+        if tool in LOOPBACK_ONLY:
+            assert _positional(args, LOOPBACK_ONLY[tool][0]) in ([], [LOOPBACK_ONLY[tool][1]]), f"{tool} {args}"
         required, forbidden = ARGUMENT_RULES.get(tool, (set(), set()))
         assert not forbidden & set(args), f"{tool} {args} uses a state-changing option"
         if required:
@@ -161,3 +186,6 @@ def test_the_checker_rejects_a_state_changing_command() -> None:
     assert redirect_targets("cat x > /etc/passwd\n") == ["/etc/passwd"]
     assert "reboot" not in ALLOWED | BUILTINS
     assert "-r" in ARGUMENT_RULES["nvidia-smi"][1] and "-F" in ARGUMENT_RULES["iptables"][1]
+    # fi_pingpong may only be pointed at the node itself.
+    assert _positional(["-p", "efa", "-I", "100", "10.1.0.7"], LOOPBACK_ONLY["fi_pingpong"][0]) == ["10.1.0.7"]
+    assert _positional(["-p", "efa", "-e", "rdm", "127.0.0.1"], LOOPBACK_ONLY["fi_pingpong"][0]) == ["127.0.0.1"]

@@ -120,6 +120,19 @@ class Versions(BaseModel):
     efa_module: str | None = None
 
 
+class LoopbackLatency(BaseModel):
+    """A loopback `fi_pingpong` run on the node (original probe 34).
+
+    `small_message_usec` is the lowest `usec/xfer` of the message sizes up to 4 KiB: the first size
+    also carries the connection set-up, which a 10-iteration run shows as ~1000 µs.
+    """
+
+    provider: Literal["efa", "tcp"]
+    small_message_usec: float | None = None
+    usec_by_size: dict[int, float] = Field(default_factory=dict)
+    error: str | None = Field(default=None, description="why there is no measurement (first output line)")
+
+
 class NcclJobProcess(BaseModel):
     """A training process on the node with the NCCL/PyTorch settings of its environment."""
 
@@ -182,6 +195,9 @@ class NodeProbeData(BaseModel):
     stale_shm_files: list[str] = Field(default_factory=list)
     training_processes: int | None = None
     efa_counters: dict[str, dict[str, int]] = Field(default_factory=dict)
+    efa_latency: LoopbackLatency | None = Field(
+        default=None, description="loopback fi_pingpong over EFA, or over TCP when EFA could not run"
+    )
     nccl_jobs: list[NcclJobProcess] = Field(default_factory=list)
     ras_status: str | None = Field(default=None, description="NCCL RAS STATUS answer, verbatim (capped)")
     ras_error: str | None = None

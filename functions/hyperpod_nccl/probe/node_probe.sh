@@ -158,6 +158,21 @@ begin efa_counters
 timeout 10 grep -H . /sys/class/infiniband/rdmap*/ports/1/hw_counters/rx_drops /sys/class/infiniband/rdmap*/ports/1/hw_counters/retrans_timeout_events /sys/class/infiniband/rdmap*/ports/1/hw_counters/unresponsive_remote_events /sys/class/infiniband/rdmap*/ports/1/hw_counters/impaired_remote_conn_events 2>&1
 end efa_counters "$?"
 
+# EFA latency (original probe 34): a loopback fi_pingpong, server and client on this node only,
+# the way the EFA installer's own efa_test.sh checks a device. The server starts in the background
+# under its own timeout (stdout discarded: the client prints the same table) and the client, which
+# connects once and does not retry, starts a second later. SHM transfer is off so the messages go
+# through the EFA device rather than shared memory. Without EFA the same test over TCP is reported.
+export FI_EFA_ENABLE_SHM_TRANSFER=0
+pingpong() { timeout 15 fi_pingpong -p "$1" -e rdm -I 100 >/dev/null 2>&1 & timeout 3 sleep 1; timeout 10 fi_pingpong -p "$1" -e rdm -I 100 127.0.0.1 2>&1 | tail -n 8; return "${PIPESTATUS[0]}"; }
+begin efa_latency
+pingpong efa
+efa_latency_rc=$?
+end efa_latency "$efa_latency_rc"
+begin efa_latency_tcp
+[ "$efa_latency_rc" = 0 ] || pingpong tcp
+end efa_latency_tcp "$?"
+
 # Hang attribution (read-only). The first process whose environment carries NCCL/PyTorch-NCCL
 # settings is "the job"; its environment gives the RAS address and the Flight Recorder prefix.
 # `lastpipe` lets `read` at the end of a pipeline set variables without command substitution.

@@ -17,6 +17,7 @@ from hyperpod_nccl.hang.flight_recorder import rank_from_filename
 from hyperpod_nccl.models.node_probe import (
     FlightRecorderFile,
     GpuInfo,
+    LoopbackLatency,
     NcclJobProcess,
     NetInterface,
     NodeProbeData,
@@ -350,6 +351,42 @@ def parse_efa_counters(lines: list[str]) -> dict[str, dict[str, int]]:
     return counters
 
 
+_PINGPONG_ROW = re.compile(
+    r"^(?P<size>\d+(?:\.\d+)?[kmg]?)\s+\S+\s+[=+-]\S+\s+\S+\s+[\d.]+s\s+[\d.]+\s+(?P<usec>[\d.]+)\s+[\d.]+$"
+)
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+# Sizes that measure latency rather than bandwidth.
+_SMALL_MESSAGE_BYTES = 4096
+
+
+def parse_pingpong(lines: list[str]) -> dict[int, float]:
+    """`usec/xfer` by message size of a `fi_pingpong` result table (bytes #sent #ack total time
+    MB/sec usec/xfer Mxfers/sec); lines that are not result rows are ignored."""
+    usec: dict[int, float] = {}
+    for line in lines:
+        if match := _PINGPONG_ROW.match(line.strip()):
+            size = match["size"]
+            unit = size[-1] if size[-1] in "kmg" else ""
+            usec[int(float(size.removesuffix(unit)) * _SIZE_UNITS[unit])] = float(match["usec"])
+    return usec
+
+
+def parse_loopback_latency(efa: Section | None, tcp: Section | None) -> LoopbackLatency | None:
+    """The EFA loopback measurement, else the TCP one (reported for information), else why not."""
+    if efa is None:
+        return None
+    for provider, section in (("efa", efa), ("tcp", tcp)):
+        rows = parse_pingpong(section.lines) if section is not None else {}
+        small = [usec for size, usec in rows.items() if size <= _SMALL_MESSAGE_BYTES]
+        if small:
+            return LoopbackLatency(provider=provider, small_message_usec=min(small), usec_by_size=rows)
+    if efa.tool_missing:
+        error = "fi_pingpong is not installed"
+    else:
+        error = (_first(efa.lines) or f"no result (rc={efa.rc})")[:200]
+    return LoopbackLatency(provider="efa", error=error)
+
+
 _JOB_LINE = re.compile(r"^\s*(?P<pid>\d+)\s+(?P<comm>\S+)\s*$")
 _ENVIRON_LINE = re.compile(r"^/proc/(?P<pid>\d+)/environ:(?P<name>[A-Z_]+)=(?P<value>.*)$")
 _FR_FILE_LINE = re.compile(r"^file (?P<mtime>\d+(?:\.\d+)?) (?P<size>\d+) (?P<path>\S+)$")
@@ -493,6 +530,7 @@ def parse_node_probe(output: str) -> NodeProbeData:
         stale_shm_files=[line.strip() for line in lines("stale_shm") if line.strip().startswith("nccl-")],
         training_processes=_int(_first(lines("training_procs"))),
         efa_counters=parse_efa_counters(lines("efa_counters")),
+        efa_latency=parse_loopback_latency(sections.get("efa_latency"), sections.get("efa_latency_tcp")),
         nccl_jobs=parse_nccl_jobs(lines("nccl_jobs"), lines("nccl_job_env")),
         ras_status=ras_status,
         ras_error=ras_error,

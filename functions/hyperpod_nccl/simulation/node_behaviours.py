@@ -64,6 +64,13 @@ class NodeBehaviour(_Strict):
     stale_shm_files: list[str] = Field(default_factory=list)
     mtu: int = 9001
     efa_counters: dict[str, int] = Field(default_factory=dict, description="added to every device's counters")
+    efa_latency_usec: float = Field(default=8.2, description="loopback fi_pingpong usec/xfer of small messages")
+    hugepages_total: int = 5128
+    hugepages_free: int = 5120
+    numa_nodes: int = 2
+    nccl_job_env: dict[str, str] = Field(
+        default_factory=dict, description="NCCL settings of a training process on the node (no hung job)"
+    )
     session_faults: list[SessionFaultSpec] = Field(
         default_factory=list, description="faults of the node's first sessions, one per session"
     )

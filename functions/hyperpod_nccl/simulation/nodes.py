@@ -209,8 +209,8 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
         "hugepages",
         [
             "MemTotal:       2113442704 kB",
-            "HugePages_Total:    5128",
-            "HugePages_Free:     5120",
+            f"HugePages_Total:    {behaviour.hugepages_total}",
+            f"HugePages_Free:     {behaviour.hugepages_free}",
             "Hugepagesize:       2048 kB",
         ],
     )
@@ -247,7 +247,8 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
         [f"RemoveIPC={behaviour.remove_ipc}"] if behaviour.remove_ipc else [],
         rc=0 if behaviour.remove_ipc else 1,
     )
-    out += _section("numa", ["node0", "node1"])
+    numa = [f"node{i}" for i in range(behaviour.numa_nodes)]
+    out += _section("numa", numa, rc=0 if numa else 1)
     drops = ["-A INPUT -p tcp -m tcp --dport 29400:29500 -j DROP" for _ in range(behaviour.firewall_drops)]
     out += _section("firewall", drops, rc=0 if drops else 1)
     out += _section("stale_shm", behaviour.stale_shm_files, rc=0 if behaviour.stale_shm_files else 1)
@@ -260,7 +261,40 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
                 f"/sys/class/infiniband/{device}/ports/1/hw_counters/{counter}:{base + behaviour.efa_counters.get(counter, 0)}"
             )
     out += _section("efa_counters", counters, rc=0 if counters else 2)
+    out += _loopback_latency(behaviour, bool(efa_expected) and not behaviour.efa_provider_missing)
     return "\n".join(out) + "\n"
+
+
+_PINGPONG_HEADER = "bytes   #sent   #ack     total       time     MB/sec    usec/xfer   Mxfers/sec"
+
+
+def _pingpong_table(usec: float) -> list[str]:
+    """A 100-iteration `fi_pingpong` table whose small messages take `usec` (the first size also
+    carries the connection set-up, as real runs show)."""
+    rows = [_PINGPONG_HEADER]
+    # (size label, bytes, total label for 100 iterations of 2 transfers, latency factor)
+    for label, size, total, factor in (
+        ("64", 64, "12.5k", 12.0),
+        ("256", 256, "50k", 1.0),
+        ("1k", 1024, "200k", 1.02),
+        ("4k", 4096, "800k", 1.1),
+        ("64k", 65536, "12.5m", 2.4),
+        ("1m", 1048576, "200m", 9.5),
+    ):
+        latency = usec * factor
+        seconds = latency * 200 / 1e6
+        rows.append(
+            f"{label:<8}{'100':<8}{'=100':<9}{total:<8}{seconds:8.2f}s{size / latency:10.2f}{latency:11.2f}{1 / latency:11.2f}"
+        )
+    return rows
+
+
+def _loopback_latency(behaviour: NodeBehaviour, efa_works: bool) -> list[str]:
+    """The `efa_latency` sections: EFA loopback when the provider works, else the TCP fallback."""
+    if efa_works:
+        return _section("efa_latency", _pingpong_table(behaviour.efa_latency_usec)) + _section("efa_latency_tcp", [])
+    failed = _section("efa_latency", ["fi_getinfo(): -61 (No data available)"], rc=1)
+    return failed + _section("efa_latency_tcp", _pingpong_table(31.4))
 
 
 def render_nccl_job(scenario: Scenario, behaviours: NodeBehaviours, node_key: str, now: float) -> str:

@@ -1,0 +1,53 @@
+"""On-node checks added after the first probe release: EFA loopback latency, NCCL transports
+disabled in running jobs, hugepages and NUMA, and the suggested commands of node findings."""
+
+from __future__ import annotations
+
+from hyperpod_nccl.engine import diagnose
+from hyperpod_nccl.models.findings import Priority, Scope, Status
+from hyperpod_nccl.models.request import DiagnoseRequest
+from hyperpod_nccl.simulation.node_behaviours import NodeBehaviour
+
+
+def _diagnose(sim, **scope):  # type: ignore[no-untyped-def]
+    request = DiagnoseRequest(cluster=sim.scenario.cluster.name, region=sim.scenario.region, scope=Scope(**scope))
+    return diagnose(request, sim.clients())
+
+
+def _findings(result, check_id, status=None):  # type: ignore[no-untyped-def]
+    return [f for f in result.findings if f.check_id == check_id and (status is None or f.status is status)]
+
+
+def _nodes(findings):  # type: ignore[no-untyped-def]
+    return {r.id for f in findings for r in f.resources if r.kind == "node"}
+
+
+def _with_nodes(**behaviours: NodeBehaviour):  # type: ignore[no-untyped-def]
+    """A scenario edit giving `worker:<n>` nodes their own behaviour (keys like w0 -> worker:0)."""
+
+    def edit(scenario):  # type: ignore[no-untyped-def]
+        assert scenario.node_behaviours is not None
+        for key, behaviour in behaviours.items():
+            scenario.node_behaviours.nodes[f"worker:{key.removeprefix('w')}"] = behaviour
+
+    return edit
+
+
+def test_slow_efa_loopback_warns_and_tcp_fallback_informs(simulate) -> None:  # type: ignore[no-untyped-def]
+    sim = simulate("eks-p5")
+    result = _diagnose(sim, sample_nodes="all")
+    slow = _findings(result, "node.efa_latency", Status.WARN)
+    assert _nodes(slow) == {sim.instance_id("worker:10")}
+    assert slow[0].priority is Priority.P2 and slow[0].fields == {"provider": "efa", "usec": 47.5}
+    assert slow[0].reference.pointer == "references/performance-testing.md § 4"
+    commands = " ".join(c.command for c in slow[0].suggested_commands)
+    assert "fi_pingpong -p efa" in commands and "batch-replace-cluster-nodes" in commands
+    # The pairwise test names the node's own private address.
+    assert sim.scenario.hostname("worker:10").split(".")[0].removeprefix("ip-").replace("-", ".") in commands
+    assert [f.status for f in _findings(result, "node.efa_latency") if f.status is Status.PASS] == [Status.PASS]
+
+    fallback = simulate("healthy-eks", edit=_with_nodes(w1=NodeBehaviour(efa_provider_missing=True)))
+    result = _diagnose(fallback, sample_nodes="all")
+    info = _findings(result, "node.efa_latency", Status.INFO)
+    assert _nodes(info) == {fallback.instance_id("worker:1")} and info[0].fields["provider"] == "tcp"
+    assert _findings(result, "node.efa_latency", Status.WARN) == []
