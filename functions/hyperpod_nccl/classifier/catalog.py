@@ -108,8 +108,7 @@ class Signature(BaseModel):
     @cached_property
     def compiled_extract(self) -> tuple[re.Pattern[str], ...]:
         """Field extractors."""
-        flags = 0 if self.case_sensitive else re.IGNORECASE
-        return tuple(re.compile(p, flags) for p in self.extract)
+        return tuple(re.compile(p, _flags(self.case_sensitive)) for p in self.extract)
 
 
 _GROUP = re.compile(r"\(\?P<(\w+)>")
@@ -122,7 +121,14 @@ def _compile_alternation(patterns: list[str], case_sensitive: bool) -> re.Patter
     for index, pattern in enumerate(patterns):
         suffixed = _GROUP.sub(rf"(?P<\1__{index}>", pattern)
         renamed.append(f"(?:{suffixed})")
-    return re.compile("|".join(renamed), 0 if case_sensitive else re.IGNORECASE)
+    return re.compile("|".join(renamed), _flags(case_sensitive))
+
+
+def _flags(case_sensitive: bool) -> re.RegexFlag:
+    # ASCII: `\b` and `\w` must treat CJK (or any non-ASCII) text as non-word characters, or
+    # `\bRendezvous` fails in "多机多卡集群训练RendezvousTimeoutError()" (a real title) because the
+    # preceding ideograph counts as a word character in Unicode mode. Catalog words are ASCII.
+    return re.ASCII if case_sensitive else re.ASCII | re.IGNORECASE
 
 
 def group_fields(match: re.Match[str]) -> dict[str, str]:
