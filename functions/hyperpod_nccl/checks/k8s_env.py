@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from hyperpod_nccl.checks import check
+from hyperpod_nccl.checks._debug_env import debug_gaps
 from hyperpod_nccl.checks._kubernetes import EnvValue, Job, effective_env, kube, main_container, training_jobs
 from hyperpod_nccl.models.findings import Finding, Priority, Resource, Status
 from hyperpod_nccl.models.inventory import Inventory
@@ -45,9 +46,23 @@ class _Rule:
     reference: Reference = OPS_NCCL_ENV
 
 
-def _audit(env: dict[str, EnvValue], uses_efa: bool, instance_type: str | None) -> list[_Rule]:
+def _runs_pytorch(pod: Pod, env: dict[str, EnvValue]) -> bool:
+    """torchrun / python entry point or torch.distributed variables: Flight Recorder applies (an
+    nccl-tests binary, say, has no ProcessGroupNCCL to record)."""
+    container = main_container(pod)
+    words = [*container.command, *container.args] if container else []
+    launched = any(re.search(r"torchrun|python|torch\.distributed", word) for word in words)
+    return launched or any(name.startswith(("TORCH_", "PET_")) for name in env)
+
+
+def _audit(
+    env: dict[str, EnvValue], uses_efa: bool, instance_type: str | None, *, pytorch: bool = False
+) -> list[_Rule]:
     value = {k: (v.value or "").strip() for k, v in env.items()}
-    rules: list[_Rule] = []
+    rules: list[_Rule] = [
+        _Rule(gap.variable, Status.INFO, Priority.P2, gap.title, gap.detail, gap.reference)
+        for gap in debug_gaps(value, pytorch=pytorch)
+    ]
     debug = value.get("NCCL_DEBUG", "").upper()
     if debug == "TRACE":
         rules.append(
@@ -246,7 +261,7 @@ def nccl_env(inv: Inventory) -> Iterator[Finding]:
         pod, env = found
         node = k8s.node(pod.node_name)
         uses_efa = any(p.total(EFA_RESOURCE) for p in job.pods)
-        rules = _audit(env, uses_efa, node.instance_type if node else None)
+        rules = _audit(env, uses_efa, node.instance_type if node else None, pytorch=_runs_pytorch(pod, env))
         shown = [
             f"{k}={v.value if v.value is not None else '<' + v.source + '>'} ({v.source})"
             for k, v in sorted(env.items())

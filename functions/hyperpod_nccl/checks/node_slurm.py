@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from hyperpod_nccl.checks import check
+from hyperpod_nccl.checks._debug_env import debug_gaps
 from hyperpod_nccl.models.findings import Finding, Priority, Resource
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.node_probe import NodeProbeResult, SlurmControllerData
 from hyperpod_nccl.references import OPS_NCCL_ENV, OPS_SLURM
 
 _BAD_STATES = ("down", "drain", "fail", "not_responding")
+_ASSIGNMENT = re.compile(r"^\s*(?:export\s+)?(?P<name>[A-Z_][A-Z0-9_]*)=(?P<value>.*)$")
 
 
 def _controller(inv: Inventory) -> tuple[NodeProbeResult, SlurmControllerData] | None:
@@ -128,7 +131,8 @@ def queue(inv: Inventory) -> Iterator[Finding]:
     orchestrators=("slurm",),
 )
 def nccl_env(inv: Inventory) -> Iterator[Finding]:
-    """NCCL_DEBUG=TRACE (P0) or INFO (P1) in profile/prolog files; FI_PROVIDER is informative."""
+    """NCCL_DEBUG=TRACE (P0) or INFO (P1) in profile/prolog files; FI_PROVIDER is informative;
+    Flight Recorder off or NCCL_DEBUG unset there is a recommendation (INFO, P2)."""
     found = _controller(inv)
     if found is None:
         return
@@ -149,6 +153,17 @@ def nccl_env(inv: Inventory) -> Iterator[Finding]:
         )
     elif lines:
         yield nccl_env.info("NCCL/FI variables set in the Slurm environment files", evidence=lines, resources=resource)
+    assigned = {m["name"]: m["value"].strip("'\" ") for line in lines if (m := _ASSIGNMENT.match(line))}
+    for gap in debug_gaps(assigned):
+        yield nccl_env.info(
+            f"Slurm environment files: {gap.title}",
+            priority=Priority.P2,
+            reference=gap.reference,
+            detail=f"{gap.detail} (a job script may still set it: node.nccl_job_env reads the running ranks)",
+            evidence=lines,
+            resources=resource,
+            fields={"signature": gap.variable},
+        )
 
 
 @check(

@@ -21,7 +21,7 @@ timeout 15 squeue -h -t PENDING,COMPLETING -o '%i|%j|%T|%R' 2>&1 | head -n 50
 end squeue "${PIPESTATUS[0]}"
 
 begin nccl_env_files
-timeout 5 grep -HE '^[[:space:]]*(export[[:space:]]+)?(NCCL_|FI_)[A-Z_]*=' /etc/profile.d/nccl.sh /opt/ml/config/nccl.conf /etc/slurm/prolog.d/ /opt/slurm/etc/prolog.d/ -r 2>&1 | head -n 30
+timeout 5 grep -HE '^[[:space:]]*(export[[:space:]]+)?(NCCL_|FI_|TORCH_NCCL_)[A-Z_]*=' /etc/profile.d/nccl.sh /opt/ml/config/nccl.conf /etc/slurm/prolog.d/ /opt/slurm/etc/prolog.d/ -r 2>&1 | head -n 30
 end nccl_env_files "${PIPESTATUS[0]}"
 
 begin remove_ipc
