@@ -51,3 +51,24 @@ def test_slow_efa_loopback_warns_and_tcp_fallback_informs(simulate) -> None:  # 
     info = _findings(result, "node.efa_latency", Status.INFO)
     assert _nodes(info) == {fallback.instance_id("worker:1")} and info[0].fields["provider"] == "tcp"
     assert _findings(result, "node.efa_latency", Status.WARN) == []
+
+
+def test_transports_disabled_in_running_jobs(simulate) -> None:  # type: ignore[no-untyped-def]
+    sim = simulate("eks-p5")
+    result = _diagnose(sim, sample_nodes="all")
+    p2p = _findings(result, "node.nccl_p2p_env")
+    assert _nodes(p2p) == {sim.instance_id("worker:13")}
+    assert (p2p[0].status, p2p[0].priority) == (Status.WARN, Priority.P1)
+    assert p2p[0].fields == {"variable": "NCCL_P2P_DISABLE", "value": "1"}
+    assert p2p[0].reference.pointer == "references/debugging-guide.md § 14"
+    assert "in 8 process(es)" in p2p[0].evidence[0]
+
+    env = {"NCCL_IB_DISABLE": "1", "NCCL_NVLS_ENABLE": "0", "NCCL_SHM_DISABLE": "0", "NCCL_P2P_DISABLE": "0"}
+    edited = simulate("healthy-eks", edit=_with_nodes(w2=NodeBehaviour(nccl_job_env=env)))
+    found = {f.fields["variable"]: f for f in _findings(_diagnose(edited, sample_nodes="all"), "node.nccl_p2p_env")}
+    # "0" for P2P/SHM means enabled: only the two switched-off transports are reported.
+    assert set(found) == {"NCCL_IB_DISABLE", "NCCL_NVLS_ENABLE"}
+    assert found["NCCL_IB_DISABLE"].reference.pointer == "references/debugging-guide.md § 13"
+    nvls = found["NCCL_NVLS_ENABLE"]
+    assert nvls.status is Status.INFO and nvls.reference.pointer == "references/debugging-guide.md § 19"
+    assert _nodes([nvls]) == {edited.instance_id("worker:2")}

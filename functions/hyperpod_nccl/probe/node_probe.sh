@@ -188,7 +188,7 @@ timeout 5 ps -eo pid=,comm= 2>&1 | grep -E ' (python[0-9.]*|torchrun)$' | head -
 end nccl_jobs "${PIPESTATUS[0]}"
 
 begin nccl_job_env
-timeout 10 grep -zsoHE '^(RANK|LOCAL_RANK|NCCL_RAS_ADDR|NCCL_RAS_ENABLE|NCCL_DEBUG|TORCH_NCCL_DEBUG_INFO_TEMP_FILE|TORCH_NCCL_TRACE_BUFFER_SIZE|TORCH_NCCL_DUMP_ON_TIMEOUT)=[^[:cntrl:]]{0,256}' /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | head -n 4000
+timeout 10 grep -zsoHE '^(RANK|LOCAL_RANK|NCCL_RAS_ADDR|NCCL_RAS_ENABLE|NCCL_DEBUG|TORCH_NCCL_DEBUG_INFO_TEMP_FILE|TORCH_NCCL_TRACE_BUFFER_SIZE|TORCH_NCCL_DUMP_ON_TIMEOUT|NCCL_P2P_DISABLE|NCCL_IB_DISABLE|NCCL_SHM_DISABLE|NCCL_NVLS_ENABLE)=[^[:cntrl:]]{0,256}' /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | head -n 4000
 end nccl_job_env "${PIPESTATUS[0]}"
 
 # NCCL RAS (NCCL >= 2.24): a client-only connection to the node-local RAS port asking for STATUS.

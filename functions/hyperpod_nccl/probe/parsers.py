@@ -388,7 +388,7 @@ def parse_loopback_latency(efa: Section | None, tcp: Section | None) -> Loopback
 
 
 _JOB_LINE = re.compile(r"^\s*(?P<pid>\d+)\s+(?P<comm>\S+)\s*$")
-_ENVIRON_LINE = re.compile(r"^/proc/(?P<pid>\d+)/environ:(?P<name>[A-Z_]+)=(?P<value>.*)$")
+_ENVIRON_LINE = re.compile(r"^/proc/(?P<pid>\d+)/environ:(?P<name>[A-Z][A-Z0-9_]*)=(?P<value>.*)$")
 _FR_FILE_LINE = re.compile(r"^file (?P<mtime>\d+(?:\.\d+)?) (?P<size>\d+) (?P<path>\S+)$")
 _BASE64 = re.compile(r"^[A-Za-z0-9+/]+={0,2}$")
 

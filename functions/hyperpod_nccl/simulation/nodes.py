@@ -303,6 +303,19 @@ def render_nccl_job(scenario: Scenario, behaviours: NodeBehaviours, node_key: st
     import base64
 
     spec = behaviours.hung_job
+    own_env = behaviours.for_node(node_key).nccl_job_env
+    if (spec is None or node_key not in spec.nodes) and own_env:
+        # A running (not hung) job: eight local ranks with the node's configured environment.
+        index = scenario.node_keys().index(node_key)
+        jobs, env = [], []
+        for local in range(8):
+            pid = 7300 + local
+            jobs.append(f"{pid:>7} python")
+            values = {"RANK": str(index * 8 + local), "LOCAL_RANK": str(local), **own_env}
+            env += [f"/proc/{pid}/environ:{name}={value}" for name, value in values.items()]
+        out = _section("nccl_jobs", jobs) + _section("nccl_job_env", env)
+        out += _section("nccl_ras", ["nc: connect to localhost port 28028 (tcp) failed: Connection refused"], rc=1)
+        return "\n".join(out + _section("flight_recorder", [])) + "\n"
     if spec is None or node_key not in spec.nodes:
         out = _section("nccl_jobs", [], rc=1) + _section("nccl_job_env", [], rc=1)
         out += _section("nccl_ras", ["nc: connect to localhost port 28028 (tcp) failed: Connection refused"], rc=1)
