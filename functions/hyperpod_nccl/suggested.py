@@ -81,3 +81,77 @@ def efa_pingpong_pair(server_ip: str | None) -> SuggestedCommand:
         preconditions="both nodes idle, same subnet, security group self-reference in place",
         blast_radius="a short burst of test traffic between the two nodes",
     )
+
+
+def _on_node(region: str, ssm_target: str | None, commands: str) -> str:
+    """Commands to run as root on one node, after opening a session to it (operations.md § 3)."""
+    target = _q(ssm_target) if ssm_target else "<SSM_TARGET>"
+    return f"aws ssm start-session --region {_q(region)} --target {target}\n# then, as root on the node:\n{commands}"
+
+
+def node_memlock_limit(region: str, ssm_target: str | None, orchestrator: str) -> SuggestedCommand:
+    """Raise the locked-memory limit (debugging-guide.md § 17): limits.conf on hosts and Slurm
+    nodes, IPC_LOCK for Kubernetes pods (which have no rlimit field)."""
+    if orchestrator == "eks":
+        return SuggestedCommand(
+            description="let the training containers lock memory (pod spec)",
+            command='securityContext:\n  capabilities:\n    add: ["IPC_LOCK"]   # in every training container; '
+            "or `ulimit -l 8388608` in the entrypoint (up to the hard limit)",
+            preconditions="applies to pods created after the change; restart the job",
+            blast_radius="the job's pods only",
+        )
+    lines = "printf '* soft memlock 8388608\\n* hard memlock 8388608\\n' >> /etc/security/limits.conf"
+    return SuggestedCommand(
+        description="raise memlock to 8388608 KiB for new sessions and Slurm jobs",
+        command=_on_node(region, ssm_target, lines),
+        preconditions="takes effect for new sessions/jobs (Slurm: also set it in the prolog or slurmd's "
+        "LimitMEMLOCK); add the same line to the lifecycle script so replaced nodes get it",
+        blast_radius="this node's new sessions; running jobs keep their old limit",
+    )
+
+
+def node_dev_shm(region: str, ssm_target: str | None, orchestrator: str) -> SuggestedCommand:
+    """Give NCCL a large /dev/shm (debugging-guide.md § 17): emptyDir on EKS, a remount on hosts."""
+    if orchestrator == "eks":
+        return SuggestedCommand(
+            description="mount a memory-backed emptyDir at /dev/shm in the training pods",
+            command="volumes: [{name: dshm, emptyDir: {medium: Memory, sizeLimit: 10Gi}}]\n"
+            "volumeMounts: [{name: dshm, mountPath: /dev/shm}]",
+            preconditions="applies to pods created after the change; restart the job",
+            blast_radius="counts against the pod's memory limit (debugging-guide.md § 4)",
+        )
+    return SuggestedCommand(
+        description="grow /dev/shm on the node",
+        command=_on_node(region, ssm_target, "mount -o remount,size=50% /dev/shm"),
+        preconditions="lasts until reboot: persist it in /etc/fstab from the lifecycle script",
+        blast_radius="this node; tmpfs pages count as used memory",
+    )
+
+
+def node_remove_ipc(region: str, ssm_target: str | None) -> SuggestedCommand:
+    """Stop systemd-logind deleting NCCL's shared memory at logout (operations.md § 7)."""
+    commands = (
+        "sed -i 's/^#\\?RemoveIPC=.*/RemoveIPC=no/' /etc/systemd/logind.conf\n"
+        "grep -q '^RemoveIPC=no' /etc/systemd/logind.conf || echo 'RemoveIPC=no' >> /etc/systemd/logind.conf\n"
+        "systemctl restart systemd-logind"
+    )
+    return SuggestedCommand(
+        description="set RemoveIPC=no and restart systemd-logind",
+        command=_on_node(region, ssm_target, commands),
+        preconditions="no job running on the node (restarting logind can end idle sessions); "
+        "put the same lines in the lifecycle script so replaced nodes get them",
+        blast_radius="this node's idle user sessions",
+    )
+
+
+def node_hugepages(region: str, ssm_target: str | None, pages: int = 512) -> SuggestedCommand:
+    """Reserve 2 MiB huge pages for libfabric's EFA buffers."""
+    commands = (
+        f"echo 'vm.nr_hugepages={pages}' > /etc/sysctl.d/90-hugepages.conf\nsysctl -p /etc/sysctl.d/90-hugepages.conf"
+    )
+    return SuggestedCommand(
+        description=f"reserve {pages} huge pages of 2 MiB",
+        command=_on_node(region, ssm_target, commands),
+        preconditions="enough free memory to reserve them; persist it from the lifecycle script",
+        blast_radius=f"{pages * 2} MiB of this node's memory is set aside",
+    )

@@ -72,3 +72,29 @@ def test_transports_disabled_in_running_jobs(simulate) -> None:  # type: ignore[
     nvls = found["NCCL_NVLS_ENABLE"]
     assert nvls.status is Status.INFO and nvls.reference.pointer == "references/debugging-guide.md § 19"
     assert _nodes([nvls]) == {edited.instance_id("worker:2")}
+
+
+def test_hugepages_and_numa(simulate) -> None:  # type: ignore[no-untyped-def]
+    sim = simulate("eks-p5")
+    result = _diagnose(sim, sample_nodes="all")
+    exhausted = _findings(result, "node.hugepages", Status.WARN)
+    assert _nodes(exhausted) == {sim.instance_id("worker:14")}
+    assert exhausted[0].fields == {"hugepages_total": 1024, "hugepages_free": 0}
+    assert exhausted[0].reference.pointer == "references/debugging-guide.md § 17"
+    assert "vm.nr_hugepages=2048" in exhausted[0].suggested_commands[0].command
+    assert _findings(result, "node.numa") == []
+
+    edited = simulate(
+        "healthy-eks",
+        edit=_with_nodes(w0=NodeBehaviour(hugepages_total=0, hugepages_free=0), w3=NodeBehaviour(numa_nodes=0)),
+    )
+    result = _diagnose(edited, sample_nodes="all")
+    none = _findings(result, "node.hugepages", Status.INFO)
+    assert _nodes(none) == {edited.instance_id("worker:0")}
+    assert "vm.nr_hugepages=512" in none[0].suggested_commands[0].command
+    assert [f.status for f in _findings(result, "node.hugepages") if f.status is Status.PASS] == [Status.PASS]
+    numa = _findings(result, "node.numa")
+    assert _nodes(numa) == {edited.instance_id("worker:3")} and numa[0].status is Status.WARN
+    assert numa[0].reference.pointer == "references/debugging-guide.md § 19"
+    # "No huge pages" is information; only the NUMA warning is an issue.
+    assert {f.check_id for f in result.issues} == {"node.numa"}

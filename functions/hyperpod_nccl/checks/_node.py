@@ -42,6 +42,14 @@ def replace(inv: Inventory, result: NodeProbeResult) -> SuggestedCommand:
     return suggested.batch_replace(inv.cluster_name, [result.instance_id], inv.region)
 
 
+def ssm_target(inv: Inventory, result: NodeProbeResult) -> str | None:
+    """The node's SSM target (operations.md § 3), when the cluster id and group are known."""
+    cluster = inv.control_plane.cluster
+    if cluster is None or not result.instance_group:
+        return None
+    return f"sagemaker-cluster:{cluster.cluster_id}_{result.instance_group}-{result.instance_id}"
+
+
 def nodes_count(inv: Inventory) -> int:
     """How many nodes produced probe data."""
     return sum(1 for _ in probed_nodes(inv))
