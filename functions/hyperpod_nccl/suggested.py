@@ -155,3 +155,14 @@ def node_hugepages(region: str, ssm_target: str | None, pages: int = 512) -> Sug
         preconditions="enough free memory to reserve them; persist it from the lifecycle script",
         blast_radius=f"{pages * 2} MiB of this node's memory is set aside",
     )
+
+
+def node_stale_shm(region: str, ssm_target: str | None) -> SuggestedCommand:
+    """Confirm no process holds the leftover NCCL segments, then remove them (debugging-guide.md § 15)."""
+    commands = "fuser -v /dev/shm/nccl-* 2>&1 | head   # read-only: must list no process\nrm -f /dev/shm/nccl-*"
+    return SuggestedCommand(
+        description="remove the stale /dev/shm/nccl-* segments",
+        command=_on_node(region, ssm_target, commands),
+        preconditions="no job running on the node and fuser lists no process",
+        blast_radius="breaks any NCCL job still running on the node",
+    )

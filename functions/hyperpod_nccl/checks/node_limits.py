@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from hyperpod_nccl import thresholds
+from hyperpod_nccl import suggested, thresholds
 from hyperpod_nccl.checks import check
-from hyperpod_nccl.checks._node import node_label, node_resource, probed_nodes
+from hyperpod_nccl.checks._node import node_label, node_resource, probed_nodes, ssm_target
 from hyperpod_nccl.models.findings import Finding, Priority
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.references import DBG_MEMLOCK_SHM, DBG_STALE_SHM, DBG_VERSION_MISMATCH
@@ -38,6 +38,9 @@ def memlock(inv: Inventory) -> Iterator[Finding]:
                 detail=f"EFA memory registration needs >= {thresholds.NODE_MIN_MEMLOCK_KIB} KiB (or unlimited); "
                 "set it in limits.conf / the Slurm prolog, and IPC_LOCK in pods",
                 resources=[node_resource(result)],
+                suggested_commands=[
+                    suggested.node_memlock_limit(inv.region, ssm_target(inv, result), inv.orchestrator)
+                ],
                 fields={"memlock_kib": probe.memlock_kib},
             )
         else:
@@ -76,6 +79,7 @@ def dev_shm(inv: Inventory) -> Iterator[Finding]:
                 f"/dev/shm is {_gib(size)} on {node_label(result)}",
                 detail="NCCL's intra-node shared-memory buffers do not fit: bus errors or SHM transport failures",
                 resources=[node_resource(result)],
+                suggested_commands=[suggested.node_dev_shm(inv.region, ssm_target(inv, result), inv.orchestrator)],
                 fields={"shm_bytes": size},
             )
         elif size < thresholds.NODE_RECOMMENDED_SHM_BYTES:
@@ -83,6 +87,7 @@ def dev_shm(inv: Inventory) -> Iterator[Finding]:
                 f"/dev/shm is {_gib(size)} on {node_label(result)} (4 GiB or more recommended)",
                 priority=Priority.P2,
                 resources=[node_resource(result)],
+                suggested_commands=[suggested.node_dev_shm(inv.region, ssm_target(inv, result), inv.orchestrator)],
             )
         elif probe.shm_fstype and probe.shm_fstype != "tmpfs":
             yield dev_shm.warn(
@@ -103,6 +108,7 @@ def remove_ipc(inv: Inventory) -> Iterator[Finding]:
                 f"RemoveIPC={probe.remove_ipc} in logind.conf on {node_label(result)}",
                 detail="set RemoveIPC=no (lifecycle script) so NCCL's /dev/shm segments survive logouts",
                 resources=[node_resource(result)],
+                suggested_commands=[suggested.node_remove_ipc(inv.region, ssm_target(inv, result))],
             )
 
 
@@ -121,6 +127,7 @@ def stale_shm(inv: Inventory) -> Iterator[Finding]:
                 f"{len(probe.stale_shm_files)} stale /dev/shm/nccl-* segment(s) on {node_label(result)}",
                 evidence=probe.stale_shm_files[:5],
                 resources=[node_resource(result)],
+                suggested_commands=[suggested.node_stale_shm(inv.region, ssm_target(inv, result))],
             )
 
 

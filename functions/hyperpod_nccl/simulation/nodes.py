@@ -238,7 +238,7 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
         [
             "unlimited"
             if behaviour.memlock_kib is None and behaviour.memlock_unlimited
-            else str(behaviour.memlock_kib or 64)
+            else str(64 if behaviour.memlock_kib is None else behaviour.memlock_kib)
         ],
     )
     out += _section("stack", [str(behaviour.stack_kib)])
