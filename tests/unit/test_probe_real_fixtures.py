@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hyperpod_nccl.probe.parsers import parse_node_probe, parse_pingpong
+from hyperpod_nccl.probe.parsers import (
+    parse_dcgm_health,
+    parse_node_probe,
+    parse_pingpong,
+    parse_topology,
+    split_sections,
+)
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "probe"
 
@@ -34,3 +40,21 @@ def test_pingpong_rows_with_count_suffixes_and_failed_runs() -> None:
         ]
     )
     assert rows == {64: 4.97, 1 << 20: 49.38}
+
+
+def _sections(name: str):  # type: ignore[no-untyped-def]
+    return split_sections((DATA / name).read_text(encoding="utf-8"))
+
+
+def test_h100_topology_is_all_nvlink_and_dcgm_reports_healthy() -> None:
+    sections = _sections("h100_topology_and_dcgm_health.txt")
+    # 8 H100 behind NVSwitch (as on p5): every ordered GPU pair is NV18, none over PCIe.
+    assert parse_topology(sections["topology"].lines) == (56, 0)
+    # Posted for a node whose GPU 1 needed a reset: DCGM still answers "Healthy", which is why a
+    # DCGM pass alone never clears a node (original Check 8, probe 7).
+    assert parse_dcgm_health(sections["dcgm_health"].text) == ("Healthy", [])
+
+
+def test_a100_topology_counts_gpu_columns_only() -> None:
+    # NIC columns (PXB/SYS) are not GPU pairs; rows GPU4-7 were cut in the source.
+    assert parse_topology(_sections("a100_topology_with_nics.txt")["topology"].lines) == (28, 0)
