@@ -8,7 +8,7 @@ from typing import Any
 from hyperpod_nccl.monitor.store import cluster_key
 from hyperpod_nccl.monitor.sweep import SweepState, run_aggregate
 from hyperpod_nccl.simulation.scenario import FaultSpec
-from tests.functional.test_monitor_sweep import _store, _sweep_records, monitor  # noqa: F401 - fixture
+from tests.functional.test_monitor_sweep import _store, _sweep_messages, _sweep_records, monitor  # noqa: F401 - fixture
 
 HISTORY_SECONDS = 7 * 86400
 
@@ -27,7 +27,7 @@ def test_dynamodb_throttling_bursts_are_absorbed_exactly_once(simulate, monitor)
     deployed = monitor(simulate("eks-p5", faults=throttled))
     run = deployed.sweep()
     assert run.status == "SUCCEEDED"
-    assert len(run.notifications) == 1
+    assert len(_sweep_messages(run)) == 1
     occurrences = _occurrences(deployed)
     assert occurrences and set(occurrences.values()) == {1}
     assert len(_sweep_records(deployed)) == 1

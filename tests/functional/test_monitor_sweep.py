@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from hyperpod_nccl.monitor.notify import ChatbotNotification
+from hyperpod_nccl.monitor.notify import INCIDENT_EVENT_TYPES, ChatbotNotification
 from hyperpod_nccl.monitor.store import Store, cluster_key
 from hyperpod_nccl.simulation.runtime import SimulatedCluster
 from hyperpod_nccl.simulation.scenario import FaultSpec
@@ -50,6 +50,11 @@ def _sweep_records(monitor: LocalMonitor) -> list[dict[str, Any]]:
     return list(_store(monitor).query(cluster_key(monitor.region, cluster), "SWEEP#"))
 
 
+def _sweep_messages(run: Any) -> list[dict[str, Any]]:
+    """The per-sweep findings messages of a run (incident messages go to their own threads)."""
+    return [m for m in run.notifications if m["metadata"]["eventType"] not in INCIDENT_EVENT_TYPES.values()]
+
+
 def _event(name: str, **detail_updates: Any) -> dict[str, Any]:
     event = json.loads((EVENTS / name).read_text())
     event.pop("_expect")
@@ -72,7 +77,7 @@ def test_first_sweep_stores_and_notifies_then_second_sends_nothing(simulate, mon
     # One ProbeNode state (one probe_node invocation) per planned node, in Express children whose
     # history the emulation does not keep: counted from the invocations.
     assert len(deployed.calls_of(first, "probe_node")) == 2
-    [message] = first.notifications
+    [message] = _sweep_messages(first)
     chat = ChatbotNotification.model_validate(message)
     cluster = deployed.simulation.scenario.cluster.name
     assert cluster in chat.content.title
@@ -104,7 +109,7 @@ def test_fixed_security_group_produces_a_resolved_notification(simulate, monitor
             GroupId=sg, IpPermissions=[{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": sg}]}]
         )
     second = deployed.sweep()
-    [message] = second.notifications
+    [message] = _sweep_messages(second)
     chat = ChatbotNotification.model_validate(message)
     assert "resolved" in chat.content.title
     assert "[RESOLVED]" in chat.content.description
@@ -127,7 +132,7 @@ def test_failing_collector_still_yields_a_stored_partial_sweep(simulate, monitor
     sources = " | ".join(f"{d['source']}: {d['reason']}" for d in degraded)
     assert "CloudWatch scan" in sources
     assert any(d.get("missing_action") == "ec2:DescribeSecurityGroups" for d in degraded)
-    [message] = run.notifications
+    [message] = _sweep_messages(run)
     assert "Degraded source" in ChatbotNotification.model_validate(message).content.description
 
 
@@ -176,3 +181,34 @@ def test_malformed_and_foreign_events_start_nothing(simulate, monitor) -> None:
         assert outcome["outcomes"] == []
         assert expected in outcome["rejected"]["reason"]
     assert deployed.executions() == []
+
+
+def test_hung_job_incident_is_stored_and_told_once_in_its_own_thread(simulate, monitor) -> None:
+    deployed = monitor(simulate("hung-job"), node_coverage="all")
+    cluster = deployed.simulation.scenario.cluster.name
+    hung_node = deployed.simulation.instance_id("worker:4")
+    first = deployed.sweep()
+    assert first.status == "SUCCEEDED"
+    [item] = _store(deployed).query(cluster_key(deployed.region, cluster), "INCIDENT#")
+    incident_id = item["sk"].removeprefix("INCIDENT#")
+    assert item["status"] == "open" and item["priority"] == "P0" and item["first_sweep_id"] == item["last_sweep_id"]
+    stored = json.loads(item["incident"])
+    assert hung_node in stored["affected"]["instance_ids"] and 37 in stored["affected"]["ranks"]
+    assert {"fault", "hang"} <= {entry["kind"] for entry in stored["timeline"]}
+
+    incident_messages = [m for m in first.notifications if m not in _sweep_messages(first)]
+    [message] = incident_messages
+    chat = ChatbotNotification.model_validate(message)
+    assert chat.metadata.threadId == incident_id
+    assert chat.metadata.eventType == INCIDENT_EVENT_TYPES["new"]
+    assert chat.metadata.threadId != ChatbotNotification.model_validate(_sweep_messages(first)[0]).metadata.threadId
+    assert "[P0]" in chat.content.title and "Timeline:" in chat.content.description
+    assert "rank 37 on pod gpt-pretrain-worker-4" in chat.content.description
+
+    second = deployed.sweep()
+    assert second.status == "SUCCEEDED"
+    assert second.notifications == []
+    assert second.output is not None and second.output["aggregate"]["incident_changes"] == 0
+    [again] = _store(deployed).query(cluster_key(deployed.region, cluster), "INCIDENT#")
+    assert again["status"] == "open" and again["first_sweep_id"] == item["first_sweep_id"]
+    assert again["last_sweep_id"] != item["last_sweep_id"]

@@ -20,7 +20,7 @@ logger, tracer, metrics = powertools("notify")
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """Publish one sweep's notification, at most once."""
+    """Publish one sweep's notification and one message per changed incident, each at most once."""
     settings = MonitorSettings.from_env()
     state = SweepState.model_validate(event)
     logger.append_keys(sweep_id=state.sweep.sweep_id, cluster=state.sweep.cluster)
@@ -33,6 +33,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         base_url=settings.reference_base_url,
     )
     metrics.add_dimension(name=METRIC_DIMENSION_CLUSTER, value=state.sweep.cluster)
-    metrics.add_metric(name=METRIC_NOTIFICATIONS, unit=MetricUnit.Count, value=int(output.published))
+    sent = output.incident_messages + (1 if output.message_id else 0)  # incident messages are their own
+    metrics.add_metric(name=METRIC_NOTIFICATIONS, unit=MetricUnit.Count, value=sent)
     logger.info("notify", extra=output.model_dump())
     return output.model_dump(mode="json")

@@ -14,12 +14,21 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from hyperpod_nccl.incidents.models import Incident, TimelineEntry
 from hyperpod_nccl.models.findings import Finding, Priority, Resource
 from hyperpod_nccl.monitor.diff import Change, SweepDiff
+from hyperpod_nccl.monitor.incidents import IncidentChange, IncidentSweep
 
 # Listing every change of a large first sweep would exceed chat limits; the rest is counted.
 MAX_DETAILED_CHANGES = 15
 MAX_LISTED_CHANGES = 40
+# An incident message shows the latest timeline entries; the full story is in the table and CLI.
+MAX_TIMELINE_ENTRIES = 15
+INCIDENT_EVENT_TYPES = {
+    "new": "HyperPodNcclIncidentOpened",
+    "changed": "HyperPodNcclIncidentUpdated",
+    "resolved": "HyperPodNcclIncidentResolved",
+}
 URGENT = (Priority.P0, Priority.P1)
 _ID_KINDS = ("node", "pod", "security_group", "k8s_node", "slurm_node", "gpu", "instance_group", "namespace")
 
@@ -203,6 +212,99 @@ def build_alert(diff: SweepDiff, base_url: str) -> Alert:
             eventType="HyperPodNcclSweepFailed" if failed else "HyperPodNcclFindingsChanged",
             relatedResources=[diff.cluster_arn] if diff.cluster_arn else [],
             additionalContext={"clusterName": diff.cluster, "region": diff.region, "sweepId": diff.sweep_id},
+        ),
+    )
+    return Alert(subject=headline[:100], email="\n".join(email_lines), chatbot=chatbot)
+
+
+def _timeline_line(entry: TimelineEntry) -> str:
+    when = f"{entry.time:%Y-%m-%d %H:%M} UTC" if entry.time else "at the sweep"
+    return f"{when} [{entry.kind}/{entry.source}] {entry.text}"
+
+
+def _affected_line(incident: Incident) -> str:
+    affected = incident.affected
+    parts = [
+        ("instances", affected.instance_ids),
+        ("nodes", affected.nodes),
+        ("pods", affected.pods),
+        ("ranks", [str(r) for r in affected.ranks]),
+        ("jobs", affected.jobs),
+        ("GPUs", affected.gpus),
+    ]
+    listed = [
+        f"{name} {', '.join(values[:10])}" + (" ..." if len(values) > 10 else "") for name, values in parts if values
+    ]
+    return "Affected: " + ("; ".join(listed) if listed else "no node, pod or rank named")
+
+
+def _incident_body(change: IncidentChange, base_url: str, *, markdown: bool) -> list[str]:
+    incident = change.incident
+    reference = incident.root_cause.reference
+    link = reference.url(base_url)
+    lines = [f"Root cause: {incident.root_cause.summary}"]
+    lines.append(f"Runbook: <{link}|{reference.pointer}>" if markdown else f"Runbook: {reference.pointer} - {link}")
+    lines.append(f"Outcome: {incident.outcome}")
+    lines.append(_affected_line(incident))
+    if change.what:
+        lines.append("What changed: " + "; ".join(change.what))
+    if incident.recurrence is not None:
+        lines.append(f"Recurrence: {incident.recurrence.detail}. {incident.recurrence.advice}")
+    # An update shows what is new in the thread; a first message tells the story so far.
+    entries = change.new_entries if change.kind == "changed" else incident.timeline
+    if entries and change.kind != "resolved":
+        lines.append("")
+        lines.append("Timeline (new entries):" if change.kind == "changed" else "Timeline:")
+        shown = entries[-MAX_TIMELINE_ENTRIES:]
+        if len(entries) > len(shown):
+            lines.append(f"... {len(entries) - len(shown)} earlier entries")
+        lines.extend(("- " if markdown else "  ") + _timeline_line(e) for e in shown)
+    if incident.evidence and change.kind == "new":
+        lines.append("")
+        lines.append("Evidence:")
+        lines.extend(f"```{line}```" if markdown else f"  {line}" for line in incident.evidence[:5])
+    return lines
+
+
+def build_incident_alert(sweep: IncidentSweep, change: IncidentChange, base_url: str) -> Alert:
+    """One incident's message: its own chat thread (threadId = incident id) so that updates and
+    the resolution land under the first message."""
+    incident = change.incident
+    label = {"new": "Incident", "changed": "Incident update", "resolved": "Incident resolved"}[change.kind]
+    headline = f"HyperPod {sweep.cluster}: {label} [{incident.priority.value}] {incident.title}"
+    emoji = {"new": ":rotating_light:", "changed": ":arrows_counterclockwise:", "resolved": ":white_check_mark:"}[
+        change.kind
+    ]
+    email_lines = [
+        headline,
+        f"Cluster: {sweep.cluster} ({sweep.region})" + (f" {sweep.cluster_arn}" if sweep.cluster_arn else ""),
+        f"Incident: {incident.id}; sweep {sweep.sweep_id} started {sweep.started_at.isoformat()}",
+        "",
+        *_incident_body(change, base_url, markdown=False),
+        "",
+        f"Full story: hyperpod-nccl incidents --cluster {sweep.cluster} --region {sweep.region}",
+        "hyperpod-nccl is read-only: it never runs the suggested commands. Check preconditions first.",
+    ]
+    related = [sweep.cluster_arn] if sweep.cluster_arn else []
+    chatbot = ChatbotNotification(
+        id=f"{sweep.sweep_id}-{incident.id}",
+        content=ChatbotContent(
+            title=f"{emoji} {headline}"[:250],
+            description="\n".join(_incident_body(change, base_url, markdown=True)),
+            nextSteps=[incident.recurrence.advice] if incident.recurrence and change.kind != "resolved" else [],
+            keywords=["hyperpod", "nccl", "incident", sweep.cluster],
+        ),
+        metadata=ChatbotMetadata(
+            threadId=incident.id,
+            summary=headline,
+            eventType=INCIDENT_EVENT_TYPES[change.kind],
+            relatedResources=related,
+            additionalContext={
+                "clusterName": sweep.cluster,
+                "region": sweep.region,
+                "sweepId": sweep.sweep_id,
+                "incidentId": incident.id,
+            },
         ),
     )
     return Alert(subject=headline[:100], email="\n".join(email_lines), chatbot=chatbot)

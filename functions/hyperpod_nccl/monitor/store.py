@@ -11,8 +11,10 @@ Keys (pk / sk; `C` = `<region>#<cluster name>`), one line per access pattern:
 - a finding's occurrences: `FINDING#C#<fingerprint>` / `OCC#<started ISO>#<sweep id>`
 - per-node fault history (survives replacement): `NODE#<instance id>` / `FAULT#<ISO>#<sweep id>#<fingerprint>`
 - per-GPU fault history (serial/UUID): `GPU#<serial or uuid>` / `FAULT#<ISO>#<sweep id>#<fingerprint>`
+- an incident (status open/resolved, first/last seen, timeline; monitor/incidents.py): `CLUSTER#C` / `INCIDENT#<id>`
 - one sweep's scratch (collector outputs, TTL): `SWEEP#<sweep id>` / `REQUEST`, `TARGET#<id>`, `PROBE#<id>`,
-  `DEGRADED#<step>`, `NOTIFIED` and blobs `<NAME>#<chunk>` (CONTROL_PLANE, PLAN, LOGS, KUBERNETES, RESULT, DIFF)
+  `DEGRADED#<step>`, `NOTIFIED`, `NOTIFIED#INCIDENT#<id>` and blobs `<NAME>#<chunk>` (CONTROL_PLANE, PLAN, LOGS,
+  KUBERNETES, RESULT, DIFF, INCIDENTS)
 
 Node and GPU history are keyed by the hardware, not by cluster membership, so a node replaced
 by HyperPod keeps its record and a GPU UUID that reappears is recognised.

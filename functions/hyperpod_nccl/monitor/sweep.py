@@ -40,7 +40,8 @@ from hyperpod_nccl.models.node_probe import NodeProbeInventory, NodeProbeResult,
 from hyperpod_nccl.models.request import DiagnoseRequest
 from hyperpod_nccl.monitor.diff import OpenFinding, SweepDiff, compute_changes, open_counts
 from hyperpod_nccl.monitor.events import TriggerRequest
-from hyperpod_nccl.monitor.notify import build_alert, sns_message
+from hyperpod_nccl.monitor.incidents import load_incident_sweep, record_incidents
+from hyperpod_nccl.monitor.notify import build_alert, build_incident_alert, sns_message
 from hyperpod_nccl.monitor.settings import LOCK_LEASE_SECONDS, batch_targets
 from hyperpod_nccl.monitor.store import (
     Store,
@@ -131,6 +132,7 @@ class AggregateOutput(BaseModel):
     follow_up: bool = False
     next: SweepRef | None = None
     changes: int = 0
+    incident_changes: int = 0
     open_by_priority: dict[str, int] = Field(default_factory=dict)
     nodes_probed: int = 0
     nodes_unreachable: int = 0
@@ -155,6 +157,7 @@ class NotifyOutput(BaseModel):
     published: bool
     message_id: str | None = None
     reason: str = ""
+    incident_messages: int = Field(default=0, description="incident messages published by this attempt")
 
 
 class TriggerOutcome(BaseModel):
@@ -573,16 +576,30 @@ def run_aggregate(
     )
     diff = _store_diff(store, diff, history_seconds)
     _persist_findings(store, ref, result, diff, history_seconds)
+    # Incidents join the same result and inventory the CLI's `incidents` joins; a finding kept
+    # open (its node unprobed this time) keeps its incident open too.
+    incidents = record_incidents(
+        store,
+        sweep_id=ref.sweep_id,
+        region=ref.region,
+        started_at=ref.started_at,
+        result=result,
+        inventory=inventory,
+        open_fingerprints={f.fingerprint for f in result.issues} | set(diff.kept_open),
+        cluster_wide=ref.node is None,
+        history_seconds=history_seconds,
+    )
     status: Literal["complete", "partial"] = "partial" if result.degraded_sources else "complete"
     duration = _record_sweep(store, ref, status, diff, now, history_seconds)
     follow = finish_sweep(store, ref, now)
     return AggregateOutput(
         sweep_id=ref.sweep_id,
         status=status,
-        notify=diff.worth_notifying,
+        notify=diff.worth_notifying or bool(incidents.changes),
         follow_up=follow is not None,
         next=follow,
         changes=len(diff.changes),
+        incident_changes=len(incidents.changes),
         open_by_priority=diff.open_by_priority,
         nodes_probed=result.coverage.nodes_probed,
         nodes_unreachable=result.coverage.nodes_unreachable,
@@ -605,21 +622,56 @@ def run_notify(state: SweepState, store: Store, sns: Any, *, topic_arn: str, bas
         )  # fmt: skip
     else:
         diff = SweepDiff.model_validate_json(text)
+    incident_messages = _publish_incidents(ref, store, sns, topic_arn=topic_arn, base_url=base_url)
     if not diff.worth_notifying:
-        return NotifyOutput(published=False, reason="nothing changed")
+        reason = f"{incident_messages} incident messages" if incident_messages else "nothing changed"
+        return NotifyOutput(published=incident_messages > 0, reason=reason, incident_messages=incident_messages)
     marker: dict[str, Any] = {
         "pk": sweep_key(ref.sweep_id),
         "sk": "NOTIFIED",
         "expires_at": epoch(ref.started_at) + 7 * 24 * 3600,
     }
     if not store.put_new(marker):
-        return NotifyOutput(published=False, reason="already published for this sweep")
+        return NotifyOutput(
+            published=incident_messages > 0,
+            reason="already published for this sweep",
+            incident_messages=incident_messages,
+        )
     try:
         response = sns.publish(TopicArn=topic_arn, **sns_message(build_alert(diff, base_url)))
     except Exception:
         store.delete(marker["pk"], marker["sk"])  # let the Retry publish it
         raise
-    return NotifyOutput(published=True, message_id=response.get("MessageId"), reason=f"{len(diff.changes)} changes")
+    return NotifyOutput(
+        published=True,
+        message_id=response.get("MessageId"),
+        reason=f"{len(diff.changes)} changes",
+        incident_messages=incident_messages,
+    )
+
+
+def _publish_incidents(ref: SweepRef, store: Store, sns: Any, *, topic_arn: str, base_url: str) -> int:
+    """One message per new, changed or resolved incident, each at most once per sweep (a marker
+    per incident: a Retry after a failed publish sends only what was not sent)."""
+    sweep = load_incident_sweep(store, ref.sweep_id)
+    if sweep is None:
+        return 0
+    published = 0
+    for change in sorted(sweep.changes, key=lambda c: (c.incident.priority.rank, c.incident.id)):
+        marker: dict[str, Any] = {
+            "pk": sweep_key(ref.sweep_id),
+            "sk": f"NOTIFIED#INCIDENT#{change.incident.id}",
+            "expires_at": epoch(ref.started_at) + 7 * 24 * 3600,
+        }
+        if not store.put_new(marker):
+            continue
+        try:
+            sns.publish(TopicArn=topic_arn, **sns_message(build_incident_alert(sweep, change, base_url)))
+        except Exception:
+            store.delete(marker["pk"], marker["sk"])
+            raise
+        published += 1
+    return published
 
 
 # --- lock and triggers -----------------------------------------------------------------------
