@@ -50,3 +50,15 @@ def test_a_retried_aggregate_changes_nothing(simulate, monitor) -> None:  # noqa
     assert again.changes == run.output["aggregate"]["changes"]
     cluster = deployed.simulation.scenario.cluster.name
     assert list(store.query(cluster_key(deployed.region, cluster), "SWEEP#"))  # still one record, above
+
+
+def test_sns_outage_is_retried_and_the_alert_sent_exactly_once(simulate, monitor) -> None:  # noqa: F811
+    # Two failed publishes exhaust one Notify invocation's SDK attempts (AWS_MAX_ATTEMPTS=2
+    # locally); the state machine retries the task, which publishes once.
+    outage = FaultSpec(operation="sns:Publish", error_code="InternalError", http_status=500, times=2)
+    deployed = monitor(simulate("eks-p5", faults=[outage]))
+    run = deployed.sweep()
+    assert run.status == "SUCCEEDED"
+    assert deployed.emulation.faults.calls.count("sns:Publish") >= 3
+    assert len(_sweep_messages(run)) == 1
+    assert len(_sweep_records(deployed)) == 1
