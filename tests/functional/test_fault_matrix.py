@@ -80,6 +80,12 @@ def _observe(simulate, scenario: str, operation: str, fault: Fault) -> str:  # t
     assert result.findings, f"{operation}/{fault.name}: the rest of the report must survive"
     degraded = [d for d in result.degraded_sources if not d.source.startswith("check ")]
     assert not [d for d in result.degraded_sources if d.source.startswith("check ")], "a check crashed"
+    unreachable = [f for f in result.findings if f.check_id == "node.reachability" and f.is_issue]
+    if unreachable and operation.startswith("ssm:"):
+        # SSM failures are per node: each node becomes an unreachable finding naming the fix.
+        if fault.name == "AccessDenied":
+            assert all("ssm:StartSession" in f.detail + " ".join(f.evidence) for f in unreachable), unreachable[0]
+        return f"{len(unreachable)} node(s) reported unreachable: {unreachable[0].detail[:90]}"
     if not degraded:
         return "no effect (retried or not needed)"
     if fault.name == "AccessDenied":
