@@ -71,18 +71,24 @@ def execute(request: DiagnoseRequest, aws: AwsClients, history: list[Incident]) 
     return run_
 
 
-def run(args: argparse.Namespace) -> int:
-    """Diagnose, join into incidents, print."""
-    region = resolve_region(args, NAME)
+def incident_run(args: argparse.Namespace, command: str) -> IncidentRun | int:
+    """Resolve the flags, diagnose and build incidents; an exit code when that cannot happen
+    (2: bad region or history file, 1: the diagnosis was aborted). Shared by support-bundle."""
+    region = resolve_region(args, command)
     if region is None:
         return 2
-    history = read_history(args.history, NAME)
+    history = read_history(args.history, command)
     if history is None:
         return 2
-    request = build_request(args, args.cluster, region)
-    outcome = execute(request, AwsClients(region=region), history)
-    if outcome is None:
-        return 1
+    outcome = execute(build_request(args, args.cluster, region), AwsClients(region=region), history)
+    return 1 if outcome is None else outcome
+
+
+def run(args: argparse.Namespace) -> int:
+    """Diagnose, join into incidents, print."""
+    outcome = incident_run(args, NAME)
+    if isinstance(outcome, int):
+        return outcome
     if args.format == "json":
         sys.stdout.write(json.dumps(incidents_json(outcome), indent=2) + "\n")
     else:

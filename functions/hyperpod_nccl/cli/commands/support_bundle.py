@@ -18,10 +18,9 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from hyperpod_nccl.cli.commands.diagnose import add_scope_arguments, add_target_arguments, build_request, resolve_region
-from hyperpod_nccl.cli.commands.incidents import add_history_argument, execute, read_history
+from hyperpod_nccl.cli.commands.diagnose import add_scope_arguments, add_target_arguments
+from hyperpod_nccl.cli.commands.incidents import add_history_argument, incident_run
 from hyperpod_nccl.cli.render import TextReport, render_json
-from hyperpod_nccl.collectors.aws import AwsClients
 from hyperpod_nccl.incidents.report import IncidentRun, incidents_json, write_escalations, write_incident
 from hyperpod_nccl.models.findings import SweepResult
 from hyperpod_nccl.redaction import redact_value
@@ -180,16 +179,9 @@ def write_bundle(run_: IncidentRun, directory: Path) -> list[Path]:
 
 def run(args: argparse.Namespace) -> int:
     """Diagnose with a larger sample, build incidents, write the bundle."""
-    region = resolve_region(args, NAME)
-    if region is None:
-        return 2
-    history = read_history(args.history, NAME)
-    if history is None:
-        return 2
-    request = build_request(args, args.cluster, region)
-    outcome = execute(request, AwsClients(region=region), history)
-    if outcome is None:
-        return 1
+    outcome = incident_run(args, NAME)
+    if isinstance(outcome, int):
+        return outcome
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     directory = args.output or Path(f"support-{outcome.result.cluster_name}-{stamp}")
     try:
