@@ -123,8 +123,9 @@ def run() -> str:
     return (
         f"Each size is one real sweep of a synthetic healthy cluster (probe latency {PROBE_LATENCY_SECONDS:g} s) "
         "through the deployed state machine definition in the emulation. Design: Standard parent; the probe Map "
-        f"is a Distributed Map whose EXPRESS child executions each probe a batch of {PROBE_BATCH_SIZE} nodes, "
-        f"{DEFAULT_MAP_MAX_CONCURRENCY} probes at once. Prices: `hyperpod_nccl/monitor/pricing.py` "
+        f"is a Distributed Map whose EXPRESS child executions each probe a batch of up to {PROBE_BATCH_SIZE} "
+        f"nodes two at a time, {DEFAULT_MAP_MAX_CONCURRENCY} probes at once. "
+        "Prices: `hyperpod_nccl/monitor/pricing.py` "
         f"({pricing.PRICES_REGION} list prices checked {pricing.PRICES_CHECKED_ON}, no free tier); "
         f"{pricing.sweeps_per_month(CADENCE_SECONDS):.0f} sweeps a month.\n\n"
         "| nodes | Standard transitions | Express children (total time) | Lambda invocations | probe billed time "

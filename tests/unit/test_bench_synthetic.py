@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from hyperpod_nccl.monitor.settings import PROBE_BATCH_SIZE, batch_targets, batches_at_once
+from hyperpod_nccl.monitor import ASL_PATH
+from hyperpod_nccl.monitor.settings import (
+    DEFAULT_MAP_MAX_CONCURRENCY,
+    PROBE_BATCH_CONCURRENCY,
+    PROBE_BATCH_SIZE,
+    batch_targets,
+    batches_at_once,
+)
 from hyperpod_nccl.simulation.serverless import emulation_definition
 from hyperpod_nccl.simulation.synthetic import lower_bound_seconds, serial_seconds, synthetic_scenario
 
@@ -44,14 +51,27 @@ def test_bound_and_serial_times() -> None:
 
 
 def test_batches_cover_every_target_in_order() -> None:
-    ids = [f"i-{n:017x}" for n in range(2 * PROBE_BATCH_SIZE + 3)]
-    batches = batch_targets(ids)
-    assert [i for batch in batches for i in batch] == ids
-    assert [len(b) for b in batches] == [PROBE_BATCH_SIZE, PROBE_BATCH_SIZE, 3]
+    children = batches_at_once(DEFAULT_MAP_MAX_CONCURRENCY)
+    large = [f"i-{n:017x}" for n in range(PROBE_BATCH_SIZE * children * 4 + 3)]
+    batches = batch_targets(large)
+    assert [i for batch in batches for i in batch] == large
+    assert {len(b) for b in batches[:-1]} == {PROBE_BATCH_SIZE} and len(batches[-1]) == 3
+    # A small cluster still fills every child execution the default concurrency runs at once.
+    small = large[:16]
+    assert len(batch_targets(small)) >= min(children, len(small))
+    assert [i for batch in batch_targets(small) for i in batch] == small
     assert batch_targets([]) == []
+
+
+def test_batches_at_once_covers_the_probes_at_once() -> None:
     assert batches_at_once(1) == 1
-    assert batches_at_once(PROBE_BATCH_SIZE * 2) == 2
-    assert batches_at_once(PROBE_BATCH_SIZE * 2 + 1) == 3
+    assert batches_at_once(PROBE_BATCH_CONCURRENCY * 2) == 2
+    assert batches_at_once(PROBE_BATCH_CONCURRENCY * 2 + 1) == 3
+
+
+def test_the_definition_probes_a_batch_at_the_declared_concurrency() -> None:
+    text = ASL_PATH.read_text()
+    assert f'"MaxConcurrency": {PROBE_BATCH_CONCURRENCY},' in text
 
 
 def test_only_the_emulation_sees_standard_children() -> None:

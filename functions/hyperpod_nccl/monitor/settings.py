@@ -73,19 +73,30 @@ PROBE_TIMEOUT_SECONDS = 180
 # time) without finishing sooner. 16 keeps a 2-5 s probe at the rate (BENCHMARKS.md).
 DEFAULT_MAP_MAX_CONCURRENCY = 16
 # Nodes per child execution of the probe Map (Discover batches the node ids). The Standard parent
-# pays one state transition per child, so bigger batches are cheaper; every node of a batch is
-# probed at once, so a batch stays within one probe budget (and the 5-minute Express limit).
+# pays one state transition per child, so bigger batches are cheaper.
 PROBE_BATCH_SIZE = 8
+# Nodes of one batch probed at a time (the child's inline Map MaxConcurrency in sweep.asl.json).
+# A child frees its probe slots only when its last node is done: probing a whole batch at once
+# left most slots idle for one probe time per batch (the sweep ran at 2/3 of the StartSession
+# rate, BENCHMARKS.md); two at a time wastes little, and 4 rounds of a batch of 8 stay within the
+# 5-minute Express limit unless three of its nodes hang for the whole 180 s budget.
+PROBE_BATCH_CONCURRENCY = 2
 
 
 def batches_at_once(probes_at_once: int) -> int:
     """Child executions of the probe Map running at once for `probes_at_once` concurrent probes
     (the Distributed Map's MaxConcurrency, substituted as ${MapMaxConcurrency})."""
-    return max(1, -(-probes_at_once // PROBE_BATCH_SIZE))
+    return max(1, -(-probes_at_once // PROBE_BATCH_CONCURRENCY))
 
 
-def batch_targets(instance_ids: list[str], size: int = PROBE_BATCH_SIZE) -> list[list[str]]:
-    """The probe Map's items: node ids in batches of `size`, in plan order."""
+def batch_targets(instance_ids: list[str]) -> list[list[str]]:
+    """The probe Map's items: node ids in batches, in plan order.
+
+    Batches of PROBE_BATCH_SIZE, smaller on small clusters so that there are enough of them to
+    fill the default number of child executions at once (16 nodes: 8 batches of 2, not 2 of 8).
+    """
+    wanted = batches_at_once(DEFAULT_MAP_MAX_CONCURRENCY)
+    size = min(PROBE_BATCH_SIZE, max(1, -(-len(instance_ids) // wanted)))
     return [instance_ids[i : i + size] for i in range(0, len(instance_ids), size)]
 
 

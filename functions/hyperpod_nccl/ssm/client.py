@@ -111,10 +111,13 @@ def classify_start_error(error: BaseException) -> SessionError:
 
 
 class RateLimiter:
-    """A thread-safe token bucket: at most `rate` acquisitions per second after a `burst`.
+    """A thread-safe, first-come-first-served pacer: at most `rate` acquisitions per second after
+    a `burst` (the generic cell rate algorithm: each caller reserves the next free start time).
 
     One instance is shared by every probe thread so a sweep of hundreds of nodes stays under
-    the account's StartSession rate instead of failing with throttling.
+    the account's StartSession rate instead of failing with throttling. Reservations keep the
+    callers' order, so a batch of probes that asked first starts first: with a token bucket
+    polled by sleepers, the last node of a batch waited for as long as every other caller's.
     """
 
     def __init__(
@@ -129,31 +132,41 @@ class RateLimiter:
         self.burst = burst
         self._clock = clock
         self._sleep = sleep
-        self._tokens = float(burst)
-        self._stamp = clock()
+        self._interval = 1.0 / rate
+        # How far ahead of the steady pace a burst may run.
+        self._tolerance = (max(1, burst) - 1) * self._interval
+        # The theoretical time of the next start at the steady pace.
+        self._next = clock()
         self._lock = threading.Lock()
 
+    def _wait(self, now: float) -> tuple[float, float]:
+        """Seconds until the next start may happen, and the pace marker after it."""
+        due = max(self._next, now)
+        # The epsilon absorbs float rounding of the steps (1/3 s steps never sum exactly).
+        wait = max(0.0, due - self._tolerance - now)
+        return (0.0 if wait < 1e-9 else wait), due + self._interval
+
     def try_acquire(self) -> float:
-        """Take a token if one is available and return 0; otherwise return the seconds to wait."""
+        """Take a start now if one is free and return 0; otherwise return the seconds to wait
+        (without reserving anything)."""
         with self._lock:
-            now = self._clock()
-            self._tokens = min(float(self.burst), self._tokens + (now - self._stamp) * self.rate)
-            self._stamp = now
-            # The epsilon absorbs float rounding of the refill (1/3 s steps never sum to exactly 1).
-            if self._tokens >= 1.0 - 1e-9:
-                self._tokens = max(0.0, self._tokens - 1.0)
-                return 0.0
-            return (1.0 - self._tokens) / self.rate
+            wait, after = self._wait(self._clock())
+            if wait == 0.0:
+                self._next = after
+            return wait
 
     def acquire(self, deadline: float | None = None) -> bool:
-        """Wait for a token; False (without a token) when it would not come before `deadline`."""
-        while True:
-            wait = self.try_acquire()
-            if wait == 0.0:
-                return True
-            if deadline is not None and self._clock() + wait > deadline:
+        """Reserve the next free start and wait for it; False (reserving nothing) when it would
+        not come before `deadline`."""
+        with self._lock:
+            now = self._clock()
+            wait, after = self._wait(now)
+            if deadline is not None and now + wait > deadline:
                 return False
+            self._next = after
+        if wait:
             self._sleep(wait)
+        return True
 
 
 START_SESSION_LIMITER = RateLimiter(
