@@ -40,8 +40,8 @@ def run() -> str:
         f"| aggregate step (handler process + peak allocations rebuilding and evaluating the {NODES}-node "
         f"inventory from the table) | {aggregate_base:.0f} + {aggregate.aggregate_peak_mb:.0f} = "
         f"**{aggregate_total:.0f} MB** | {'ok' if aggregate_total < LIMIT_MB else 'OVER'} |",
-        f"| CLI `diagnose --sample-nodes all` at {NODES} nodes (peak RSS of the process, which also runs the "
-        f"emulation and the simulated agents) | **{cli.peak_rss_mb:.0f} MB** | "
+        f"| CLI `diagnose --sample-nodes all` at {NODES} nodes (peak RSS of its own process; the emulation "
+        f"and the simulated agents run in another) | **{cli.peak_rss_mb:.0f} MB** | "
         f"{'ok' if cli.peak_rss_mb < LIMIT_MB else 'OVER'} |",
         f"| probe_node handler process before a probe (sizes its Lambda memory) | {probe_base:.0f} MB | - |",
     ]
@@ -50,6 +50,6 @@ def run() -> str:
         + "\n".join(rows)
         + "\n\nThe aggregate figure is the peak RSS of a process that imported the handler and created its clients "
         "(VmHWM) plus the tracemalloc peak of `build_inventory` and `build_result` over the stored "
-        "partials of a real 1024-node sweep. The CLI figure overstates the CLI: the emulation (moto, the SSM "
-        "agents) shares its process."
+        "partials of a real 1024-node sweep. The CLI figure is the VmHWM of the process that ran the engine, "
+        "exactly as `hyperpod-nccl diagnose` runs against AWS."
     )

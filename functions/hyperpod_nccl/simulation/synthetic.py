@@ -8,7 +8,11 @@ the orchestration (pacing, concurrency, state machine) and nothing else.
 
 from __future__ import annotations
 
+import json
+import os
 import resource
+import subprocess
+import sys
 import time
 from typing import Any, Literal
 
@@ -104,7 +108,9 @@ class SweepMeasurement(BaseModel):
     nodes_unreachable: int
     status: str = "SUCCEEDED"
     peak_rss_mb: float = Field(
-        default=0.0, description="peak RSS of the measuring process (includes the in-process emulation)"
+        default=0.0,
+        description="peak RSS of the sweeping process: the CLI's own process; for the state machine, the "
+        "process that also runs the emulation and every handler",
     )
 
     @property
@@ -177,8 +183,8 @@ def measure_sweep(
         if path == "cli":
             measured = _measure_cli(simulation, calls)
         else:
-            measured = _measure_state_machine(simulation, calls, concurrency, on_run)
-    wall, call_log, probed, unreachable, status = measured
+            measured = (*_measure_state_machine(simulation, calls, concurrency, on_run), peak_rss_mb())
+    wall, call_log, probed, unreachable, status, peak = measured
     by_operation = _count(call_log)
     return SweepMeasurement(
         nodes=nodes,
@@ -192,24 +198,63 @@ def measure_sweep(
         nodes_probed=probed,
         nodes_unreachable=unreachable,
         status=status,
-        peak_rss_mb=round(peak_rss_mb(), 1),
+        peak_rss_mb=round(peak, 1),
     )
 
 
-def _measure_cli(simulation: Any, calls: list[str]) -> tuple[float, list[str], int, int, str]:
-    from hyperpod_nccl.engine import diagnose
-    from hyperpod_nccl.models.findings import Scope
-    from hyperpod_nccl.models.request import DiagnoseRequest
+def _measure_cli(simulation: Any, calls: list[str]) -> tuple[float, list[str], int, int, str, float]:
+    """The CLI's sweep in its own process against this process's emulation, as an operator runs
+    it against AWS: its wall time and peak memory are its own, not the emulation's."""
+    from hyperpod_nccl.simulation.aws import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
 
     scenario = simulation.scenario
-    request = DiagnoseRequest(cluster=scenario.cluster.name, region=scenario.region, scope=Scope(sample_nodes="all"))
-    aws = simulation.clients()
+    env = dict(os.environ)
+    env.update(
+        {
+            "AWS_ENDPOINT_URL": simulation.emulation.endpoint_url,
+            "AWS_ACCESS_KEY_ID": FAKE_ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": FAKE_SECRET_KEY,
+            "AWS_DEFAULT_REGION": scenario.region,
+            "AWS_MAX_ATTEMPTS": "2",
+        }
+    )
+    env.pop("AWS_PROFILE", None)
+    env.pop("AWS_SESSION_TOKEN", None)
+    command = [sys.executable, "-c", _CLI_CHILD, scenario.cluster.name, scenario.region]
     del calls[:]
-    started = time.monotonic()
-    result = diagnose(request, aws)
-    wall = time.monotonic() - started
-    coverage = result.coverage
-    return wall, list(calls), coverage.nodes_probed, coverage.nodes_unreachable, "SUCCEEDED"
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    call_log = list(calls)
+    if done.returncode != 0 or not done.stdout.strip():
+        raise RuntimeError(f"the CLI sweep failed: {done.stderr[-2000:]}")
+    child = json.loads(done.stdout.strip().splitlines()[-1])
+    return (
+        float(child["wall_s"]),
+        call_log,
+        int(child["nodes_probed"]),
+        int(child["nodes_unreachable"]),
+        "SUCCEEDED",
+        float(child["peak_rss_mb"]),
+    )
+
+
+# The child process of `_measure_cli`: `diagnose --sample-nodes all` through the engine, timed
+# from the first AWS call to the result (interpreter start-up excluded).
+_CLI_CHILD = """
+import json, sys, time
+from hyperpod_nccl.collectors.aws import AwsClients
+from hyperpod_nccl.engine import diagnose
+from hyperpod_nccl.models.findings import Scope
+from hyperpod_nccl.models.request import DiagnoseRequest
+from hyperpod_nccl.simulation.synthetic import peak_rss_mb
+cluster, region = sys.argv[1], sys.argv[2]
+request = DiagnoseRequest(cluster=cluster, region=region, scope=Scope(sample_nodes="all"))
+aws = AwsClients(region=region)
+started = time.monotonic()
+result = diagnose(request, aws)
+wall = time.monotonic() - started
+print(json.dumps({"wall_s": wall, "nodes_probed": result.coverage.nodes_probed,
+                  "nodes_unreachable": result.coverage.nodes_unreachable, "peak_rss_mb": peak_rss_mb()}))
+"""
 
 
 def _measure_state_machine(
