@@ -127,3 +127,18 @@ def test_slurm_memlock_fix_is_limits_conf_on_the_node(simulate) -> None:  # type
     assert f"--target {_ssm_target(sim, 'compute:1')}" in command.command
     assert "* hard memlock 8388608" in command.command and "/etc/security/limits.conf" in command.command
     assert command.preconditions and "lifecycle script" in command.preconditions
+
+
+def test_unset_remove_ipc_warns_on_slurm_and_is_only_listed_on_eks(simulate) -> None:  # type: ignore[no-untyped-def]
+    unset = NodeBehaviour(remove_ipc=None)
+    slurm = simulate("slurm-p5en", edit=_with_nodes("compute", n0=unset, n1=unset))
+    result = _diagnose(slurm, sample_nodes="all")
+    (finding,) = _findings(result, "node.remove_ipc")
+    assert (finding.status, finding.priority) == (Status.WARN, Priority.P2)
+    assert _nodes([finding]) == {slurm.instance_id("compute:0"), slurm.instance_id("compute:1")}
+    assert "defaults to yes" in finding.title and finding.reference.pointer == "references/debugging-guide.md § 15"
+    assert "RemoveIPC=no" in finding.suggested_commands[0].command
+
+    eks = simulate("eks-p5", edit=_with_nodes(n2=unset))
+    infos = _findings(_diagnose(eks, node=eks.instance_id("worker:2")), "node.remove_ipc")
+    assert [(f.status, _nodes([f])) for f in infos] == [(Status.INFO, {eks.instance_id("worker:2")})]

@@ -101,7 +101,13 @@ def dev_shm(inv: Inventory) -> Iterator[Finding]:
     id="node.remove_ipc", title="systemd RemoveIPC", priority=Priority.P2, reference=DBG_STALE_SHM, source="node_probes"
 )
 def remove_ipc(inv: Inventory) -> Iterator[Finding]:
-    """RemoveIPC=yes deletes a user's shared memory at logout, under running NCCL jobs."""
+    """RemoveIPC=yes deletes a user's shared memory at logout, under running NCCL jobs.
+
+    Unset means systemd's compiled-in default, yes. Root and system users are exempt, so an unset
+    value matters where jobs run as regular users (Slurm); on EKS, pods run outside logind
+    sessions and usually as root, so unset nodes are only listed for information.
+    """
+    unset = []
     for result, probe in probed_nodes(inv):
         if probe.remove_ipc and probe.remove_ipc.lower() in ("yes", "true", "1"):
             yield remove_ipc.warn(
@@ -110,6 +116,29 @@ def remove_ipc(inv: Inventory) -> Iterator[Finding]:
                 resources=[node_resource(result)],
                 suggested_commands=[suggested.node_remove_ipc(inv.region, ssm_target(inv, result))],
             )
+        # grep exits 1 (no match) or 2 (a missing logind.conf.d); a timeout or a cut-off section
+        # leaves no exit status and proves nothing.
+        elif probe.remove_ipc is None and probe.section_rc("remove_ipc") in (1, 2):
+            unset.append(result)
+    if not unset:
+        return
+    summary = f"RemoveIPC unset (systemd defaults to yes) on {len(unset)} node(s)"
+    if inv.orchestrator == "slurm":
+        yield remove_ipc.warn(
+            summary,
+            detail="Slurm jobs run as regular users, whose /dev/shm segments logind removes when their last "
+            "session ends; set RemoveIPC=no in the lifecycle script",
+            evidence=[node_label(result) for result in unset[:10]],
+            resources=[node_resource(result) for result in unset],
+            suggested_commands=[suggested.node_remove_ipc(inv.region, ssm_target(inv, unset[0]))],
+        )
+    else:
+        yield remove_ipc.info(
+            summary,
+            detail="root and system users are exempt and pods run outside logind sessions; it matters only "
+            "for jobs started from a login session as a regular user",
+            resources=[node_resource(result) for result in unset],
+        )
 
 
 @check(
