@@ -144,8 +144,56 @@ def parse_xids(lines: list[str]) -> list[XidEvent]:
     return events
 
 
+# `nvidia-smi -q` (or `-q -d ROW_REMAPPER`): "GPU 00000000:55:00.0" opens a GPU's report and the
+# "Remapped Rows" block holds the four values ("Pending" also appears under ECC and MIG mode).
+_SMI_GPU_HEADER = re.compile(r"^GPU (?P<bus>[0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])$")
+_REMAP_FIELD = re.compile(
+    r"^(?P<name>Correctable Error|Uncorrectable Error|Pending|Remapping Failure Occurred)\s*:\s*(?P<value>\S+)"
+)
+
+
+def _remapped_rows_blocks(lines: list[str]) -> list[RemappedRows]:
+    """The "Remapped Rows" blocks of `nvidia-smi -q` text, one row per GPU header that has one."""
+    rows: list[RemappedRows] = []
+    bus: str | None = None
+    block: dict[str, str] | None = None
+    block_indent = 0
+
+    def flush() -> None:
+        nonlocal block
+        if block and bus is not None:
+            rows.append(
+                RemappedRows(
+                    bus_id=bus,
+                    correctable=_int(block.get("Correctable Error")),
+                    uncorrectable=_int(block.get("Uncorrectable Error")),
+                    pending=_yes(block.get("Pending", "")),
+                    failure=_yes(block.get("Remapping Failure Occurred", "")),
+                )
+            )
+        block = None
+
+    for line in lines:
+        stripped = line.strip()
+        indent = len(line) - len(line.lstrip())
+        if header := _SMI_GPU_HEADER.match(stripped):
+            flush()
+            bus = header["bus"]
+        elif stripped == "Remapped Rows":
+            flush()
+            block, block_indent = {}, indent
+        elif block is not None and stripped:
+            if indent <= block_indent:
+                flush()
+            elif field := _REMAP_FIELD.match(stripped):
+                block[field["name"]] = field["value"]
+    flush()
+    return rows
+
+
 def parse_remapped_rows(lines: list[str]) -> list[RemappedRows]:
-    """`gpu_bus_id, correctable, uncorrectable, pending, failure` rows."""
+    """`gpu_bus_id, correctable, uncorrectable, pending, failure` rows (the probe's query), or the
+    "Remapped Rows" blocks of `nvidia-smi -q` when the output is in that form."""
     rows = []
     for line in lines:
         fields = [f.strip() for f in line.split(",")]
@@ -160,7 +208,7 @@ def parse_remapped_rows(lines: list[str]) -> list[RemappedRows]:
                 failure=_yes(fields[4]),
             )
         )
-    return rows
+    return rows or _remapped_rows_blocks(lines)
 
 
 def _walk_strings(node: Any, path: str = "") -> Iterator[tuple[str, str]]:
@@ -197,8 +245,15 @@ def parse_dcgm_health(text: str) -> tuple[str | None, list[str]]:
     return overall, incidents[:20]
 
 
+# When every link of a GPU is down, nvidia-smi prints NVML's message instead of the link list
+# ("NVML: Unable to retrieve NVLink information as all links are inActive").
+_ALL_LINKS_INACTIVE = re.compile(r"all links are inactive", re.I)
+
+
 def parse_nvlink(lines: list[str]) -> tuple[int | None, list[str]]:
-    """(active link count, inactive/down link lines) of `nvidia-smi nvlink --status`."""
+    """(active link count, inactive/down link lines) of `nvidia-smi nvlink --status`.
+
+    A GPU whose links are all down is one entry carrying NVML's message."""
     if not lines:
         return None, []
     active, inactive = 0, []
@@ -212,6 +267,8 @@ def parse_nvlink(lines: list[str]) -> tuple[int | None, list[str]]:
                 inactive.append(f"{gpu} {stripped}")
             elif "GB/s" in stripped:
                 active += 1
+        elif _ALL_LINKS_INACTIVE.search(stripped):
+            inactive.append(f"{gpu} {stripped}")
     return active, inactive
 
 
