@@ -2,17 +2,37 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
+from hyperpod_nccl.checks import discover
+from hyperpod_nccl.models.cluster import ClusterNode, ControlPlaneInventory
+from hyperpod_nccl.models.findings import Finding, Priority, Status
+from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.models.node_probe import (
+    NodeProbeData,
+    NodeProbeInventory,
+    NodeProbeResult,
+    SlurmControllerData,
+)
 from hyperpod_nccl.probe.parsers import (
     parse_dcgm_health,
     parse_node_probe,
+    parse_nvlink,
     parse_pingpong,
+    parse_slurm_controller,
     parse_topology,
     split_sections,
 )
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "probe"
+CHECKS = discover()
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+# The public outputs carry no instance ids: the ids, group and instance types below are ours.
+NODE_ID = "i-0f1e2d3c4b5a69788"
+CONTROLLER_ID = "i-0c0c0c0c0c0c0c0c0"
 
 
 def _probe(name: str):  # type: ignore[no-untyped-def]
@@ -58,3 +78,173 @@ def test_h100_topology_is_all_nvlink_and_dcgm_reports_healthy() -> None:
 def test_a100_topology_counts_gpu_columns_only() -> None:
     # NIC columns (PXB/SYS) are not GPU pairs; rows GPU4-7 were cut in the source.
     assert parse_topology(_sections("a100_topology_with_nics.txt")["topology"].lines) == (28, 0)
+
+
+# --- Evaluation through the real checks -------------------------------------------------------
+
+
+def _inventory(
+    probe: NodeProbeData | None = None,
+    *,
+    instance_type: str | None = None,
+    slurm: SlurmControllerData | None = None,
+    nodes: list[ClusterNode] | None = None,
+) -> Inventory:
+    results = []
+    if probe is not None:
+        results.append(
+            NodeProbeResult(
+                instance_id=NODE_ID, reachable=True, instance_group="worker", instance_type=instance_type, probe=probe
+            )
+        )
+    if slurm is not None:
+        results.append(
+            NodeProbeResult(
+                instance_id=CONTROLLER_ID,
+                reachable=True,
+                instance_group="controller",
+                role="slurm_controller",
+                slurm=slurm,
+            )
+        )
+    return Inventory(
+        cluster_name="c1",
+        region="us-west-2",
+        orchestrator="slurm" if slurm is not None else "unknown",
+        collected_at=NOW,
+        window_start=NOW,
+        window_end=NOW,
+        control_plane=ControlPlaneInventory(nodes=nodes or []),
+        node_probes=NodeProbeInventory(results=results),
+    )
+
+
+def _run(check_id: str, inventory: Inventory) -> list[Finding]:
+    return CHECKS[check_id].run(inventory)
+
+
+def _nvlink_node(name: str) -> NodeProbeData:
+    """A node whose only probe data is the fixture's `nvidia-smi nvlink --status` (the GPUs it lists
+    are present: the probe reads NVLink only when `nvidia-smi -L` showed GPUs)."""
+    active, inactive = parse_nvlink(_sections(name)["nvlink"].lines)
+    return NodeProbeData(gpu_present=True, nvlink_active=active, nvlink_inactive=inactive)
+
+
+@pytest.mark.parametrize(
+    "name, links",
+    [
+        ("nvlink_h100_healthy_gpu0.txt", 18),  # H100 (p5): 18 links at 26.562 GB/s
+        ("nvlink_p4de_healthy_gpu0.txt", 12),  # A100-SXM4-80GB of a p4de.24xlarge: 12 links at 25 GB/s
+    ],
+)
+def test_healthy_nvlink_status_counts_every_link_and_raises_nothing(name: str, links: int) -> None:
+    node = _nvlink_node(name)
+    assert (node.nvlink_active, node.nvlink_inactive) == (links, [])
+    assert _run("node.nvlink", _inventory(node, instance_type="ml.p5.48xlarge")) == []
+
+
+def test_inactive_nvlinks_fail_with_reboot_then_replace() -> None:
+    node = _nvlink_node("nvlink_v100_two_inactive_links.txt")
+    assert node.nvlink_active == 4
+    assert node.nvlink_inactive == ["GPU 3 Link 3: <inactive>", "GPU 3 Link 5: <inactive>"]
+    [finding] = _run("node.nvlink", _inventory(node))
+    assert (finding.status, finding.priority) == (Status.FAIL, Priority.P0)
+    assert finding.title.startswith(f"2 NVLink link(s) inactive on {NODE_ID}")
+    assert finding.evidence == node.nvlink_inactive
+    commands = " ".join(c.command for c in finding.suggested_commands)
+    assert "batch-reboot-cluster-nodes" in commands and "batch-replace-cluster-nodes" in commands
+
+
+def test_gpu_with_all_links_down_is_reported_from_the_nvml_message() -> None:
+    # nvidia-smi prints no "Link N:" rows then, only NVML's message under the GPU header.
+    node = _nvlink_node("nvlink_b200_all_links_inactive.txt")
+    assert node.nvlink_active == 0
+    assert node.nvlink_inactive == ["GPU 2 NVML: Unable to retrieve NVLink information as all links are inActive"]
+    [finding] = _run("node.nvlink", _inventory(node, instance_type="ml.p6-b200.48xlarge"))
+    assert finding.status == Status.FAIL and "all links are inActive" in finding.evidence[0]
+
+
+def test_dbe_with_pending_row_remap_needs_a_reboot() -> None:
+    probe = _probe("row_remap_pending_after_dbe.txt")
+    assert [x.code for x in probe.xids] == [48, 171, 48, 63, 154]
+    assert {x.bus_id for x in probe.xids} == {"0000:55:00"}
+    [row] = probe.remapped_rows
+    assert (row.bus_id, row.correctable, row.uncorrectable, row.pending, row.failure) == (
+        "00000000:55:00.0",
+        0,
+        1,
+        True,
+        False,
+    )
+    inventory = _inventory(probe)
+    remap = [f for f in _run("node.gpu_row_remap", inventory) if f.status == Status.FAIL]
+    assert len(remap) == 1 and remap[0].priority == Priority.P1 and remap[0].fields["state"] == "pending"
+    assert remap[0].title.endswith("→ reboot")
+    assert "batch-reboot-cluster-nodes" in remap[0].suggested_commands[0].command
+    [xid] = _run("node.gpu_xid", inventory)
+    # 48 (DBE) and 63 (remap recorded) call for a reboot; nothing here calls for a replacement yet.
+    assert (xid.status, xid.priority, xid.fields["action"]) == (Status.FAIL, Priority.P0, "reboot")
+    assert xid.fields["xid_codes"] == "48,63,154,171"
+
+
+def test_a100_80gb_xid63_with_pending_remap_in_nvidia_smi_q_form() -> None:
+    probe = _probe("row_remap_pending_a100_80gb.txt")
+    assert [(x.bus_id, x.code) for x in probe.xids] == [("0000:10:1c", 63)]
+    # Only the "Remapped Rows" block counts: "Pending Page Blacklist : N/A" above it is not it.
+    [row] = probe.remapped_rows
+    assert (row.bus_id, row.correctable, row.uncorrectable, row.pending) == ("00000000:10:1C.0", 1, 0, True)
+    inventory = _inventory(probe, instance_type="ml.p4de.24xlarge")
+    assert [f.fields["state"] for f in _run("node.gpu_row_remap", inventory) if f.status == Status.FAIL] == ["pending"]
+    [xid] = _run("node.gpu_xid", inventory)
+    assert xid.fields["action"] == "reboot"
+
+
+@pytest.mark.parametrize("instance_type", ["ml.p5.48xlarge", "ml.p5e.48xlarge"])
+def test_p5_with_all_32_efa_devices_passes(instance_type: str) -> None:
+    probe = _probe("p5_efa_devices.txt")
+    assert probe.efa_devices is not None and len(probe.efa_devices) == 32
+    assert probe.efa_devices[0] == "rdmap113s0" and probe.efa_devices[-1] == "rdmap99s0"
+    [finding] = _run("node.efa_devices", _inventory(probe, instance_type=instance_type))
+    assert finding.status == Status.PASS
+
+
+@pytest.mark.parametrize(
+    "instance_type, expected",
+    [
+        ("ml.c5.18xlarge", []),  # a CPU node: no GPU check has anything to say
+        ("ml.p5.48xlarge", ["node.gpu_inventory"]),  # the same output on a GPU type: nvidia-smi is missing
+    ],
+)
+def test_node_without_nvidia_tools(instance_type: str, expected: list[str]) -> None:
+    inventory = _inventory(_probe("cpu_node_missing_tools.txt"), instance_type=instance_type)
+    gpu_checks = ("node.gpu_xid", "node.gpu_ecc", "node.gpu_row_remap", "node.gpu_dcgm", "node.gpu_inventory")
+    failing = [check for check in gpu_checks for f in _run(check, inventory) if f.status == Status.FAIL]
+    assert failing == expected
+
+
+def _slurm(name: str) -> SlurmControllerData:
+    return parse_slurm_controller((DATA / name).read_text(encoding="utf-8"))
+
+
+def test_drained_hyperpod_node_is_named_with_its_instance_id() -> None:
+    slurm = _slurm("slurm_drain_kill_task_failed.txt")
+    assert [(n.name, n.state, n.reason) for n in slurm.nodes] == [("ip-10-0-1-23", "drain", "Kill task failed")]
+    # Slurm node names on HyperPod are the short PrivateDnsHostname (the mapping below is ours).
+    node = ClusterNode(
+        instance_id=NODE_ID,
+        instance_group="worker",
+        instance_type="ml.p5.48xlarge",
+        status="Running",
+        private_dns_hostname="ip-10-0-1-23.us-west-2.compute.internal",
+    )
+    [finding] = _run("slurm.node_states", _inventory(slurm=slurm, nodes=[node]))
+    assert finding.status == Status.FAIL
+    assert finding.title == f"Slurm node ip-10-0-1-23 ({NODE_ID}) is drain: Kill task failed"
+    assert {(r.kind, r.id) for r in finding.resources} == {("slurm_node", "ip-10-0-1-23"), ("node", NODE_ID)}
+
+
+def test_not_responding_nodes_each_fail_and_none_counts_as_usable() -> None:
+    slurm = _slurm("slurm_down_not_responding.txt")
+    findings = _run("slurm.node_states", _inventory(slurm=slurm))
+    assert [f.title for f in findings] == [f"Slurm node compute00{i} is down*: Not responding" for i in range(1, 5)]
+    assert all(f.status == Status.FAIL and f.fields["signature"] == "down" for f in findings)
