@@ -115,3 +115,10 @@ def test_remapped_rows_in_nvidia_smi_q_form_read_only_the_remapped_rows_block() 
         "@@BEGIN remapped_rows\n" + "\n".join(lines) + "\n@@END remapped_rows rc=0\n"
     ).remapped_rows
     assert (row.bus_id, row.uncorrectable, row.pending, row.failure) == ("00000000:53:00.0", 2, False, True)
+
+
+def test_sinfo_reason_may_contain_the_field_separator() -> None:
+    # `scontrol update ... reason="..."` accepts any text (synthetic reason).
+    text = "@@BEGIN sinfo\nip-10-1-0-12|ip-10-1-0-12|10.1.0.12|drained|GPU 3 | Xid 79\n@@END sinfo rc=0\n"
+    [node] = parse_slurm_controller(text).nodes
+    assert (node.state, node.reason) == ("drained", "GPU 3 | Xid 79")

@@ -597,10 +597,11 @@ def parse_node_probe(output: str) -> NodeProbeData:
 
 
 def parse_sinfo(lines: list[str]) -> list[SlurmNodeState]:
-    """`%N|%n|%o|%T|%E` rows (state suffixes such as `*` or `~` are kept in the state)."""
+    """`%N|%n|%o|%T|%E` rows (state suffixes such as `*` or `~` are kept in the state). The reason is
+    free text set by admins and may itself contain `|`."""
     nodes = []
     for line in lines:
-        fields = line.split("|")
+        fields = line.split("|", 4)
         if len(fields) != 5:
             continue
         reason = fields[4].strip()
