@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
+import botocore.loaders
+import botocore.session
 from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
@@ -43,6 +45,17 @@ CREDENTIAL_CODES = frozenset(
     {"InvalidClientTokenId", "ExpiredToken", "ExpiredTokenException", "SignatureDoesNotMatch", "InvalidAccessKeyId"}
 )
 
+# Reading and parsing botocore's service models is most of what creating a client costs; a loader
+# caches them, so every session shares one: a warm Lambda (and a sweep's threads) pays it once.
+_MODEL_LOADER = botocore.loaders.create_loader()
+
+
+def new_session(region: str) -> boto3.Session:
+    """A fresh boto3 session (its own credential resolution) sharing the process's model cache."""
+    core = botocore.session.get_session()
+    core.register_component("data_loader", _MODEL_LOADER)
+    return boto3.Session(botocore_session=core, region_name=region)
+
 
 @dataclass
 class AwsClients:
@@ -68,7 +81,9 @@ class AwsClients:
 
     def _client_locked(self, service: str) -> Any:
         if service not in self._clients:
-            session = self.session or boto3.Session(region_name=self.region)
+            if self.session is None:
+                self.session = new_session(self.region)
+            session = self.session
             retries: dict[str, Any] = {"mode": "standard"}
             if self.max_attempts is not None:
                 retries["max_attempts"] = self.max_attempts
