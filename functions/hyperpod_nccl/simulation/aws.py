@@ -346,7 +346,7 @@ def _memoized_dispatcher(base: type) -> type:
     there). The answer depends only on the host, so it is computed once per host.
     """
 
-    class MemoizedDispatcher(base):  # type: ignore[misc, valid-type]
+    class MemoizedDispatcher(base):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self._backend_by_host: dict[str | None, Any] = {}
