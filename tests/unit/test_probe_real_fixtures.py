@@ -162,6 +162,7 @@ def test_gpu_with_all_links_down_is_reported_from_the_nvml_message() -> None:
     assert node.nvlink_inactive == ["GPU 2 NVML: Unable to retrieve NVLink information as all links are inActive"]
     [finding] = _run("node.nvlink", _inventory(node, instance_type="ml.p6-b200.48xlarge"))
     assert finding.status == Status.FAIL and "all links are inActive" in finding.evidence[0]
+    assert finding.title.startswith(f"every NVLink of GPU 2 inactive on {NODE_ID}")
 
 
 def test_dbe_with_pending_row_remap_needs_a_reboot() -> None:
@@ -220,6 +221,16 @@ def test_node_without_nvidia_tools(instance_type: str, expected: list[str]) -> N
     gpu_checks = ("node.gpu_xid", "node.gpu_ecc", "node.gpu_row_remap", "node.gpu_dcgm", "node.gpu_inventory")
     failing = [check for check in gpu_checks for f in _run(check, inventory) if f.status == Status.FAIL]
     assert failing == expected
+
+
+@pytest.mark.parametrize(
+    "instance_type, expected",
+    [("ml.c5.18xlarge", []), ("ml.p5.48xlarge", [(Status.FAIL, Priority.P0)])],
+)
+def test_memlock_zero_matters_only_where_efa_registers_memory(instance_type: str, expected: list[object]) -> None:
+    # The CPU node's real `ulimit -l` reads 0: harmless without EFA, a P0 on an EFA GPU node.
+    inventory = _inventory(_probe("cpu_node_missing_tools.txt"), instance_type=instance_type)
+    assert [(f.status, f.priority) for f in _run("node.memlock", inventory)] == expected
 
 
 def _slurm(name: str) -> SlurmControllerData:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from hyperpod_nccl import instance_types
@@ -166,13 +167,25 @@ def gpu_inventory(inv: Inventory) -> Iterator[Finding]:
             )
 
 
+def _inactive_nvlinks(entries: list[str]) -> str:
+    """'2 NVLink link(s) inactive', or 'every NVLink of GPU 3 inactive' when NVML reports a GPU
+    with all its links down (one entry, no link number)."""
+    whole_gpus = [" ".join(e.split()[:2]) for e in entries if not re.search(r"\bLink \d+", e)]
+    parts = []
+    if len(entries) > len(whole_gpus):
+        parts.append(f"{len(entries) - len(whole_gpus)} NVLink link(s) inactive")
+    if whole_gpus:
+        parts.append(f"every NVLink of {', '.join(whole_gpus)} inactive")
+    return " and ".join(parts)
+
+
 @check(id="node.nvlink", title="NVLink links", priority=Priority.P0, reference=NODE_NVIDIA, source="node_probes")
 def nvlink(inv: Inventory) -> Iterator[Finding]:
     """Inactive or erroring NVLinks → replace (after a reboot does not clear them)."""
     for result, probe in probed_nodes(inv):
         if probe.nvlink_inactive:
             yield nvlink.fail(
-                f"{len(probe.nvlink_inactive)} NVLink link(s) inactive on {node_label(result)}",
+                f"{_inactive_nvlinks(probe.nvlink_inactive)} on {node_label(result)}",
                 detail="collectives fall back to slower paths or hang; reboot, then replace if it persists",
                 evidence=probe.nvlink_inactive[:8],
                 resources=[node_resource(result)],

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from hyperpod_nccl import suggested, thresholds
+from hyperpod_nccl import instance_types, suggested, thresholds
 from hyperpod_nccl.checks import check
 from hyperpod_nccl.checks._node import node_label, node_resource, probed_nodes, ssm_target
 from hyperpod_nccl.models.findings import Finding, Priority
@@ -28,6 +28,8 @@ def memlock(inv: Inventory) -> Iterator[Finding]:
     """memlock 0 or small: ibv_reg_mr fails and NCCL falls back to TCP."""
     ok = 0
     for result, probe in probed_nodes(inv):
+        if result.instance_type and instance_types.expected_efa(result.instance_type) is None:
+            continue  # no EFA to register memory with (CPU, controller or non-EFA GPU nodes)
         if probe.memlock_unlimited or probe.memlock_kib is None:
             ok += probe.memlock_unlimited
             continue

@@ -87,7 +87,7 @@ timeout 5 ls /dev/infiniband/ 2>&1
 end uverbs "$?"
 
 begin fi_info_efa
-timeout 20 fi_info -p efa -t FI_EP_RDM 2>&1 | grep -E 'provider:|domain:|fabric:'
+timeout 20 fi_info -p efa -t FI_EP_RDM 2>&1 | grep -E 'provider:|domain:|fabric:|fi_getinfo'
 end fi_info_efa "${PIPESTATUS[0]}"
 
 begin fi_info_version
