@@ -221,6 +221,8 @@ def test_node_without_nvidia_tools(instance_type: str, expected: list[str]) -> N
     gpu_checks = ("node.gpu_xid", "node.gpu_ecc", "node.gpu_row_remap", "node.gpu_dcgm", "node.gpu_inventory")
     failing = [check for check in gpu_checks for f in _run(check, inventory) if f.status == Status.FAIL]
     assert failing == expected
+    skipped = [f.title for f in _run("node.gpu_inventory", inventory) if f.status == Status.INFO]
+    assert skipped == ([] if expected else ["GPU checks skipped on 1 node(s) without NVIDIA GPUs (1 x ml.c5.18xlarge)"])
 
 
 @pytest.mark.parametrize(

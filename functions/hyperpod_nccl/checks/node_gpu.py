@@ -148,9 +148,11 @@ def gpu_dcgm(inv: Inventory) -> Iterator[Finding]:
 )
 def gpu_inventory(inv: Inventory) -> Iterator[Finding]:
     """nvidia-smi must answer and show every GPU of the instance type."""
+    without_gpus: dict[str, int] = {}
     for result, probe in probed_nodes(inv):
         expected = instance_types.GPUS_PER_INSTANCE.get(result.instance_type or "")
-        if instance_types.accelerator(result.instance_type or "") != "nvidia":
+        if result.instance_type and instance_types.accelerator(result.instance_type) != "nvidia":
+            without_gpus[result.instance_type] = without_gpus.get(result.instance_type, 0) + 1
             continue
         if probe.gpu_present is False or probe.gpu_query_ok is False:
             yield gpu_inventory.fail(
@@ -165,6 +167,12 @@ def gpu_inventory(inv: Inventory) -> Iterator[Finding]:
                 resources=[node_resource(result)],
                 suggested_commands=[reboot(inv, result), replace(inv, result)],
             )
+    if without_gpus:
+        types = ", ".join(f"{count} x {name}" for name, count in sorted(without_gpus.items()))
+        yield gpu_inventory.info(
+            f"GPU checks skipped on {sum(without_gpus.values())} node(s) without NVIDIA GPUs ({types})",
+            detail="their instance types carry no NVIDIA GPU; limits, network and EFA checks still apply",
+        )
 
 
 def _inactive_nvlinks(entries: list[str]) -> str:
