@@ -5,6 +5,7 @@ signature has a positive and a negative case, and no pattern backtracks catastro
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -23,21 +24,41 @@ def _ids(text: str) -> list[str]:
     return [hit.id for hit in scan_text(text + "\n").hits]
 
 
-@pytest.mark.parametrize("excerpt", FAILURES, ids=lambda e: f"{e['cls']}-{e['repo']}#{e['issue']}")
+def _source(excerpt: dict[str, str]) -> str:
+    """A short test id: the issue, the repository file, or the documentation page of an excerpt."""
+    if excerpt.get("issue"):
+        return f"{excerpt['repo']}#{excerpt['issue']}"
+    if excerpt.get("path"):
+        return f"{excerpt['repo']}/{excerpt['path'].rsplit('/', 1)[-1]}"
+    return excerpt["url"].rsplit("/", 1)[-1].removesuffix(".html")
+
+
+@pytest.mark.parametrize("excerpt", FAILURES, ids=lambda e: f"{e['cls']}-{_source(e)}")
 def test_real_failure_excerpts_are_detected_with_their_section(excerpt: dict[str, str]) -> None:
     hits = [h for h in scan_text(excerpt["text"] + "\n").hits if h.cls == excerpt["cls"]]
     assert hits, f"not detected: {excerpt['text']}"
     assert getattr(references, excerpt["expect_ref"]) in {h.reference for h in hits}
 
 
-@pytest.mark.parametrize("excerpt", HEALTHY, ids=lambda e: f"{e['repo']}#{e['issue']}")
+@pytest.mark.parametrize("excerpt", HEALTHY, ids=_source)
 def test_real_healthy_chatter_gives_no_finding(excerpt: dict[str, str]) -> None:
     assert _ids(excerpt["text"]) == []
 
 
 def test_corpus_has_provenance_for_every_excerpt() -> None:
+    # An issue thread (repo, issue number), a file of a public repository pinned to a commit (the url
+    # points at the line), or an AWS documentation page with the date it was read.
     for excerpt in CORPUS["excerpts"]:
-        assert excerpt["url"].startswith("https://github.com/") and excerpt["repo"] and excerpt["issue"] > 0
+        url = excerpt["url"]
+        if "issue" in excerpt:
+            assert url.startswith(f"https://github.com/{excerpt['repo']}/") and excerpt["issue"] > 0, url
+        elif excerpt.get("commit"):
+            assert re.fullmatch(r"[0-9a-f]{40}", excerpt["commit"]), url
+            assert url.startswith(f"https://github.com/{excerpt['repo']}/blob/{excerpt['commit']}/{excerpt['path']}")
+        else:
+            assert url.startswith("https://docs.aws.amazon.com/") and excerpt["source"] == "AWS documentation"
+            assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", excerpt["retrieved"]) and excerpt["note"], url
+        assert excerpt["text"] and (excerpt["cls"] == "healthy") == (excerpt["expect_ref"] is None), url
     assert len(HEALTHY) >= 50
 
 
@@ -94,6 +115,13 @@ SIGNATURE_CASES: dict[str, tuple[str, str]] = {
     "socket_ifname": (
         "host:1:1 [0] NCCL WARN Bootstrap : no socket interface found",
         "Bootstrap : Using eth0:10.1.0.5<0>",
+    ),
+    "efa_health_check_failed": (
+        # (real, awsome-distributed-ai hyperpod-mental-model.md)
+        '"EFA health checks did not run successfully. Ensure that your VPC and security groups are properly '
+        'configured before attempting to create a new cluster."',
+        "2024-08-20T22:26:28Z info EFA Loopback check passed for device: rdmap0s29 . Output summary is MaxBw: "
+        "58.590000, AvgBw: 32.420000",  # (real, deep health check log)
     ),
     "nccl_connect_failed": (
         "host:1:1 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.1.0.7<43251> failed : "
@@ -203,8 +231,32 @@ SIGNATURE_CASES: dict[str, tuple[str, str]] = {
         "NVLS comm 0x1",
     ),
     "hma_detection": (
-        '{"type":"HealthMonitoringAgentDetectionEvent","reason":"XidHardwareFailure"}',
-        '{"type":"Heartbeat"}',
+        # (real, awsome-distributed-ai hma_cw_bridge.py, re-joined on one line)
+        '{"level":"info","ts":"2026-07-20T22:53:17Z","msg":"DCGM Policy Violation found ","condition: ":"XID Error",'
+        '"data: ":{"ErrNum":79},"HealthMonitoringAgentDetectionEvent":"HealthEvent"}',
+        # (real, the AWS docs' Logs Insights query for these records)
+        "fields @timestamp, @message | filter @message like /HealthMonitoringAgentDetectionEvent/",
+    ),
+    "hma_node_health_event": (
+        # (real, AWS EventBridge sample event)
+        '"HealthStatusReason": "HyperPod Health Monitoring Agent (HMA) has detected fault type NvidiaErrorTerminate '
+        'on this node and is unhealthy.",',
+        # (real, AWS docs prose)
+        "When it detects any instance or GPU failures, the agent marks the instance as unhealthy.",
+    ),
+    "hyperpod_deep_health_check": (
+        # (real, AWS deep health checks page, re-serialized on one line)
+        '{"level": "error", "ts": "2024-06-18T21:15:22Z", "msg": "Encountered FaultyInstance. Replace the Instance. '
+        "Region: us-west-2, InstanceType: p4d.24xlarge. ERROR:Bandwidth has less than threshold: Expected minimum "
+        'threshold :80,NCCL Test output Bw: 30"}',
+        # (real, ai-on-sagemaker-hyperpod overview.md)
+        "2024-08-20T22:25:02Z info DCGM diagnostic health summary: dcgmCheckLevel: 0 dcgmVersion: 3.3.7 "
+        "gpuDriverVersion: 535.183.01, gpuDeviceIds: [2237] replacementRequired: false rebootRequired:false",
+    ),
+    "hyperpod_node_action": (
+        "[2024-03-08T00:15:18.986] update_node: node ip-10-1-73-87 reason set to: Action:Replace",  # (real)
+        # (real: the documented way to ask for a replacement is a command, not a log line)
+        'sudo scontrol update node=<hostname> state=fail reason="Action:Replace"',
     ),
     "lifecycle_failure": ("[ERROR] on_create.sh exited with status 1", "lifecycle script on_create.sh started"),
     "pod_crashloop": ("Warning  BackOff  kubelet  Back-off restarting failed container pytorch", "Normal Pulled image"),
@@ -505,6 +557,91 @@ WIDENED_FAMILIES: list[tuple[str, list[str], list[str]]] = [
             "NCCL INFO NET/IB : No device found.",
         ],
     ),
+    (
+        # Newer PyTorch reports a c10d store wait that ran out as "[c10d] waitForInput: socket … timed
+        # out after <ms>", after a "poll for socket … returned 0, likely a timeout" warning (warpt
+        # ISSUES.md, real; the poll line follows PyTorch's socket.cpp wording). A poll that failed with
+        # errno 0 (kohya_ss#2899) names no timeout and stays out.
+        "c10d_store",
+        [
+            "[rank7]:[W410 21:36:52.177160212 socket.cpp:485] [c10d] waitForInput: socket timed out after 300000ms",
+            "[W socket.cpp:460] [c10d] waitForInput: poll for socket SocketImpl(fd=5, addr=[localhost]:39284, "
+            "remote=[localhost]:47115) returned 0, likely a timeout",
+        ],
+        [
+            "[rank2]:[W1014 03:47:39.789025589 socket.cpp:428] [c10d] While waitForInput, poolFD failed with "
+            "(errno: 0 - Success).",
+            "[c10d] waitForInput: socket SocketImpl(fd=5) ready",
+        ],
+    ),
+    (
+        # The LifecycleConfig stream's closing marker (agent-aiops-on-aws deployment log, real) and the
+        # cluster event of a failed run (AWS cluster events wording); npm/pnpm "lifecycle scripts" are
+        # package hooks, not HyperPod's, and a run that started or succeeded is no failure.
+        "lifecycle_failure",
+        [
+            "[SageMaker] The lifecycle scripts failed.",  # (real)
+            "Instance lifecycle script execution for EC2InstanceId i-0391f86fa0fe0d465 has Failed",
+        ],
+        [
+            "[SageMaker] The lifecycle scripts succeeded.",  # (real)
+            "Instance lifecycle script execution for EC2InstanceId i-0391f86fa0fe0d465 has Started",  # (real)
+            "Dependency lifecycle scripts failed with network access denied.",
+            "[dev] WARN: install with lifecycle scripts failed, retrying with --ignore-scripts",
+            "npm ERR! lifecycle script failed: node-gyp rebuild",
+        ],
+    ),
+    (
+        # HyperPod's own node verdicts: Slurm reasons Action:Replace/Action:Reboot as slurmctld and
+        # scontrol print them, and auto-resume replacing or dropping unhealthy nodes (real:
+        # ai-on-sagemaker-hyperpod, awsome-distributed-ai). The command that requests a replacement,
+        # and auto-resume's progress lines, are not findings.
+        "hyperpod_node_action",
+        [
+            "[2024-03-08T00:15:18.986] update_node: node ip-10-1-73-87 reason set to: Action:Replace",  # (real)
+            "[Auto Resume] Info: JobID: 82 StepID: 0 Job failed - Droping unhealthy nodes",  # (real)
+            "[Auto Resume] Info: JobID: 82 StepID: 0 Job failed - replacing nodes",  # (real)
+            "   Reason=Action:Reboot [root@2025-01-01T00:00:00]",
+        ],
+        [
+            'sudo scontrol update node=ip-10-1-57-141 state=down reason="Action:Replace"',  # (real)
+            "[Auto Resume] Info: JobID: 82 StepID: 0 Job Expansion complete",  # (real)
+            "[Auto Resume] Info: JobID: 82 StepID: 0 Retrying step. Attempt number: 1",  # (real)
+            "[Auto Resume] Info: JobID: 82 StepID: 0 Response from cluster agent: JobId=82, ResumeAction=RETRYSTEP",
+        ],
+    ),
+    (
+        # Deep health check verdicts (AWS deep health check pages, real) and the DCGM summary's own
+        # verdict fields; the same summary with both false, and passed checks, stay quiet (real).
+        "hyperpod_deep_health_check",
+        [
+            '{"level": "error", "ts": "2026-03-29T19:15:22Z", "msg": "Encountered FaultyInstance. Replace the '
+            "Instance. Region: us-west-2, InstanceType: ml.g5.8xlarge. ERROR: Bandwidth has less than threshold: "
+            'Expected minimum threshold: 80, NCCL Test output Bw: 30"}',  # (real)
+            "2024-08-20T22:25:02Z info DCGM diagnostic health summary: dcgmCheckLevel: 4 dcgmVersion: 3.3.7 "
+            "gpuDriverVersion: 535.183.01, gpuDeviceIds: [2237] replacementRequired: true rebootRequired:false",
+        ],
+        [
+            "2024-08-20T21:54:58Z info GpuPci Count check success",  # (real)
+            "2024-08-20T23:22:43Z    info    Nccl test successful. Summary: NcclMaxAlgoBw: 1.190000, NcclAvgAlgoBw: "
+            "0.488398, NcclThresholdAlgoBw: 1.180000, NcclOutOfBoundError: OK",  # (real)
+        ],
+    ),
+    (
+        # HMA detections surfaced as HyperPod cluster events / EventBridge node health events (real:
+        # awsome-distributed-ai SKILL.md, AWS EventBridge sample); the docs' prose about HMA and the
+        # subscription filter on the record's key are not detections (real).
+        "hma_node_health_event",
+        [
+            "Instance i-XXXX is unhealthy. HyperPod Health Monitoring Agent (HMA) has detected fault type "
+            "NvidiaGPUUnhealthy on this node and is unhealthy. Repair action: Replace.",  # (real)
+        ],
+        [
+            "SageMaker HyperPod health-monitoring agent (HMA) continuously monitors the health status of each "
+            "GPU-based or Trainium-based instance.",  # (real)
+            "      FilterPattern: '{ $.HealthMonitoringAgentDetectionEvent = \"HealthEvent\" }'",  # (real)
+        ],
+    ),
 ]
 
 
@@ -538,3 +675,41 @@ def test_ofi_registration_failures_go_to_memlock_only_with_enomem() -> None:
     # ibv_reg_mr failing is the classic locked-memory symptom, unless another errno is named.
     assert "memlock_registration" in _ids("UCX ERROR ibv_reg_mr failed: Cannot allocate memory")
     assert "memlock_registration" not in _ids("ibv_reg_mr failed: Bad address")
+
+
+def test_hyperpod_health_records_yield_their_fields() -> None:
+    # The AWS docs' HMA record (real): reason, node condition, Xid and PCI bus from the nested message.
+    record = (
+        '2024-08-21T11:35:35.532-07:00 {"level":"info","ts":"2024-08-21T18:35:35Z","msg":"NPD caught event: %v",'
+        '"details: ":{"severity":"warn","timestamp":"2024-08-22T20:59:29Z","reason":"XidHardwareFailure",'
+        '"message":"Node condition NvidiaErrorReboot is now: True, reason: XidHardwareFailure, message: '
+        '\\"NVRM: Xid (PCI:0000:b9:00): 71, pid=<unknown>, name=<unknown>, NVLink: fatal error detected on link '
+        '6(0x10000, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0)\\""},"HealthMonitoringAgentDetectionEvent":"HealthEvent"}'
+    )
+    [hma] = scan_text(record + "\n").by_id("hma_detection")
+    assert hma.fields["hma_reason"] == "XidHardwareFailure" and hma.fields["hma_condition"] == "NvidiaErrorReboot"
+    assert hma.fields["xid"] == "71" and hma.fields["pci_bus_id"] == "0000:b9:00"
+    assert hma.first_seen == "2024-08-21T11:35:35.532-07:00"
+    # A DCGM policy violation names the condition and the Xid as ErrNum (real, re-joined).
+    dcgm = '{"msg":"DCGM Policy Violation found ","condition: ":"XID Error","data: ":{"ErrNum":79},' + (
+        '"HealthMonitoringAgentDetectionEvent":"HealthEvent"}'
+    )
+    [hit] = scan_text(dcgm + "\n").by_id("hma_detection")
+    assert hit.fields["hma_condition"] == "XID Error" and hit.fields["xid"] == "79"
+    # Deep health check: the action and the instance type.
+    dhc = '{"msg": "Encountered FaultyInstance. Replace the Instance. Region: us-west-2, InstanceType: p4d.24xlarge."}'
+    [check] = scan_text(dhc + "\n").by_id("hyperpod_deep_health_check")
+    assert check.fields["hma_action"] == "Replace" and check.fields["instance_type"] == "p4d.24xlarge"
+    # Node health events split per fault type, with the repair action.
+    events = scan_lines(
+        [
+            "HyperPod Health Monitoring Agent (HMA) has detected fault type NvidiaGPUUnhealthy on this node and is "
+            "unhealthy. Repair action: Replace.",
+            "HyperPod Health Monitoring Agent (HMA) has detected fault type NvidiaErrorReboot on this node and is "
+            "unhealthy. Repair action: Reboot.",
+        ]
+    ).by_id("hma_node_health_event")
+    assert {(h.fields["hma_reason"], h.fields["hma_action"]) for h in events} == {
+        ("NvidiaGPUUnhealthy", "Replace"),
+        ("NvidiaErrorReboot", "Reboot"),
+    }
