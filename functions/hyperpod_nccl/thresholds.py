@@ -37,10 +37,13 @@ K8S_POD_RESTARTS_WARN = 2
 DEV_SHM_MIN_BYTES = 1 << 30
 DEV_SHM_RECOMMENDED = "10Gi"
 
-# CloudWatch scan (collectors/logs.py): events kept per FilterLogEvents term, and page size. The
-# cap bounds memory and time on a noisy group; hitting it marks the scan truncated.
+# CloudWatch scan (collectors/logs.py): events kept per FilterLogEvents pattern (and per term when a
+# pattern overflows), and page size. The cap bounds memory and time on a noisy group; a term
+# hitting it marks the scan truncated.
 LOG_EVENTS_PER_TERM = 5000
 LOG_FILTER_PAGE_LIMIT = 1000
+# FilterLogEvents' longest filterPattern (the API model's limit for the field).
+FILTER_PATTERN_MAX_CHARS = 1024
 
 # Hang attribution (hang/): caps on what one node hands back and what one parse accepts.
 # A Flight Recorder dump of 2000 entries with stacks is a few MiB; anything far larger is not a

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import pytest
+
 from hyperpod_nccl.checks import discover
+from hyperpod_nccl.classifier import load_catalog
+from hyperpod_nccl.collectors import logs as logs_collector
 from hyperpod_nccl.collectors.context import CollectionContext
 from hyperpod_nccl.collectors.control_plane import collect_control_plane
-from hyperpod_nccl.collectors.logs import collect_logs, stream_identity
+from hyperpod_nccl.collectors.logs import any_term_patterns, collect_logs, stream_identity
 from hyperpod_nccl.models.findings import Finding, Status
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.logs import LogInventory
@@ -190,3 +194,60 @@ def test_logs_spec_rejects_unknown_keys() -> None:
     with pytest.raises(pydantic.ValidationError):
         LogsSpec.model_validate({"streams": [], "bogus": 1})
     assert isinstance(datetime.now(), datetime)
+
+
+def test_terms_travel_in_a_few_any_term_patterns(simulate) -> None:  # type: ignore[no-untyped-def]
+    terms = load_catalog().cloudwatch_terms
+    patterns = any_term_patterns(terms)
+    assert [t for _, members in patterns for t in members] == terms
+    assert all(len(pattern) <= 1024 for pattern, _ in patterns) and len(patterns) < len(terms) / 10
+    sim = simulate("eks-p5")
+    sim.emulation.faults.calls.clear()
+    logs, _ = _scan(sim)
+    assert logs is not None and not logs.truncated
+    assert sim.emulation.faults.calls.count("logs:FilterLogEvents") == len(patterns)
+
+
+def test_any_term_pattern_is_filtered_server_side(simulate) -> None:  # type: ignore[no-untyped-def]
+    sim = simulate("eks-p5")
+    group = f"/aws/sagemaker/Clusters/{sim.scenario.cluster.name}/{sim.cluster_arn.rsplit('/', 1)[-1]}"
+    client = sim.clients().client("logs")
+    everything = client.filter_log_events(logGroupName=group, limit=10000)["events"]
+    wanted = client.filter_log_events(logGroupName=group, filterPattern='?"NCCL WARN" ?"Xid"', limit=10000)["events"]
+    assert wanted and len(wanted) < len(everything)
+    assert all("NCCL WARN" in e["message"] or "Xid" in e["message"] for e in wanted)
+    missed = [e for e in everything if ("NCCL WARN" in e["message"] or "Xid" in e["message"]) and e not in wanted]
+    assert missed == []
+
+
+def test_an_overflowing_pattern_is_read_again_term_by_term(simulate, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    # 2500 "Using network Socket" lines overflow a pattern's cap (lowered to 1200 here) before the
+    # later Xid line of the same pattern is read: each of its terms is then read alone.
+    monkeypatch.setattr(logs_collector, "LOG_EVENTS_PER_TERM", 1200)
+
+    def noisy(scenario: Scenario) -> None:
+        assert scenario.logs is not None
+        scenario.logs.streams.append(
+            LogStreamSpec(
+                node="worker:1",
+                kind="nccl",
+                lines=[
+                    LogLineSpec(
+                        minutes_ago=60,
+                        repeat=2500,
+                        every_seconds=0.01,
+                        message="{host}:{pid}:{pid} [3] NCCL INFO Using network Socket",
+                    ),
+                    LogLineSpec(minutes_ago=30, message="NVRM: Xid (PCI:0000:53:00): 79, GPU has fallen off the bus."),
+                ],
+            )
+        )
+
+    sim = simulate("healthy-eks", edit=noisy)
+    sim.emulation.faults.calls.clear()
+    logs, _ = _scan(sim)
+    assert logs is not None
+    [scan] = [s for s in logs.scans if s.instance_id == sim.instance_id("worker:1") and s.kind == "nccl"]
+    assert {h.cls for h in scan.hits} >= {"tcp_fallback", "xid"}, scan.hits
+    assert logs.truncated and "Using network Socket" in (logs.truncation_reason or "")
+    assert sim.emulation.faults.calls.count("logs:FilterLogEvents") > len(any_term_patterns(logs.filter_terms))

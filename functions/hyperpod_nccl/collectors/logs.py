@@ -1,9 +1,13 @@
 """CloudWatch scan: the cluster's log group, candidate lines filtered server-side, classified.
 
-Group `/aws/sagemaker/Clusters/<name>/<cluster-id>`, window `ctx.window_start..ctx.now`. One
-paginated FilterLogEvents call per quoted term of the catalog (`cloudwatch_terms`), over the whole
-group (so every stream is covered, on every page), deduplicated by eventId; then each stream's
-candidate events are classified with the same catalog as `triage` and the pod-log check.
+Group `/aws/sagemaker/Clusters/<name>/<cluster-id>`, window `ctx.window_start..ctx.now`. The
+catalog's quoted terms (`cloudwatch_terms`) are packed into "match any" filter patterns
+(`?"NCCL WARN" ?"Xid" ...`, each within the API's 1024-character limit), so a sweep makes a couple of
+paginated FilterLogEvents calls over the whole group (every stream, every page) instead of one per
+term: FilterLogEvents has a low account-wide request rate. A pattern that hits the event cap (a
+noisy group, where one broad term could crowd out rarer ones) is read again one term at a time.
+Events are deduplicated by eventId; then each stream's candidate events are classified with the same
+catalog as `triage` and the pod-log check.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from hyperpod_nccl.collectors.context import CollectionContext
 from hyperpod_nccl.models.cluster import ControlPlaneInventory
 from hyperpod_nccl.models.logs import HmaDetection, LogInventory, StreamKind, StreamScan
 from hyperpod_nccl.references import OPS_CLOUDWATCH
-from hyperpod_nccl.thresholds import LOG_EVENTS_PER_TERM, LOG_FILTER_PAGE_LIMIT
+from hyperpod_nccl.thresholds import FILTER_PATTERN_MAX_CHARS, LOG_EVENTS_PER_TERM, LOG_FILTER_PAGE_LIMIT
 
 AwsError = (ClientError, BotoCoreError)
 SOURCE = "CloudWatch logs"
@@ -77,40 +81,70 @@ def count_streams(ctx: CollectionContext, log_group: str) -> int:
     return total
 
 
-def filter_candidates(
-    ctx: CollectionContext, log_group: str, terms: list[str], inventory: LogInventory
-) -> dict[str, dict[str, tuple[int, str]]]:
-    """stream → eventId → (timestamp ms, message) for every event matching one of `terms`."""
-    client = ctx.aws.client("logs")
-    events: dict[str, dict[str, tuple[int, str]]] = defaultdict(dict)
-    start, end = _millis(ctx.window_start), _millis(ctx.now)
+def any_term_patterns(terms: list[str]) -> list[tuple[str, list[str]]]:
+    """`terms` packed, in order, into `?"a" ?"b"` patterns of at most FILTER_PATTERN_MAX_CHARS,
+    each with the terms it holds."""
+    patterns: list[tuple[str, list[str]]] = []
+    parts: list[str] = []
+    members: list[str] = []
     for term in terms:
-        kept = 0
-        token: str | None = None
-        while True:
-            kwargs: dict[str, Any] = {
-                "logGroupName": log_group,
-                "startTime": start,
-                "endTime": end,
-                "filterPattern": json.dumps(term),  # a quoted term: exact, case-sensitive substring
-                "limit": LOG_FILTER_PAGE_LIMIT,
-            }
-            if token:
-                kwargs["nextToken"] = token
-            page = client.filter_log_events(**kwargs)
-            for event in page.get("events", []):
-                stream = event.get("logStreamName", "?")
-                event_id = event.get("eventId") or f"{stream}/{event.get('timestamp')}/{hash(event.get('message'))}"
-                events[stream].setdefault(event_id, (int(event.get("timestamp", 0)), event.get("message", "")))
-                kept += 1
-            previous, token = token, page.get("nextToken")
-            if not token or token == previous:
-                break
-            if kept >= LOG_EVENTS_PER_TERM:
+        part = "?" + json.dumps(term)  # quoted: an exact, case-sensitive substring
+        if parts and len(" ".join([*parts, part])) > FILTER_PATTERN_MAX_CHARS:
+            patterns.append((" ".join(parts), members))
+            parts, members = [], []
+        parts.append(part)
+        members.append(term)
+    if parts:
+        patterns.append((" ".join(parts), members))
+    return patterns
+
+
+def _read_pattern(
+    ctx: CollectionContext, log_group: str, pattern: str, events: dict[str, dict[str, tuple[int, str]]]
+) -> bool:
+    """Add every event matching `pattern` to `events`; True when LOG_EVENTS_PER_TERM cut it short."""
+    client = ctx.aws.client("logs")
+    kept = 0
+    token: str | None = None
+    while True:
+        kwargs: dict[str, Any] = {
+            "logGroupName": log_group,
+            "startTime": _millis(ctx.window_start),
+            "endTime": _millis(ctx.now),
+            "filterPattern": pattern,
+            "limit": LOG_FILTER_PAGE_LIMIT,
+        }
+        if token:
+            kwargs["nextToken"] = token
+        page = client.filter_log_events(**kwargs)
+        for event in page.get("events", []):
+            stream = event.get("logStreamName", "?")
+            event_id = event.get("eventId") or f"{stream}/{event.get('timestamp')}/{hash(event.get('message'))}"
+            events[stream].setdefault(event_id, (int(event.get("timestamp", 0)), event.get("message", "")))
+            kept += 1
+        previous, token = token, page.get("nextToken")
+        if not token or token == previous:
+            return False
+        if kept >= LOG_EVENTS_PER_TERM:
+            return True
+
+
+def filter_candidates(
+    ctx: CollectionContext,
+    log_group: str,
+    terms: list[str],
+    inventory: LogInventory,
+    events: dict[str, dict[str, tuple[int, str]]],
+) -> None:
+    """Fill `events` (stream → eventId → (timestamp ms, message)) with every event matching one of
+    `terms`. Filled as pages arrive, so an error part-way keeps what was read."""
+    for pattern, members in any_term_patterns(terms):
+        if not _read_pattern(ctx, log_group, pattern, events):
+            continue
+        for term in members:
+            if _read_pattern(ctx, log_group, json.dumps(term), events):
                 inventory.truncated = True
                 inventory.truncation_reason = f"more than {LOG_EVENTS_PER_TERM} events matched {term!r}"
-                break
-    return events
 
 
 def parse_hma(stream: str, timestamp: int, message: str) -> HmaDetection:
@@ -202,9 +236,9 @@ def collect_logs(ctx: CollectionContext, control_plane: ControlPlaneInventory) -
         _degrade(ctx, "logs:DescribeLogStreams", error, partial=True)
     terms = load_catalog().cloudwatch_terms
     inventory.filter_terms = list(terms)
-    events: dict[str, dict[str, tuple[int, str]]] = {}
+    events: dict[str, dict[str, tuple[int, str]]] = defaultdict(dict)
     try:
-        events = filter_candidates(ctx, log_group, terms, inventory)
+        filter_candidates(ctx, log_group, terms, inventory, events)
     except AwsError as error:
         inventory.truncated = True
         inventory.truncation_reason = f"FilterLogEvents stopped: {error_code(error) or type(error).__name__}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 import time
 import uuid
@@ -89,7 +90,36 @@ def install_moto_extensions() -> None:
             return
         _patch_sagemaker()
         _patch_ssm()
+        _patch_logs()
         _installed = True
+
+
+_ANY_TERM = re.compile(r'\?("(?:[^"\\]|\\.)*"|\S+)')
+
+
+def _patch_logs() -> None:
+    """FilterLogEvents' "match any term" patterns (`?"NCCL WARN" ?Xid`), which moto treats as
+    "match everything". Each term is a case-sensitive substring, as moto does for one quoted term."""
+    from moto.logs import models as logs_models
+
+    base = logs_models.EventMessageFilter
+
+    class AnyTermFilter(base):  # type: ignore[misc, valid-type]
+        def __init__(self, pattern: str) -> None:
+            stripped = (pattern or "").strip()
+            self.any_terms: list[str] | None = None
+            if stripped.startswith("?"):
+                terms = _ANY_TERM.findall(stripped)
+                self.any_terms = [json.loads(t) if t.startswith('"') else t for t in terms]
+            else:
+                super().__init__(pattern)
+
+        def matches(self, message: str) -> bool:
+            if self.any_terms is None:
+                return bool(super().matches(message))
+            return any(term in message for term in self.any_terms)
+
+    logs_models.EventMessageFilter = AnyTermFilter  # type: ignore[misc]
 
 
 def _patch_sagemaker() -> None:
