@@ -4,6 +4,7 @@ translation of AWS errors into degraded sources that name the fix."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,6 +141,23 @@ def is_timeout(error: BaseException) -> bool:
     return isinstance(error, ReadTimeoutError | ConnectTimeoutError | EndpointConnectionError)
 
 
+# (test, what happened, the fix) per kind of failure, most specific first; AccessDenied is
+# handled apart because it names the missing action.
+_FAILURE_KINDS: tuple[tuple[Callable[[BaseException], bool], str, str], ...] = (
+    (is_throttled, "throttled after retries", "re-run later: the diagnosis is read-only and idempotent"),
+    (
+        is_server_error,
+        "returned a server error",
+        "AWS-side failure: re-run later; check the AWS Health Dashboard if it persists",
+    ),
+    (
+        is_timeout,
+        "timed out",
+        "check the network path to the AWS endpoint (VPC endpoints, proxy, DNS), then re-run",
+    ),
+)
+
+
 def degraded_from_error(
     source: str,
     action: str,
@@ -162,34 +180,10 @@ def degraded_from_error(
             reference=reference or OPS_IAM,
             partial=partial,
         )
-    if is_throttled(error):
-        return DegradedSource(
-            source=source,
-            reason=f"{action} throttled after retries ({message})",
-            fix="re-run later: the diagnosis is read-only and idempotent",
-            reference=reference,
-            partial=partial,
-        )
-    if is_server_error(error):
-        return DegradedSource(
-            source=source,
-            reason=f"{action} returned a server error ({message})",
-            fix="AWS-side failure: re-run later; check the AWS Health Dashboard if it persists",
-            reference=reference,
-            partial=partial,
-        )
-    if is_timeout(error):
-        return DegradedSource(
-            source=source,
-            reason=f"{action} timed out ({message})",
-            fix="check the network path to the AWS endpoint (VPC endpoints, proxy, DNS), then re-run",
-            reference=reference,
-            partial=partial,
-        )
+    what, fix = next(
+        ((what, fix) for test, what, fix in _FAILURE_KINDS if test(error)),
+        ("failed", "check the error above, the AWS service health and the network path, then re-run"),
+    )
     return DegradedSource(
-        source=source,
-        reason=f"{action} failed ({message})",
-        fix="check the error above, the AWS service health and the network path, then re-run",
-        reference=reference,
-        partial=partial,
+        source=source, reason=f"{action} {what} ({message})", fix=fix, reference=reference, partial=partial
     )
