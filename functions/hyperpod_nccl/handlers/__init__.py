@@ -6,17 +6,26 @@ modules and the environment each reads). Handlers are thin: parse the input, cal
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel
 
 from hyperpod_nccl.collectors.aws import AwsClients
-from hyperpod_nccl.monitor.settings import METRICS_NAMESPACE
+from hyperpod_nccl.monitor.failures import describe_aws_failure, forget_operations, remember_operations
+from hyperpod_nccl.monitor.settings import METRICS_NAMESPACE, MonitorSettings
 from hyperpod_nccl.redaction import install_log_scrubber
 
+if TYPE_CHECKING:
+    from hyperpod_nccl.monitor.store import Store
+
 SERVICE = "hyperpod-nccl-monitor"
+# The collectors' own read timeout when the environment sets none (collectors.aws.AwsClients).
+_COLLECTOR_READ_TIMEOUT = 30.0
 
 
 def powertools(function: str) -> tuple[Logger, Tracer, Metrics]:
@@ -38,14 +47,62 @@ class CollectorInput(BaseModel):
 def run_collector(event: dict[str, Any], logger: Logger, collect: Callable[..., BaseModel]) -> dict[str, Any]:
     """The body of a collector state (CloudWatch scan, Kubernetes): run `collect` for the sweep,
     which stores its inventory in the table, and return the small summary it produces."""
-    from hyperpod_nccl.monitor.settings import MonitorSettings
-    from hyperpod_nccl.monitor.store import Store
     from hyperpod_nccl.monitor.sweep import SweepRef
 
     settings = MonitorSettings.from_env()
     sweep = SweepRef.model_validate(CollectorInput.model_validate(event).sweep)
     logger.append_keys(sweep_id=sweep.sweep_id, cluster=sweep.cluster)
-    store = Store.connect(settings.require_table())
-    output = collect(sweep, store, AwsClients(region=sweep.region), settings.node_coverage)
+    store = connect_store(settings)
+    with naming_aws_failures(collect.__name__.removeprefix("run_"), store.table.meta.client):
+        output = collect(sweep, store, collector_clients(settings, sweep.region), settings.node_coverage)
     logger.info("collected", extra=output.model_dump())
     return output.model_dump(mode="json")
+
+
+# --- AWS clients of the functions, and what their failures say --------------------------------
+
+
+def sdk_config(settings: MonitorSettings) -> Config:
+    """botocore configuration of the functions' own clients (table, topic, state machine)."""
+    if settings.sdk_read_timeout is None:
+        return Config(user_agent_extra="hyperpod-nccl")
+    return Config(read_timeout=settings.sdk_read_timeout, user_agent_extra="hyperpod-nccl")
+
+
+def connect_store(settings: MonitorSettings) -> Store:
+    """The monitor's table (FINDINGS_TABLE_NAME), with the functions' client configuration."""
+    from hyperpod_nccl.monitor.store import Store
+
+    store = Store.connect(settings.require_table(), config=sdk_config(settings))
+    remember_operations(store.table.meta.client)
+    return store
+
+
+def sdk_client(settings: MonitorSettings, service: str) -> Any:
+    """A boto3 client of `service` ("sns", "stepfunctions") with the functions' configuration."""
+    import boto3
+
+    factory: Any = boto3  # boto3's overloads want a literal service name
+    return remember_operations(factory.client(service, config=sdk_config(settings)))
+
+
+def collector_clients(settings: MonitorSettings, region: str) -> AwsClients:
+    """The collectors' clients for one sweep (their errors become degraded sources)."""
+    return AwsClients(region=region, read_timeout=settings.sdk_read_timeout or _COLLECTOR_READ_TIMEOUT)
+
+
+class AwsCallFailed(RuntimeError):
+    """One of the function's own AWS calls (table, topic, state machine) failed after the SDK's
+    retries. The message names the IAM action and the fix; Step Functions shows it as the
+    task's error `AwsCallFailed` and its cause."""
+
+
+@contextmanager
+def naming_aws_failures(function: str, *clients: Any) -> Iterator[None]:
+    """Re-raise an AWS error escaping the function as `AwsCallFailed` naming the action and the
+    fix. `clients` are the function's own clients (to tell which service an operation is of)."""
+    forget_operations()
+    try:
+        yield
+    except (ClientError, BotoCoreError) as error:
+        raise AwsCallFailed(describe_aws_failure(function, error, clients)) from error

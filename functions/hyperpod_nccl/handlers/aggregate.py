@@ -7,7 +7,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from hyperpod_nccl.handlers import powertools
+from hyperpod_nccl.handlers import connect_store, naming_aws_failures, powertools
 from hyperpod_nccl.monitor.settings import (
     METRIC_DIMENSION_CLUSTER,
     METRIC_FINDINGS,
@@ -18,7 +18,6 @@ from hyperpod_nccl.monitor.settings import (
     METRIC_SWEEPS_COMPLETED,
     MonitorSettings,
 )
-from hyperpod_nccl.monitor.store import Store
 from hyperpod_nccl.monitor.sweep import SweepState, run_aggregate
 
 logger, tracer, metrics = powertools("aggregate")
@@ -32,8 +31,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings = MonitorSettings.from_env()
     state = SweepState.model_validate(event)
     logger.append_keys(sweep_id=state.sweep.sweep_id, cluster=state.sweep.cluster)
-    store = Store.connect(settings.require_table())
-    output = run_aggregate(state, store, history_seconds=settings.history_seconds)
+    store = connect_store(settings)
+    with naming_aws_failures("aggregate", store.table.meta.client):
+        output = run_aggregate(state, store, history_seconds=settings.history_seconds)
     metrics.add_dimension(name=METRIC_DIMENSION_CLUSTER, value=state.sweep.cluster)
     for priority, name in METRIC_FINDINGS.items():
         metrics.add_metric(name=name, unit=MetricUnit.Count, value=output.open_by_priority.get(priority, 0))

@@ -7,10 +7,8 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel
 
-from hyperpod_nccl.collectors.aws import AwsClients
-from hyperpod_nccl.handlers import powertools
+from hyperpod_nccl.handlers import collector_clients, connect_store, naming_aws_failures, powertools
 from hyperpod_nccl.monitor.settings import MonitorSettings
-from hyperpod_nccl.monitor.store import Store
 from hyperpod_nccl.monitor.sweep import SweepRef, run_discover
 
 logger, tracer, metrics = powertools("discover")
@@ -29,7 +27,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings = MonitorSettings.from_env()
     request = DiscoverInput.model_validate(event)
     logger.append_keys(sweep_id=request.sweep.sweep_id, cluster=request.sweep.cluster)
-    store = Store.connect(settings.require_table())
-    output = run_discover(request.sweep, store, AwsClients(region=request.sweep.region), settings.node_coverage)
+    store = connect_store(settings)
+    aws = collector_clients(settings, request.sweep.region)
+    with naming_aws_failures("discover", store.table.meta.client):
+        output = run_discover(request.sweep, store, aws, settings.node_coverage)
     logger.info("discovered", extra={"targets": len(output.targets), "discovered": output.discovered})
     return output.model_dump(mode="json")

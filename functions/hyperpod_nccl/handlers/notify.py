@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import boto3
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from hyperpod_nccl.handlers import powertools
+from hyperpod_nccl.handlers import connect_store, naming_aws_failures, powertools, sdk_client
 from hyperpod_nccl.monitor.settings import METRIC_DIMENSION_CLUSTER, METRIC_NOTIFICATIONS, MonitorSettings
-from hyperpod_nccl.monitor.store import Store
 from hyperpod_nccl.monitor.sweep import SweepState, run_notify
 
 logger, tracer, metrics = powertools("notify")
@@ -24,14 +22,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings = MonitorSettings.from_env()
     state = SweepState.model_validate(event)
     logger.append_keys(sweep_id=state.sweep.sweep_id, cluster=state.sweep.cluster)
-    store = Store.connect(settings.require_table())
-    output = run_notify(
-        state,
-        store,
-        boto3.client("sns"),
-        topic_arn=settings.require_topic(),
-        base_url=settings.reference_base_url,
-    )
+    store = connect_store(settings)
+    sns = sdk_client(settings, "sns")
+    with naming_aws_failures("notify", store.table.meta.client, sns):
+        output = run_notify(state, store, sns, topic_arn=settings.require_topic(), base_url=settings.reference_base_url)
     metrics.add_dimension(name=METRIC_DIMENSION_CLUSTER, value=state.sweep.cluster)
     sent = output.incident_messages + (1 if output.message_id else 0)  # incident messages are their own
     metrics.add_metric(name=METRIC_NOTIFICATIONS, unit=MetricUnit.Count, value=sent)

@@ -6,10 +6,8 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from hyperpod_nccl.collectors.aws import AwsClients
-from hyperpod_nccl.handlers import powertools
+from hyperpod_nccl.handlers import collector_clients, connect_store, naming_aws_failures, powertools
 from hyperpod_nccl.monitor.settings import MonitorSettings
-from hyperpod_nccl.monitor.store import Store
 from hyperpod_nccl.monitor.sweep import ProbeItem, run_probe_node
 
 logger, tracer, metrics = powertools("probe_node")
@@ -22,7 +20,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings = MonitorSettings.from_env()
     item = ProbeItem.model_validate(event)
     logger.append_keys(sweep_id=item.sweep_id, instance_id=item.instance_id)
-    store = Store.connect(settings.require_table())
-    output = run_probe_node(item, store, AwsClients(region=item.region), settings.node_coverage)
+    store = connect_store(settings)
+    with naming_aws_failures("probe_node", store.table.meta.client):
+        output = run_probe_node(item, store, collector_clients(settings, item.region), settings.node_coverage)
     logger.info("probed", extra={"reachable": output.reachable})
     return output.model_dump(mode="json")

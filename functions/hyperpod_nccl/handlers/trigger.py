@@ -5,14 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import boto3
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from hyperpod_nccl.handlers import powertools
+from hyperpod_nccl.handlers import connect_store, naming_aws_failures, powertools, sdk_client
 from hyperpod_nccl.monitor.events import Rejection, parse_trigger
 from hyperpod_nccl.monitor.settings import METRIC_TRIGGERS_ACCEPTED, METRIC_TRIGGERS_REJECTED, MonitorSettings
-from hyperpod_nccl.monitor.store import Store
 from hyperpod_nccl.monitor.sweep import start_sweep
 
 logger, tracer, metrics = powertools("trigger")
@@ -29,17 +27,20 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
         logger.warning("event rejected", extra=parsed.model_dump())
         metrics.add_metric(name=METRIC_TRIGGERS_REJECTED, unit=MetricUnit.Count, value=1)
         return {"rejected": parsed.model_dump(), "outcomes": []}
-    store = Store.connect(settings.require_table())
-    sfn = boto3.client("stepfunctions")
+    store = connect_store(settings)
+    sfn = sdk_client(settings, "stepfunctions")
     outcomes = []
     for trigger in parsed:
-        outcome = start_sweep(
-            trigger,
-            store,
-            sfn,
-            state_machine_arn=settings.require_state_machine(),
-            history_seconds=settings.history_seconds,
-        )
+        # A failure re-raised here fails the invocation, which EventBridge (rule or Scheduler)
+        # retries: the retry is idempotent (same trigger id, same sweep id).
+        with naming_aws_failures("trigger", store.table.meta.client, sfn):
+            outcome = start_sweep(
+                trigger,
+                store,
+                sfn,
+                state_machine_arn=settings.require_state_machine(),
+                history_seconds=settings.history_seconds,
+            )
         logger.info("trigger handled", extra=outcome.model_dump())
         metrics.add_metric(name=METRIC_TRIGGERS_ACCEPTED, unit=MetricUnit.Count, value=1)
         outcomes.append(outcome.model_dump())

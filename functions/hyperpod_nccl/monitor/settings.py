@@ -22,6 +22,10 @@ REFERENCE_BASE_URL_ENV = "REFERENCE_BASE_URL"
 NODE_COVERAGE_ENV = "NODE_COVERAGE"
 CLUSTERS_ENV = "WATCHED_CLUSTERS"
 HISTORY_DAYS_ENV = "HISTORY_RETENTION_DAYS"
+# Optional, read by every handler, not set by infra: the SDK read timeout of the functions' AWS
+# clients (unset: botocore's 60 s for the table, topic and state machine, the collectors' 30 s).
+# The local emulation sets it low to turn a held call into a real client-side timeout.
+SDK_READ_TIMEOUT_ENV = "AWS_SDK_READ_TIMEOUT_SECONDS"
 
 # Which of the variables above each handler reads (keys are modules of hyperpod_nccl.handlers).
 # Powertools' own variables (POWERTOOLS_SERVICE_NAME, ...) are Lambda defaults set by infra, not listed.
@@ -141,6 +145,7 @@ class MonitorSettings(BaseModel):
     node_coverage: int | Literal["all"] = "all"
     clusters: list[WatchedCluster] = Field(default_factory=list)
     history_days: int = 90
+    sdk_read_timeout: float | None = Field(default=None, gt=0)
 
     @field_validator("node_coverage", mode="before")
     @classmethod
@@ -161,6 +166,7 @@ class MonitorSettings(BaseModel):
             REFERENCE_BASE_URL_ENV: "reference_base_url",
             NODE_COVERAGE_ENV: "node_coverage",
             HISTORY_DAYS_ENV: "history_days",
+            SDK_READ_TIMEOUT_ENV: "sdk_read_timeout",
         }
         for env_name, field_name in mapping.items():
             if env.get(env_name, "").strip():

@@ -78,11 +78,12 @@ class Store:
         self.table = table
 
     @classmethod
-    def connect(cls, table_name: str, region: str | None = None) -> Store:
-        """Open the table with boto3's default credentials and endpoint (AWS_ENDPOINT_URL honoured)."""
+    def connect(cls, table_name: str, region: str | None = None, config: Any = None) -> Store:
+        """Open the table with boto3's default credentials and endpoint (AWS_ENDPOINT_URL honoured);
+        `config` is an optional botocore `Config` (timeouts, retries)."""
         import boto3
 
-        return cls(boto3.resource("dynamodb", region_name=region).Table(table_name))
+        return cls(boto3.resource("dynamodb", region_name=region, config=config).Table(table_name))
 
     # --- plain items ------------------------------------------------------------------------
     def get(self, pk: str, sk: str) -> dict[str, Any] | None:

@@ -47,6 +47,7 @@ from hyperpod_nccl.monitor.settings import (
     PROBE_TIMEOUT_SECONDS,
     REFERENCE_BASE_URL_ENV,
     SCHEDULE_SOURCE,
+    SDK_READ_TIMEOUT_ENV,
     STATE_MACHINE_ENV,
     TABLE_SCHEMA,
     batches_at_once,
@@ -127,6 +128,8 @@ class LocalMonitor:
 
     `failing_functions` makes the emulated Lambda service answer invocations of those handler
     modules with a function error (an outage of that function), to exercise Retry/Catch.
+    `sdk_read_timeout` sets the functions' SDK read timeout (settings.SDK_READ_TIMEOUT_ENV), so
+    that a call the emulation holds (a FaultSpec delay) times out client-side as it would in AWS.
     """
 
     def __init__(
@@ -138,6 +141,7 @@ class LocalMonitor:
         failing_functions: dict[str, str] | None = None,
         node_coverage: int | str = "all",
         reference_base_url: str = "https://github.com/aws-samples/hyperpod-nccl-monitor/blob/main/references",
+        sdk_read_timeout: float | None = None,
     ) -> None:
         self.simulation = simulation
         self.emulation = simulation.emulation
@@ -147,6 +151,7 @@ class LocalMonitor:
         self.failing_functions = dict(failing_functions or {})
         self.node_coverage = str(node_coverage)
         self.reference_base_url = reference_base_url
+        self.sdk_read_timeout = sdk_read_timeout
         self.function_arns: dict[str, str] = {}
         self.state_machine_arn = ""
         self.topic_arn = ""
@@ -185,6 +190,7 @@ class LocalMonitor:
                 CLUSTERS_ENV: json.dumps([{"name": self.simulation.scenario.cluster.name, "region": self.region}]),
                 "POWERTOOLS_TRACE_DISABLED": "1",
                 "POWERTOOLS_METRICS_NAMESPACE": "HyperPodNccl/Local",
+                SDK_READ_TIMEOUT_ENV: "" if self.sdk_read_timeout is None else str(self.sdk_read_timeout),
             }
         )
         self._patch_lambda()
