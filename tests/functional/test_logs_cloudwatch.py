@@ -3,7 +3,9 @@ missing group, denied and throttled FilterLogEvents, and pagination over many ev
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +14,7 @@ from hyperpod_nccl.classifier import load_catalog
 from hyperpod_nccl.collectors import logs as logs_collector
 from hyperpod_nccl.collectors.context import CollectionContext
 from hyperpod_nccl.collectors.control_plane import collect_control_plane
-from hyperpod_nccl.collectors.logs import any_term_patterns, collect_logs, stream_identity
+from hyperpod_nccl.collectors.logs import any_term_patterns, collect_logs, parse_hma, stream_identity
 from hyperpod_nccl.models.findings import Finding, Status
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.logs import LogInventory
@@ -20,6 +22,7 @@ from hyperpod_nccl.models.request import DiagnoseRequest
 from hyperpod_nccl.simulation.logs import LogLineSpec, LogsSpec, LogStreamSpec
 from hyperpod_nccl.simulation.scenario import FaultSpec, Scenario
 
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "log_corpus" / "corpus.json"
 LOG_CHECKS = ("logs.cloudwatch", "logs.signatures", "logs.hma_detections", "logs.nccl_versions")
 
 
@@ -81,6 +84,7 @@ def test_eks_scenario_log_findings_per_stream_and_node(simulate) -> None:  # typ
     hma = found["logs.hma_detections"]
     assert [f.resources[0].id for f in hma] == [worker5]
     assert hma[0].fields["reasons"] == "XidHardwareFailure" and hma[0].status is Status.FAIL
+    assert (hma[0].fields["conditions"], hma[0].fields["actions"]) == ("NvidiaErrorTerminate", "Replace")
 
     drift = found["logs.nccl_versions"]
     assert len(drift) == 1 and drift[0].status is Status.FAIL
@@ -184,7 +188,25 @@ def test_stream_names_map_to_nodes() -> None:
     )
     assert stream_identity("LifecycleConfig/compute/i-0123456789abcdef0")[0:2] == ("lifecycle", "compute")
     assert stream_identity("i-0123456789abcdef0/nccl") == ("nccl", None, "i-0123456789abcdef0")
+    assert stream_identity("DeepHealthCheckResults/i-0123456789abcdef0")[0] == "deep_health_check"
     assert stream_identity("something-else") == ("other", None, None)
+
+
+def _real_hma_records() -> dict[str, str]:
+    corpus = json.loads(CORPUS.read_text(encoding="utf-8"))["excerpts"]
+    return {e["url"]: e["text"] for e in corpus if '"HealthMonitoringAgentDetectionEvent"' in e["text"]}
+
+
+def test_real_hma_records_give_reason_condition_and_action() -> None:
+    records = list(_real_hma_records().values())
+    assert len(records) >= 2, "the corpus lost its documented HMA records"
+    stream = "SagemakerHealthMonitoringAgent/worker/i-0123456789abcdef0"
+    parsed = [parse_hma(stream, 0, text) for text in records]
+    # The node-problem record (behind a console timestamp): reason in "details: ", condition in prose.
+    npd = next(d for d in parsed if d.reason == "XidHardwareFailure")
+    assert (npd.condition, npd.action, npd.instance_id) == ("NvidiaErrorReboot", "Reboot", "i-0123456789abcdef0")
+    # The DCGM policy record keys its condition as "condition: ".
+    assert any(d.condition == "XID Error" for d in parsed)
 
 
 def test_logs_spec_rejects_unknown_keys() -> None:

@@ -110,6 +110,17 @@ class Signature(BaseModel):
         """Field extractors."""
         return tuple(re.compile(p, _flags(self.case_sensitive)) for p in self.extract)
 
+    def extract_fields(self, line: str) -> dict[str, str]:
+        """The fields the extractors find in `line` (the first extractor to find a field wins)."""
+        values: dict[str, str] = {}
+        for extractor in self.compiled_extract:
+            found = extractor.search(line)
+            if found:
+                for name, value in found.groupdict().items():
+                    if value:
+                        values.setdefault(name, value)
+        return values
+
 
 _GROUP = re.compile(r"\(\?P<(\w+)>")
 

@@ -354,12 +354,8 @@ class Scanner:
         rank = _RANK.search(line)
         if rank:
             values["rank"] = rank.group("rank")
-        for extractor in signature.compiled_extract:
-            found = extractor.search(line)
-            if found:
-                for name, value in found.groupdict().items():
-                    if value:
-                        values.setdefault(name, value)
+        for name, value in signature.extract_fields(line).items():
+            values.setdefault(name, value)
         values.update(fields)
         split = values.get(signature.split_by, "") if signature.split_by else ""
         key = (signature.id, split)

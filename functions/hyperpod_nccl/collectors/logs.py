@@ -32,7 +32,9 @@ AwsError = (ClientError, BotoCoreError)
 SOURCE = "CloudWatch logs"
 HMA_MARKER = "HealthMonitoringAgentDetectionEvent"
 _INSTANCE_ID = re.compile(r"\bi-[0-9a-f]{8,17}\b")
-_KEY_VALUE = re.compile(r"\"?(?P<key>reason|condition|action)\"?\s*[:=]\s*\"?(?P<value>[\w-]+)", re.IGNORECASE)
+HMA_SIGNATURE = "hma_detection"
+# HyperPod's GPU node conditions end in the action the agent takes.
+_ACTION_BY_CONDITION_SUFFIX = {"Reboot": "Reboot", "Terminate": "Replace"}
 
 
 def stream_identity(stream: str) -> tuple[StreamKind, str | None, str | None]:
@@ -44,6 +46,8 @@ def stream_identity(stream: str) -> tuple[StreamKind, str | None, str | None]:
         return "health_agent", parts[1] if len(parts) > 2 else None, instance_id
     if parts[0] == "LifecycleConfig":
         return "lifecycle", parts[1] if len(parts) > 2 else None, instance_id
+    if parts[0] == "DeepHealthCheckResults":
+        return "deep_health_check", None, instance_id
     if parts[-1] in ("nccl", "training"):
         kind: StreamKind = "nccl" if parts[-1] == "nccl" else "training"
         return kind, None, instance_id
@@ -148,29 +152,23 @@ def filter_candidates(
 
 
 def parse_hma(stream: str, timestamp: int, message: str) -> HmaDetection:
-    """One HMA detection record; JSON when the agent wrote JSON, key=value text otherwise."""
+    """One HMA detection record: reason, node condition and action, read by the catalog's
+    `hma_detection` extractors (one source for the record's shapes). Records naming only the node
+    condition get the action its suffix stands for (NvidiaErrorReboot, NvidiaErrorTerminate)."""
     _, group, instance_id = stream_identity(stream)
-    values: dict[str, str] = {}
-    try:
-        document = json.loads(message)
-    except ValueError:
-        document = None
-    if isinstance(document, dict):
-        nested = [document, *(v for v in document.values() if isinstance(v, dict))]
-        for part in nested:
-            for key in ("reason", "condition", "action"):
-                if isinstance(part.get(key), str):
-                    values.setdefault(key, part[key])
-    for match in _KEY_VALUE.finditer(message):
-        values.setdefault(match.group("key").lower(), match.group("value"))
+    fields = load_catalog().by_id(HMA_SIGNATURE).extract_fields(message)
+    condition = fields.get("hma_condition")
+    action = fields.get("hma_action")
+    if action is None and condition:
+        action = next((a for suffix, a in _ACTION_BY_CONDITION_SUFFIX.items() if condition.endswith(suffix)), None)
     return HmaDetection(
         stream=stream,
         instance_id=instance_id,
         instance_group=group,
         time=datetime.fromtimestamp(timestamp / 1000, UTC),
-        reason=values.get("reason"),
-        condition=values.get("condition"),
-        action=values.get("action"),
+        reason=fields.get("hma_reason"),
+        condition=condition,
+        action=action,
         message=message[:500],
     )
 

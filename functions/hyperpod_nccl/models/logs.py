@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from hyperpod_nccl.models.findings import Priority
 from hyperpod_nccl.references import Reference
 
-StreamKind = Literal["health_agent", "lifecycle", "nccl", "training", "other"]
+StreamKind = Literal["health_agent", "lifecycle", "deep_health_check", "nccl", "training", "other"]
 
 
 class SignatureHit(BaseModel):

@@ -3,14 +3,15 @@
 Streams are named as HyperPod names them (operations.md § 4): the health-monitoring agent's
 `SagemakerHealthMonitoringAgent/<group>/<instance>`, `LifecycleConfig/<group>/<instance>`, and
 the agent-shipped `<instance>/nccl` and `<instance>/training`. Lines are templates with
-`{host}`, `{ip}`, `{instance_id}`, `{pid}`, `{rank}` and `{node}` filled per node.
+`{host}`, `{ip}`, `{instance_id}`, `{pid}`, `{rank}` and `{node}` filled per node, and `{ts}` (the
+line's own time, ISO 8601 UTC, as the health-monitoring agent writes it in its records).
 """
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -21,7 +22,7 @@ if TYPE_CHECKING:  # scenario.py imports LogsSpec from here
 
 SimStreamKind = Literal["health_agent", "lifecycle", "nccl", "training"]
 PUT_BATCH = 500
-_PLACEHOLDER = re.compile(r"\{(host|ip|instance_id|pid|rank|node)\}")
+_PLACEHOLDER = re.compile(r"\{(host|ip|instance_id|pid|rank|node|ts)\}")
 
 
 class _Strict(BaseModel):
@@ -76,7 +77,7 @@ def stream_name(scenario: Scenario, node: str, kind: SimStreamKind) -> str:
     }[kind]
 
 
-def _render(template: str, scenario: Scenario, node: str) -> str:
+def _render(template: str, scenario: Scenario, node: str, when: datetime) -> str:
     keys = scenario.node_keys()
     index = keys.index(node)
     host = scenario.hostname(node)
@@ -87,6 +88,7 @@ def _render(template: str, scenario: Scenario, node: str) -> str:
         "pid": str(4000 + index),
         "rank": str(index * 8),
         "node": node,
+        "ts": when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     # Only the known placeholders: lines may be JSON, whose braces str.format would choke on.
     return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
@@ -111,7 +113,7 @@ def seed_logs(scenario: Scenario, emulation: EmulatedAws, cluster_arn: str, now:
 
     def add(node: str, kind: SimStreamKind, when: datetime, template: str) -> None:
         events[stream_name(scenario, node, kind)].append(
-            (int(when.timestamp() * 1000), _render(template, scenario, node))
+            (int(when.timestamp() * 1000), _render(template, scenario, node, when))
         )
 
     for chatter in spec.chatter:
