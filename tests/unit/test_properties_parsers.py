@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from hyperpod_nccl.classifier import scan_lines
 from hyperpod_nccl.collectors.kubernetes import MALFORMED_OBJECT_ERRORS
+from hyperpod_nccl.collectors.logs import parse_hma
 from hyperpod_nccl.kube import convert
 from hyperpod_nccl.models.node_probe import ProbeTarget
 from hyperpod_nccl.monitor.events import Rejection, parse_trigger
@@ -34,9 +35,19 @@ hostile_lines = st.lists(
     st.text(max_size=400)
     | st.sampled_from(
         [
-            "===SECTION gpu_query rc=0===",
-            "===SECTION xid rc=0===",
-            "===END===",
+            # The probe's real section markers, so that sections open, close and nest wrongly.
+            "@@BEGIN gpu_query",
+            "@@END gpu_query rc=0",
+            "@@BEGIN xid_dmesg",
+            "@@END xid_dmesg rc=1",
+            "@@BEGIN nvlink",
+            "@@BEGIN sinfo",
+            "@@END sinfo rc=",
+            "@@END remapped_rows rc=notanumber",
+            "0, 00000000:53:00.0, 0, 4, Yes, No",
+            "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-x)",
+            "\t Link 0: <inactive>",
+            '{"msg":"NPD caught event","details: ":{"reason":"x"},"HealthMonitoringAgentDetectionEvent":"HealthEvent"}',
             "NVRM: Xid (PCI:0000:53:00): 79, pid=1, name=x",
             "\x00\x01\x02",
             "NCCL WARN " + "A" * 5000,
@@ -60,6 +71,13 @@ def test_real_probe_fixtures_survive_truncation_at_any_line() -> None:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
         for cut in range(0, len(lines), max(1, len(lines) // 15)):
             parse_node_probe("\n".join(lines[:cut]))
+
+
+@given(lines=hostile_lines)
+@settings(max_examples=150, deadline=None)
+def test_hma_records_never_raise(lines: list[str]) -> None:
+    detection = parse_hma("SagemakerHealthMonitoringAgent/worker/i-0123456789abcdef0", 0, "\n".join(lines))
+    assert detection.instance_id == "i-0123456789abcdef0" and len(detection.message) <= 500
 
 
 @given(lines=hostile_lines)
