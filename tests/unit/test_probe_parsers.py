@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hyperpod_nccl.probe.parsers import parse_node_probe, parse_slurm_controller, split_sections
+import pytest
+
+from hyperpod_nccl.probe.parsers import parse_node_probe, parse_shm, parse_slurm_controller, split_sections
 from hyperpod_nccl.simulation.node_behaviours import NodeBehaviour, XidSpec
 from hyperpod_nccl.simulation.nodes import render_node_probe
 
@@ -122,3 +124,26 @@ def test_sinfo_reason_may_contain_the_field_separator() -> None:
     text = "@@BEGIN sinfo\nip-10-1-0-12|ip-10-1-0-12|10.1.0.12|drained|GPU 3 | Xid 79\n@@END sinfo rc=0\n"
     [node] = parse_slurm_controller(text).nodes
     assert (node.state, node.reason) == ("drained", "GPU 3 | Xid 79")
+
+
+@pytest.mark.parametrize(
+    "lines, expected",
+    [
+        # The probe's own form: the type first, sizes in bytes.
+        (["Type    1B-blocks    Avail Mounted on", "tmpfs    67108864 67108864 /dev/shm"], ("tmpfs", 64 * 2**20)),
+        # df -h as people paste it (tests/data/probe/slinky_pod_dev_shm_64m.txt): the first column
+        # is the mount source, and "64M" is 1024-based.
+        (["Filesystem Size  Used Avail Use% Mounted on", "shm 64M 0 64M 0% /dev/shm"], (None, 64 * 2**20)),
+        (["tmpfs 1.5G 0 1.5G 0% /dev/shm"], (None, 3 * 2**29)),
+        # Plain df counts 1K blocks, df -B1 bytes: the header says which.
+        (["Filesystem 1K-blocks Used Available Use% Mounted on", "tmpfs 65536 0 65536 0% /dev/shm"], (None, 2**26)),
+        (["Filesystem 1B-blocks Used Available Use% Mounted on", "tmpfs 65536 0 65536 0% /dev/shm"], (None, 2**16)),
+        # Another mount, or a size df did not print, is no answer.
+        (["tmpfs 64M 0 64M 0% /run"], (None, None)),
+        (["df: /dev/shm: No such file or directory"], (None, None)),
+    ],
+)
+def test_dev_shm_size_in_the_probe_form_and_in_df_default_layout(
+    lines: list[str], expected: tuple[str | None, int | None]
+) -> None:
+    assert parse_shm(lines) == expected

@@ -261,3 +261,138 @@ def test_not_responding_nodes_each_fail_and_none_counts_as_usable() -> None:
     findings = _run("slurm.node_states", _inventory(slurm=slurm))
     assert [f.title for f in findings] == [f"Slurm node compute00{i} is down*: Not responding" for i in range(1, 5)]
     assert all(f.status == Status.FAIL and f.fields["signature"] == "down" for f in findings)
+
+
+# --- Slurm controller: squeue pending reasons, scontrol ping, an unreachable controller ------------
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        # ParallelCluster: a spot node retired under the job, then requeued.
+        ("slurm_squeue_parallelcluster_nodedown.txt", [("2", "wrap", "(NodeDown)")]),
+        # ParallelCluster 3.6: waiting out a failed launch, and a queue whose nodes cannot start.
+        (
+            "slurm_squeue_parallelcluster_begintime_partition_inactive.txt",
+            [("10", "test-job", "(BeginTime)"), ("12", "test-job", "(PartitionInactive)")],
+        ),
+        # The reason is free text with a comma and a space; %R keeps its parentheses.
+        (
+            "slurm_squeue_reqnodenotavail.txt",
+            [
+                ("8724936", "sleep", "(ReqNodeNotAvail, UnavailableNodes:r34n5)"),
+                ("8724937", "sleep", "(ReqNodeNotAvail, May be reserved for other job)"),
+                ("8724938", "sleep", "(ReqNodeNotAvail, May be reserved for other job)"),
+            ],
+        ),
+        # Array tasks (id_index) held after the node failed to launch them.
+        (
+            "slurm_squeue_launch_failed_requeued_held.txt",
+            [
+                ("80520_36", "get_phone_alignments.sh", "(launch failed requeued held)"),
+                ("80520_56", "get_phone_alignments.sh", "(launch failed requeued held)"),
+            ],
+        ),
+        (
+            "slurm_squeue_dependency_priority.txt",
+            [
+                ("50202934", "poststds", "(Dependency)"),
+                ("50202933", "stdstarf", "(Dependency)"),
+                ("50202930", "prestdst", "(Priority)"),
+                ("50202924", "poststds", "(Dependency)"),
+                ("50202923", "stdstarf", "(Dependency)"),
+                ("50202922", "prestdst", "(Priority)"),
+            ],
+        ),
+    ],
+)
+def test_pending_jobs_are_listed_with_their_reasons(name: str, expected: list[tuple[str, str, str]]) -> None:
+    slurm = _slurm(name)
+    assert [(e.job_id, e.name, e.reason) for e in slurm.queue] == expected
+    assert {e.state for e in slurm.queue} == {"PENDING"}
+    [finding] = _run("slurm.queue", _inventory(slurm=slurm))
+    assert finding.status == Status.WARN
+    assert finding.title == f"{len(expected)} job(s) pending or completing"
+    assert finding.evidence == [f"job {i} {n}: PENDING {r}" for i, n, r in expected]
+    assert [r.id for r in finding.resources] == [i for i, _, _ in expected]
+
+
+def test_scontrol_ping_with_a_primary_and_three_backups_up() -> None:
+    slurm = _slurm("slurm_ping_four_controllers_up.txt")
+    assert slurm.controller_up is True
+    [finding] = _run("slurm.controller", _inventory(slurm=slurm))
+    assert (finding.status, finding.title) == (Status.PASS, "slurmctld is UP")
+    assert finding.evidence == [slurm.ping_output]
+    assert finding.evidence[0].splitlines()[0] == "Slurmctld(primary) at juju-9cf56a-13 is UP"
+
+
+def test_unreachable_controller_errors_are_not_read_as_nodes_or_jobs() -> None:
+    slurm = _slurm("slurm_controller_unreachable.txt")
+    assert (slurm.nodes, slurm.queue) == ([], [])
+    assert {(s.name, s.rc) for s in slurm.sections} == {("sinfo", 1), ("squeue", 1)}
+    inventory = _inventory(slurm=slurm)
+    # The connect failure is not one "usable" node, and there is no queue to report.
+    assert _run("slurm.node_states", inventory) == []
+    assert _run("slurm.queue", inventory) == []
+
+
+# --- GPU nodes: a healthy 8x H100 and a node whose driver is not loaded -------------------------
+
+
+def test_healthy_h100_node_reads_eight_gpus_and_clean_remap_rows() -> None:
+    probe = _probe("h100_8gpu_healthy_nvidia_smi_q.txt")
+    assert probe.gpu_present is True and probe.gpu_query_ok is True
+    assert [g.index for g in probe.gpus] == list(range(8))
+    assert {g.name for g in probe.gpus} == {"NVIDIA H100 80GB HBM3"}
+    assert (probe.gpus[0].bus_id, probe.gpus[0].serial) == ("00000000:19:00.0", "1650124031592")
+    assert (probe.versions.driver, probe.versions.cuda) == ("535.161.08", "12.2")
+    assert [r.bus_id for r in probe.remapped_rows] == [g.bus_id for g in probe.gpus]
+    rows = {(r.correctable, r.uncorrectable, r.pending, r.failure) for r in probe.remapped_rows}
+    assert rows == {(0, 0, False, False)}
+    inventory = _inventory(probe, instance_type="ml.p5.48xlarge")
+    assert _run("node.gpu_inventory", inventory) == []
+    assert _run("node.gpu_ecc", inventory) == []
+    assert [(f.status, f.title) for f in _run("node.gpu_row_remap", inventory)] == [
+        (Status.PASS, "row-remap state read on 1 node(s)")
+    ]
+    assert [f.status for f in _run("node.gpu_xid", inventory)] == [Status.PASS]
+
+
+@pytest.mark.parametrize(
+    "instance_type, failing",
+    [
+        ("ml.p5.48xlarge", [f"nvidia-smi cannot query the GPUs of {NODE_ID}"]),
+        ("ml.p4d.24xlarge", [f"nvidia-smi cannot query the GPUs of {NODE_ID}"]),
+        ("ml.c5.18xlarge", []),  # no NVIDIA GPU expected: the same text only skips the GPU checks
+    ],
+)
+def test_nvidia_driver_not_loaded(instance_type: str, failing: list[str]) -> None:
+    probe = _probe("nvidia_driver_not_loaded.txt")
+    assert (probe.gpu_present, probe.gpu_query_ok, probe.gpus) == (False, None, [])
+    findings = _run("node.gpu_inventory", _inventory(probe, instance_type=instance_type))
+    assert [f.title.removesuffix(" (worker)") for f in findings if f.status == Status.FAIL] == failing
+
+
+# --- EFA on a 4-device (p4d) node, and /dev/shm of a Slinky compute pod -----------------------------
+
+
+@pytest.mark.parametrize(
+    "instance_type, expected",
+    [("ml.p4d.24xlarge", [(Status.PASS, None)]), ("ml.p5.48xlarge", [(Status.FAIL, "4 of 32")])],
+)
+def test_p4d_efa_devices_and_rx_drops(instance_type: str, expected: list[tuple[Status, str | None]]) -> None:
+    probe = _probe("p4d_efa_devices_and_rx_drops.txt")
+    assert probe.efa_devices == ["rdmap144s27", "rdmap160s27", "rdmap16s27", "rdmap32s27"]
+    assert probe.efa_counters == {device: {"rx_drops": 0} for device in probe.efa_devices}
+    inventory = _inventory(probe, instance_type=instance_type)
+    findings = _run("node.efa_devices", inventory)
+    assert [(f.status, f.title.split(" EFA")[0] if f.status == Status.FAIL else None) for f in findings] == expected
+    assert _run("fleet.efa_error_outliers", inventory) == []
+
+
+def test_dev_shm_of_64_mib_in_df_h_form_fails() -> None:
+    probe = _probe("slinky_pod_dev_shm_64m.txt")
+    # df's default layout names the mount source ("shm"), not the filesystem type.
+    assert (probe.shm_fstype, probe.shm_size_bytes) == (None, 64 * 2**20)
+    [finding] = _run("node.dev_shm", _inventory(probe, instance_type="ml.p5.48xlarge"))
+    assert finding.status == Status.FAIL and finding.title.startswith(f"/dev/shm is 64 MiB on {NODE_ID}")

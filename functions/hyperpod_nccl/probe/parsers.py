@@ -325,11 +325,38 @@ def parse_interfaces(addr_lines: list[str], link_lines: list[str]) -> list[NetIn
     return interfaces
 
 
+# df's unit letters are 1024-based; `df -h` rounds up, so "64M" is at most 64 MiB.
+_DF_UNITS = "KMGTPE"
+_DF_HUMAN_SIZE = re.compile(r"^(?P<number>\d+(?:\.\d+)?)(?P<unit>[KMGTPE])$")
+_DF_BLOCKS_HEADER = re.compile(r"^1(?P<unit>[KMGTPE]?)B?-blocks$")
+
+
+def _df_unit_bytes(unit: str) -> int:
+    return 1024 ** (_DF_UNITS.index(unit) + 1) if unit else 1
+
+
+def _df_human_bytes(value: str) -> int | None:
+    match = _DF_HUMAN_SIZE.match(value)
+    return int(float(match["number"]) * _df_unit_bytes(match["unit"])) if match else None
+
+
 def parse_shm(lines: list[str]) -> tuple[str | None, int | None]:
-    """(fs type, size in bytes) of `df -B1 --output=fstype,size,avail,target /dev/shm`."""
+    """(fs type, size in bytes) of `df -B1 --output=fstype,size,avail,target /dev/shm`.
+
+    df's default layout (`Filesystem Size Used Avail Use% Mounted on`, `df -h` as people paste
+    it) is read too: its first column is the mount source, not the type, so the type is None, and
+    a plain number counts the blocks its header names (`1K-blocks`, the default, or `1B-blocks`)."""
+    block = 1024
     for line in lines:
         fields = line.split()
-        if len(fields) >= 4 and fields[-1] == "/dev/shm" and _int(fields[1]) is not None:
+        if fields[:1] == ["Filesystem"] and len(fields) > 1 and (header := _DF_BLOCKS_HEADER.match(fields[1])):
+            block = _df_unit_bytes(header["unit"])
+        if len(fields) < 4 or fields[-1] != "/dev/shm":
+            continue
+        if len(fields) >= 6 and fields[-2].endswith("%"):
+            blocks = _int(fields[1])
+            return None, blocks * block if blocks is not None else _df_human_bytes(fields[1])
+        if _int(fields[1]) is not None:
             return fields[0], _int(fields[1])
     return None, None
 
