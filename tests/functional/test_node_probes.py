@@ -95,7 +95,9 @@ def test_slurm_controller_probe_maps_slurm_nodes_to_instances(simulate) -> None:
     assert {(r.kind, r.id) for r in down.resources} >= {("node", sim.instance_id("compute:3"))}
     assert by_state["drained"].status is Status.WARN and by_state["drained"].fields["reason"] == "Kill task failed"
     assert [f.status for f in result.findings if f.check_id == "slurm.controller"] == [Status.PASS]
-    assert len(_issues(result, "slurm.queue")) == 1
+    [held] = _issues(result, "slurm.queue")
+    # The pending job waits on ip-10-1-0-15: the Slurm name and the instance behind it.
+    assert {r.kind for r in held.resources} == {"job", "slurm_node", "node"} and "ip-10-1-0-15" in held.title
     env = _issues(result, "slurm.nccl_env")
     assert env and env[0].priority is Priority.P1
     assert _issues(result, "slurm.remove_ipc") == []

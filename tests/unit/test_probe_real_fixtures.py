@@ -310,11 +310,38 @@ def test_pending_jobs_are_listed_with_their_reasons(name: str, expected: list[tu
     slurm = _slurm(name)
     assert [(e.job_id, e.name, e.reason) for e in slurm.queue] == expected
     assert {e.state for e in slurm.queue} == {"PENDING"}
-    [finding] = _run("slurm.queue", _inventory(slurm=slurm))
-    assert finding.status == Status.WARN
-    assert finding.title == f"{len(expected)} job(s) pending or completing"
-    assert finding.evidence == [f"job {i} {n}: PENDING {r}" for i, n, r in expected]
-    assert [r.id for r in finding.resources] == [i for i, _, _ in expected]
+    # Reasons naming a down node or partition warn per job; ordinary scheduling reasons are listed.
+    node_fault = ("NodeDown", "PartitionInactive", "UnavailableNodes:", "launch failed")
+    held = [(i, n, r) for i, n, r in expected if any(word in r for word in node_fault)]
+    waiting = [(i, n, r) for i, n, r in expected if (i, n, r) not in held]
+    findings = _run("slurm.queue", _inventory(slurm=slurm))
+    warned = [f for f in findings if f.status == Status.WARN]
+    assert [f.title for f in warned] == [f"job {i} ({n}) is PENDING: {r}" for i, n, r in held]
+    listed = [f for f in findings if f.status == Status.INFO]
+    if waiting:
+        [info] = listed
+        assert info.title == f"{len(waiting)} job(s) pending or completing"
+        assert info.evidence == [f"job {i} {n}: PENDING {r}" for i, n, r in waiting]
+    else:
+        assert listed == []
+
+
+def test_unavailable_nodes_of_a_pending_job_are_named_with_their_instances() -> None:
+    slurm = _slurm("slurm_squeue_reqnodenotavail.txt")
+    node = ClusterNode(
+        instance_id=NODE_ID,
+        instance_group="worker",
+        instance_type="ml.p5.48xlarge",
+        status="Running",
+        private_dns_hostname="r34n5.cluster.internal",  # the mapping is ours; the name is the thread's
+    )
+    warned = [f for f in _run("slurm.queue", _inventory(slurm=slurm, nodes=[node])) if f.status == Status.WARN]
+    [finding] = warned
+    assert {(r.kind, r.id) for r in finding.resources} == {
+        ("job", "8724936"),
+        ("slurm_node", "r34n5"),
+        ("node", NODE_ID),
+    }
 
 
 def test_scontrol_ping_with_a_primary_and_three_backups_up() -> None:
@@ -331,9 +358,31 @@ def test_unreachable_controller_errors_are_not_read_as_nodes_or_jobs() -> None:
     assert (slurm.nodes, slurm.queue) == ([], [])
     assert {(s.name, s.rc) for s in slurm.sections} == {("sinfo", 1), ("squeue", 1)}
     inventory = _inventory(slurm=slurm)
-    # The connect failure is not one "usable" node, and there is no queue to report.
+    # The connect failure is not one "usable" node, and there is no queue to report...
     assert _run("slurm.node_states", inventory) == []
     assert _run("slurm.queue", inventory) == []
+    # ...it is the controller that fails.
+    [finding] = _run("slurm.controller", inventory)
+    assert (finding.status, finding.title) == (Status.FAIL, "Slurm commands cannot contact slurmctld")
+    assert finding.evidence and all("Unable to contact slurm controller" in e for e in finding.evidence)
+
+
+@pytest.mark.parametrize(
+    "ping, expected",
+    [
+        # (synthetic) one line per controller: the primary down, a backup answering
+        (
+            ["Slurmctld(primary) at ip-10-1-0-5 is DOWN", "Slurmctld(backup) at ip-10-1-0-6 is UP"],
+            [(Status.WARN, "slurmctld primary at ip-10-1-0-5 is DOWN")],
+        ),
+        # (synthetic) the older single-line form
+        (["Slurmctld(primary/backup) at ip-10-1-0-5/ip-10-1-0-6 are UP/UP"], [(Status.PASS, "slurmctld is UP")]),
+        (["Slurmctld(primary) at ip-10-1-0-5 is DOWN"], [(Status.FAIL, "slurmctld is not UP")]),
+    ],
+)
+def test_every_controller_of_scontrol_ping_is_judged(ping: list[str], expected: list[tuple[Status, str]]) -> None:
+    slurm = parse_slurm_controller("@@BEGIN slurm_ping\n" + "\n".join(ping) + "\n@@END slurm_ping rc=0\n")
+    assert [(f.status, f.title) for f in _run("slurm.controller", _inventory(slurm=slurm))] == expected
 
 
 # --- GPU nodes: a healthy 8x H100 and a node whose driver is not loaded -------------------------

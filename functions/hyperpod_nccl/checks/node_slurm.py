@@ -47,16 +47,36 @@ def _instance_by_host(inv: Inventory) -> dict[str, str]:
     orchestrators=("slurm",),
 )
 def controller(inv: Inventory) -> Iterator[Finding]:
-    """`scontrol ping` must say UP and munge must be active."""
+    """Every slurmctld of `scontrol ping` should be UP (none UP blocks every job; a down primary
+    with a backup UP degrades), Slurm commands must reach it, and munge must be active."""
     found = _controller(inv)
     if found is None:
         return
     result, slurm = found
     resource = [_controller_resource(result)]
-    if slurm.controller_up is False:
-        yield controller.fail("slurmctld is not UP", evidence=[slurm.ping_output or ""], resources=resource)
-    elif slurm.controller_up:
-        yield controller.passed("slurmctld is UP", evidence=[slurm.ping_output or ""], resources=resource)
+    ping = [slurm.ping_output or ""]
+    down = [c for c in slurm.controllers if c.state != "UP"]
+    if slurm.controllers and len(down) == len(slurm.controllers):
+        yield controller.fail("slurmctld is not UP", evidence=ping, resources=resource)
+    elif down:
+        for ctl in down:
+            yield controller.warn(
+                f"slurmctld {ctl.role} at {ctl.host} is {ctl.state}",
+                priority=Priority.P1,
+                detail="another controller answers, so jobs still schedule; without it there is no failover",
+                evidence=ping,
+                resources=resource,
+                fields={"signature": f"{ctl.role}@{ctl.host}"},
+            )
+    elif slurm.controllers:
+        yield controller.passed("slurmctld is UP", evidence=ping, resources=resource)
+    elif slurm.contact_errors:
+        yield controller.fail(
+            "Slurm commands cannot contact slurmctld",
+            detail="sinfo and squeue on the controller node got no answer: slurmctld is down or unreachable",
+            evidence=slurm.contact_errors,
+            resources=resource,
+        )
     if slurm.munge_state and slurm.munge_state != "active":
         yield controller.fail(
             f"munge is {slurm.munge_state} on the controller",
@@ -101,6 +121,32 @@ def node_states(inv: Inventory) -> Iterator[Finding]:
         yield node_states.passed(f"{healthy} Slurm node(s) in a usable state")
 
 
+# Pending reasons that name a broken node or partition rather than ordinary scheduling.
+_NODE_FAULT_REASONS = re.compile(
+    r"NodeDown|launch failed requeued held|UnavailableNodes:|Nodes required for job are (?:DOWN|DRAINED)"
+    r"|Partition(?:Inactive|Down|NodeLimit)",
+    re.IGNORECASE,
+)
+_UNAVAILABLE = re.compile(r"UnavailableNodes:(?P<nodes>[^)\s]+(?:\[[^\]]*\])?)")
+
+
+def _expand_hostlist(text: str) -> list[str]:
+    """`ip-10-1-0-[15,17-18],gpu1` -> the node names (Slurm's hostlist form)."""
+    names = []
+    for match in re.finditer(r"([^,\[]+)(?:\[([^\]]*)\])?", text):
+        prefix, ranges = match.group(1), match.group(2)
+        if ranges is None:
+            names.append(prefix)
+            continue
+        for part in ranges.split(","):
+            low, _, high = part.partition("-")
+            if high and low.isdigit() and high.isdigit():
+                names += [f"{prefix}{n:0{len(low)}d}" for n in range(int(low), int(high) + 1)][:64]
+            else:
+                names.append(f"{prefix}{low}")
+    return [n for n in (name.strip(",") for name in names) if n]
+
+
 @check(
     id="slurm.queue",
     title="Slurm queue",
@@ -110,16 +156,36 @@ def node_states(inv: Inventory) -> Iterator[Finding]:
     orchestrators=("slurm",),
 )
 def queue(inv: Inventory) -> Iterator[Finding]:
-    """Pending or completing jobs with their reasons."""
+    """Jobs held back by a broken node or partition warn, naming the nodes and their instances;
+    ordinary scheduling reasons (Resources, Priority, Dependency, ...) are listed for information."""
     found = _controller(inv)
     if found is None or not found[1].queue:
         return
-    entries = found[1].queue
-    yield queue.warn(
-        f"{len(entries)} job(s) pending or completing",
-        evidence=[f"job {e.job_id} {e.name}: {e.state} {e.reason}" for e in entries[:10]],
-        resources=[Resource(kind="job", id=e.job_id, name=e.name) for e in entries[:10]],
-    )
+    by_host = _instance_by_host(inv)
+    waiting = []
+    for entry in found[1].queue:
+        if not _NODE_FAULT_REASONS.search(entry.reason):
+            waiting.append(entry)
+            continue
+        resources = [Resource(kind="job", id=entry.job_id, name=entry.name)]
+        unavailable = _UNAVAILABLE.search(entry.reason)
+        for name in _expand_hostlist(unavailable.group("nodes")) if unavailable else []:
+            resources.append(Resource(kind="slurm_node", id=name))
+            if name in by_host:
+                resources.append(Resource(kind="node", id=by_host[name], name=name))
+        yield queue.warn(
+            f"job {entry.job_id} ({entry.name}) is {entry.state}: {entry.reason}",
+            detail="the job waits on a node or partition that is down: fix or replace the node "
+            "(slurm.node_states names it), then the job starts",
+            resources=resources,
+            fields={"reason": entry.reason, "signature": entry.reason},
+        )
+    if waiting:
+        yield queue.info(
+            f"{len(waiting)} job(s) pending or completing",
+            evidence=[f"job {e.job_id} {e.name}: {e.state} {e.reason}" for e in waiting[:10]],
+            resources=[Resource(kind="job", id=e.job_id, name=e.name) for e in waiting[:10]],
+        )
 
 
 @check(

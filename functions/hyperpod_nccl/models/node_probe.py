@@ -229,10 +229,22 @@ class SlurmQueueEntry(BaseModel):
     reason: str
 
 
+class SlurmctldState(BaseModel):
+    """One controller of `scontrol ping`: `Slurmctld(primary) at ip-10-1-0-5 is UP`."""
+
+    role: str
+    host: str
+    state: str
+
+
 class SlurmControllerData(BaseModel):
     """What the controller probe found (original Check 0, 2 and 7 [Slurm])."""
 
     ping_output: str | None = None
+    controllers: list[SlurmctldState] = Field(default_factory=list)
+    contact_errors: list[str] = Field(
+        default_factory=list, description="sinfo/squeue answers such as 'Unable to contact slurm controller'"
+    )
     munge_state: str | None = None
     nodes: list[SlurmNodeState] = Field(default_factory=list)
     queue: list[SlurmQueueEntry] = Field(default_factory=list)
@@ -242,10 +254,10 @@ class SlurmControllerData(BaseModel):
 
     @property
     def controller_up(self) -> bool | None:
-        """`scontrol ping` reports the primary controller UP (None when nothing was answered)."""
-        if not self.ping_output:
+        """Some slurmctld answers UP (None when `scontrol ping` named no controller)."""
+        if not self.controllers:
             return None
-        return "is UP" in self.ping_output
+        return any(c.state == "UP" for c in self.controllers)
 
 
 class NodeProbeResult(BaseModel):

@@ -24,6 +24,7 @@ from hyperpod_nccl.models.node_probe import (
     RemappedRows,
     SectionStatus,
     SlurmControllerData,
+    SlurmctldState,
     SlurmNodeState,
     SlurmQueueEntry,
     Versions,
@@ -654,6 +655,25 @@ def parse_squeue(lines: list[str]) -> list[SlurmQueueEntry]:
     return entries
 
 
+_SLURMCTLD = re.compile(r"Slurmctld\((?P<roles>[^)]+)\) at (?P<hosts>\S+) (?:is|are) (?P<states>[A-Z/]+)")
+_CONTACT_ERROR = re.compile(r"Unable to contact slurm controller|slurm_load_\w+: .*(?:error|failure)", re.I)
+
+
+def parse_scontrol_ping(lines: list[str]) -> list[SlurmctldState]:
+    """Each controller of `scontrol ping`: one line per controller (`Slurmctld(primary) at h is UP`)
+    or, from older Slurm, one line for both (`Slurmctld(primary/backup) at a/b are UP/DOWN`)."""
+    controllers = []
+    for line in lines:
+        match = _SLURMCTLD.search(line)
+        if match is None:
+            continue
+        roles, hosts, states = (match.group(g).split("/") for g in ("roles", "hosts", "states"))
+        if len(roles) == len(hosts) == len(states):
+            rows = zip(roles, hosts, states, strict=True)
+            controllers += [SlurmctldState(role=role, host=host, state=state) for role, host, state in rows]
+    return controllers
+
+
 def parse_slurm_controller(output: str) -> SlurmControllerData:
     """Parse the output of `slurm_controller.sh`."""
     sections = split_sections(output)
@@ -662,8 +682,11 @@ def parse_slurm_controller(output: str) -> SlurmControllerData:
         return _ok_lines(sections.get(name))
 
     munge = lines("munge")
+    contact = [line.strip() for name in ("sinfo", "squeue") for line in lines(name) if _CONTACT_ERROR.search(line)]
     return SlurmControllerData(
         ping_output="\n".join(lines("slurm_ping")) or None,
+        controllers=parse_scontrol_ping(lines("slurm_ping")),
+        contact_errors=contact[:4],
         munge_state=munge[0].strip() if munge else None,
         nodes=parse_sinfo(lines("sinfo")),
         queue=parse_squeue(lines("squeue")),
