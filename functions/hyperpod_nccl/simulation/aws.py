@@ -297,6 +297,8 @@ class FaultInjector:
         self._faults: list[_ActiveFault] = []
         self._lock = threading.Lock()
         self.calls: list[str] = []
+        # The calls answered with an injected fault ("service:Operation"), in order.
+        self.injected: list[str] = []
 
     def set_faults(self, faults: Iterable[FaultSpec]) -> None:
         """Replace the active faults."""
@@ -331,6 +333,8 @@ class FaultInjector:
                 self.calls.append(key)
         fault = self._match(key) if service and operation else None
         if fault is not None:
+            with self._lock:
+                self.injected.append(key)
             if fault.delay_seconds:
                 time.sleep(fault.delay_seconds)
             return self._error(service, fault, start_response)
