@@ -8,7 +8,9 @@ Collector outputs live in the table under the sweep's partition; the state carri
 Per-cluster lock: the trigger takes `CLUSTER#C / LOCK` with a conditional write and a lease
 (a crashed sweep cannot block its cluster past the lease). A trigger arriving while the lock
 is held is appended to the lock's `pending` list ("folded"); Aggregate consumes pending
-triggers atomically and the same execution sweeps once more, or releases the lock.
+triggers atomically and the same execution sweeps once more, or releases the lock. A trigger
+finding the lock held by an execution that has already ended (its lock could not be released)
+takes it over with the folded triggers, so one failed release costs one sweep, not the lease.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
 from hyperpod_nccl.checks import discover as registered_checks
@@ -40,6 +42,7 @@ from hyperpod_nccl.models.node_probe import NodeProbeInventory, NodeProbeResult,
 from hyperpod_nccl.models.request import DiagnoseRequest
 from hyperpod_nccl.monitor.diff import OpenFinding, SweepDiff, compute_changes, open_counts
 from hyperpod_nccl.monitor.events import TriggerRequest
+from hyperpod_nccl.monitor.failures import describe_aws_failure
 from hyperpod_nccl.monitor.incidents import load_incident_sweep, record_incidents
 from hyperpod_nccl.monitor.notify import build_alert, build_incident_alert, sns_message
 from hyperpod_nccl.monitor.settings import LOCK_LEASE_SECONDS, batch_targets
@@ -62,6 +65,9 @@ DIFF = "DIFF"
 LOCK = "LOCK"
 DEFAULT_SINCE_SECONDS = 7200
 _LOCK_RACE_ATTEMPTS = 5
+# A lock whose execution does not exist this long after it was taken belongs to a trigger that
+# failed between taking it and starting the execution (StartExecution takes well under a second).
+START_GRACE_SECONDS = 300
 
 
 class SweepRef(BaseModel):
@@ -87,6 +93,18 @@ class TaskFailure(BaseModel):
 
     Error: str = "States.TaskFailed"
     Cause: str = ""
+
+    @property
+    def message(self) -> str:
+        """The failure in one line: a Lambda task's cause is its error JSON, whose message (from
+        handlers.AwsCallFailed: the failed action and the fix) is what an operator needs."""
+        try:
+            cause = json.loads(self.Cause)
+        except ValueError:
+            cause = None
+        if isinstance(cause, dict) and cause.get("errorMessage"):
+            return f"{cause.get('errorType', self.Error)}: {cause['errorMessage']}"[:500]
+        return f"{self.Error}: {self.Cause[:500]}"
 
 
 class DiscoverOutput(BaseModel):
@@ -522,7 +540,7 @@ def _failure_text(state: SweepState) -> str | None:
     if state.discover is not None and not state.discover.discovered:
         return state.discover.reason or "discovery failed"
     if state.failure is not None and state.discover is None:
-        return f"Discover failed: {state.failure.Error}: {state.failure.Cause[:500]}"
+        return f"Discover failed: {state.failure.message}"
     return None
 
 
@@ -533,9 +551,45 @@ def run_aggregate(
     history_seconds: int,
     now: datetime | None = None,
 ) -> AggregateOutput:
-    """Aggregate: inventory from the table, the CLI's engine, history, diff, lock hand-over."""
-    ref = state.sweep
+    """Aggregate: inventory from the table, the CLI's engine, history, diff, lock hand-over.
+
+    Whatever fails on the way (a table read, a findings update, a bug in a check) still ends
+    with a stored sweep record marked failed naming the cause, a diff Notify reports, and the
+    lock handed over; only a failure of those last writes themselves escapes."""
     now = now or datetime.now(UTC)
+    try:
+        return _aggregate(state, store, history_seconds=history_seconds, now=now)
+    except Exception as error:  # noqa: BLE001 - recorded below; re-raised if even that fails
+        return _aggregate_failed(state, store, error, history_seconds=history_seconds, now=now)
+
+
+def _aggregate_failed(
+    state: SweepState, store: Store, error: Exception, *, history_seconds: int, now: datetime
+) -> AggregateOutput:
+    ref = state.sweep
+    failure = f"Aggregate failed: {describe_aws_failure('aggregate', error, (store.table.meta.client,))}"
+    failed = SweepDiff(
+        sweep_id=ref.sweep_id, cluster=ref.cluster, region=ref.region, started_at=ref.started_at,
+        finished_at=now, failure=failure,
+    )  # fmt: skip
+    stored = _store_diff(store, failed, history_seconds)
+    if stored is not failed:
+        # The diff was stored before the failure (its changes may be partly applied): keep its
+        # changes for Notify, and say that the sweep did not complete.
+        stored = stored.model_copy(update={"failure": failure})
+        store.put_blob(
+            sweep_key(ref.sweep_id), DIFF, stored.model_dump_json(), expires_at=epoch(ref.started_at) + history_seconds
+        )
+    duration = _record_sweep(store, ref, "failed", stored, now, history_seconds)
+    follow = finish_sweep(store, ref, now)
+    return AggregateOutput(
+        sweep_id=ref.sweep_id, status="failed", notify=True, follow_up=follow is not None, next=follow,
+        changes=len(stored.changes), duration_seconds=duration,
+    )  # fmt: skip
+
+
+def _aggregate(state: SweepState, store: Store, *, history_seconds: int, now: datetime) -> AggregateOutput:
+    ref = state.sweep
     failure = _failure_text(state)
     built = None if failure else build_inventory(store, ref)
     if built is None:
@@ -615,7 +669,7 @@ def run_notify(state: SweepState, store: Store, sns: Any, *, topic_arn: str, bas
     ref = state.sweep
     text = store.get_blob(sweep_key(ref.sweep_id), DIFF)
     if text is None:
-        cause = state.aggregate_error.Cause[:500] if state.aggregate_error else "no diff stored"
+        cause = state.aggregate_error.message if state.aggregate_error else "no diff stored"
         diff = SweepDiff(
             sweep_id=ref.sweep_id, cluster=ref.cluster, region=ref.region, started_at=ref.started_at,
             failure=f"Aggregate failed: {cause}",
@@ -819,6 +873,15 @@ def start_sweep(
             return TriggerOutcome(
                 trigger_id=trigger.trigger_id, cluster=trigger.cluster, status="started", sweep_id=ref.sweep_id
             )
+        held = store.get(ck, LOCK)
+        if held is not None and _abandoned(sfn, state_machine_arn, held, now):
+            if not _take_over(store, ck, ref, held, now):
+                continue  # someone else moved the lock meanwhile: look again
+            _start_execution(sfn, state_machine_arn, ref, store, ck)
+            _mark_trigger(store, trigger, "started", ref.sweep_id, expires)
+            return TriggerOutcome(
+                trigger_id=trigger.trigger_id, cluster=trigger.cluster, status="started", sweep_id=ref.sweep_id
+            )
         try:
             lock = store.update(
                 ck,
@@ -843,6 +906,50 @@ def start_sweep(
             sweep_id=str(lock.get("sweep_id", "")),
         )
     raise RuntimeError(f"lock of {trigger.cluster} kept changing; retry")
+
+
+def _abandoned(sfn: Any, state_machine_arn: str, lock: dict[str, Any], now: datetime) -> bool:
+    """True when the lock's sweep can no longer release it: its execution has ended (a failed
+    Aggregate or Notify, an aborted execution) or never started (its trigger failed after taking
+    the lock, and START_GRACE_SECONDS have passed). Folding a trigger into such a lock would
+    lose it and leave the cluster unswept until the lease expires."""
+    holder = _lock_ref(lock)
+    if holder is None:
+        return False
+    execution_arn = state_machine_arn.replace(":stateMachine:", ":execution:") + f":{holder.execution}"
+    try:
+        status = sfn.describe_execution(executionArn=execution_arn).get("status")
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") != "ExecutionDoesNotExist":
+            return False  # cannot tell: fold, as if the sweep were running
+        taken_at = int(lock.get("lease_expires_at", 0)) - LOCK_LEASE_SECONDS
+        return epoch(now) - taken_at > START_GRACE_SECONDS
+    except BotoCoreError:
+        return False
+    return status != "RUNNING"
+
+
+def _take_over(store: Store, ck: str, ref: SweepRef, lock: dict[str, Any], now: datetime) -> bool:
+    """Take an abandoned lock, keeping the triggers folded into it (this sweep's Aggregate hands
+    them to a follow-up sweep). False when the lock changed since it was read."""
+    try:
+        store.table.put_item(
+            Item={
+                "pk": ck,
+                "sk": LOCK,
+                "sweep_id": ref.sweep_id,
+                "ref": ref.model_dump_json(),
+                "lease_expires_at": epoch(now) + LOCK_LEASE_SECONDS,
+                "pending": list(lock.get("pending", [])),
+            },
+            ConditionExpression="sweep_id = :holder",
+            ExpressionAttributeValues={":holder": lock.get("sweep_id", "")},
+        )
+    except ClientError as error:
+        if not is_conditional_failure(error):
+            raise
+        return False
+    return True
 
 
 def _start_execution(sfn: Any, arn: str, ref: SweepRef, store: Store, ck: str) -> None:
