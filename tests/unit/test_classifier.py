@@ -611,6 +611,38 @@ WIDENED_FAMILIES: list[tuple[str, list[str], list[str]]] = [
         ],
     ),
     (
+        # The same verdicts on EKS: a node shown with the node-health-status label HyperPod acts on
+        # (kubectl get nodes -L rows, real: ai-on-sagemaker-hyperpod; the label as kubectl describe
+        # node lists it), and the HyperPod training operator's NodeFault event (real:
+        # ai-on-sagemaker-hyperpod, aws-do-hyperpod). The commands and prose that set or explain the
+        # label (real), a Schedulable row and the operator's "remediated" event (real) are not findings.
+        "hyperpod_node_action",
+        [
+            "hyperpod-i-0220224e40218ce3a   NotReady   <none>   13m     v1.29.3-eks-ae9a62a    "
+            "UnschedulablePendingReplacement",  # (real)
+            "hyperpod-i-0220224e40218ce3a   NotReady   <none>   6m     v1.29.3-eks-ae9a62a    "
+            "UnschedulablePendingReboot",  # (real)
+            "                    sagemaker.amazonaws.com/node-health-status=UnschedulablePendingReplacement",
+            "  Warning  NodeFault  117s   hyperpod-pytorch-job-controller  Found unhealthy node "
+            "hyperpod-i-03d315d8cef22bd25",  # (real)
+        ],
+        [
+            "hyperpod-i-06c561302ab149bb7   Ready      <none>   4m28s   v1.29.3-eks-ae9a62a    Schedulable",  # (real)
+            "  sagemaker.amazonaws.com/node-health-status=UnschedulablePendingReboot \\",  # (real)
+            "kubectl label nodes ip-192-168-164-40.us-west-2.compute.internal "
+            "sagemaker.amazonaws.com/node-health-status=UnschedulablePendingReplacement",  # (real)
+            'CMD="kubectl label nodes $node sagemaker.amazonaws.com/node-health-status=UnschedulablePendingReboot '
+            '--overwrite"',  # (real)
+            "| `sagemaker.amazonaws.com/node-health-status: UnschedulablePendingReplacement` | Node failed checks "
+            "and requires replacement |",  # (real)
+            # (real)
+            "Once this is done, you can notice the node label will change to 'UnschedulablePendingReplacement'",
+            "  Normal   Running    23s    hyperpod-pytorch-job-controller  The fault of reason NodeFault was "
+            "remediated in 94283 milliseconds.",  # (real)
+            "verify cluster found unhealthy node",  # (real, another project's log message)
+        ],
+    ),
+    (
         # Deep health check verdicts (AWS deep health check pages, real) and the DCGM summary's own
         # verdict fields; the same summary with both false, and passed checks, stay quiet (real).
         "hyperpod_deep_health_check",
@@ -713,3 +745,14 @@ def test_hyperpod_health_records_yield_their_fields() -> None:
         ("NvidiaGPUUnhealthy", "Replace"),
         ("NvidiaErrorReboot", "Reboot"),
     }
+    # EKS: the node and the pending action from a kubectl row, the node from a NodeFault event (real).
+    row = "hyperpod-i-0220224e40218ce3a   NotReady   <none>   13m     v1.29.3-eks-ae9a62a    " + (
+        "UnschedulablePendingReplacement"
+    )
+    [pending] = scan_text(row + "\n").by_id("hyperpod_node_action")
+    assert pending.fields == {"node": "hyperpod-i-0220224e40218ce3a", "hma_action": "Replace"}
+    event = "  Warning  NodeFault  117s   hyperpod-pytorch-job-controller  Found unhealthy node " + (
+        "hyperpod-i-03d315d8cef22bd25"
+    )
+    [fault] = scan_text(event + "\n").by_id("hyperpod_node_action")
+    assert fault.fields["node"] == "hyperpod-i-03d315d8cef22bd25"
