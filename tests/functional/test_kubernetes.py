@@ -442,3 +442,76 @@ def test_cli_json_report_carries_kubernetes_findings(simulate, cli) -> None:
     ids = {f["check_id"] for f in document["findings"]}
     assert {"k8s.network_policies", "k8s.pod_logs", "k8s.node_health_labels"} <= ids
     assert "hf_SIMULATED" not in run.stdout
+
+
+# --- a failing or slow API server --------------------------------------------------------------
+
+
+def test_server_error_500_degrades_only_that_resource_and_names_it(simulate) -> None:
+    def change(scenario: Scenario) -> None:
+        assert scenario.kubernetes is not None
+        scenario.kubernetes.server_errors = ["networkpolicies"]
+
+    result = _diagnose(simulate("eks-p5", edit=_edit(change)))
+    [degraded] = [d for d in result.degraded_sources if d.source == "kubernetes"]
+    assert degraded.partial and "500" in degraded.reason and "networkpolicies" in degraded.reason
+    assert "control plane" in degraded.fix
+    assert not _found(result, "k8s.network_policies")
+    assert _found(result, "k8s.dev_shm", Status.WARN) and _found(result, "k8s.node_health_labels", Status.FAIL)
+    assert _found(result, "k8s.pod_logs")
+    _rest_is_complete(result)
+
+
+def _slow(sim: SimulatedCluster, read_timeout: float) -> tuple[SweepResult, float]:
+    import time
+
+    clients = sim.clients()
+    clients.read_timeout = read_timeout  # the Kubernetes client never waits longer than AWS's
+    request = DiagnoseRequest(cluster=sim.scenario.cluster.name, region=sim.scenario.region)
+    started = time.monotonic()
+    result = diagnose(request, clients)
+    return result, time.monotonic() - started
+
+
+def test_slow_api_beyond_the_read_timeout_costs_one_timeout_and_names_the_fix(simulate) -> None:
+    def change(scenario: Scenario) -> None:
+        assert scenario.kubernetes is not None
+        scenario.kubernetes.latency_seconds = 2.0
+
+    sim = simulate("eks-p5", edit=_edit(change))
+    result, seconds = _slow(sim, read_timeout=0.5)
+    [degraded] = [d for d in result.degraded_sources if d.source == "kubernetes"]
+    assert "too slow" in degraded.reason and "within 0.5 s" in degraded.reason and not degraded.partial
+    assert "control plane" in degraded.fix and "describe-cluster" in degraded.fix
+    assert not [f for f in result.findings if f.check_id.startswith("k8s.")]
+    # One read timed out and was not retried; nothing else was asked of the slow server.
+    assert len(sim._kubernetes.requests) == 1
+    assert seconds < 30, f"the diagnosis took {seconds:.0f} s against a slow API"
+    _rest_is_complete(result)
+
+
+def test_slow_pod_logs_keep_what_was_read_and_skip_the_rest(simulate) -> None:
+    def change(scenario: Scenario) -> None:
+        assert scenario.kubernetes is not None
+        scenario.kubernetes.latency_seconds = 2.0
+        scenario.kubernetes.slow_resources = ["pods/log"]
+
+    sim = simulate("eks-p5", edit=_edit(change))
+    result, _ = _slow(sim, read_timeout=0.5)
+    [degraded] = [d for d in result.degraded_sources if d.source == "kubernetes"]
+    assert degraded.partial and "/log got no answer within 0.5 s" in degraded.reason
+    assert "read before it: nodes, namespaces, pods" in degraded.reason and "not read: pod logs" in degraded.reason
+    log_requests = [r for r in sim._kubernetes.requests if "/log" in r]
+    assert 1 <= len(log_requests) <= 4  # the reads in flight when the first timed out, no more
+    assert _found(result, "k8s.dev_shm", Status.WARN) and _found(result, "k8s.node_health_labels", Status.FAIL)
+    _rest_is_complete(result)
+
+
+def test_slow_api_within_the_read_timeout_is_read_in_full(simulate) -> None:
+    def change(scenario: Scenario) -> None:
+        assert scenario.kubernetes is not None
+        scenario.kubernetes.latency_seconds = 0.05
+
+    result, _ = _slow(simulate("eks-p5", edit=_edit(change)), read_timeout=5.0)
+    assert not [d for d in result.degraded_sources if d.source == "kubernetes"]
+    assert _found(result, "k8s.network_policies") and _found(result, "k8s.pod_logs")

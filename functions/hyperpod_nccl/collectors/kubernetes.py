@@ -1,6 +1,9 @@
 """Kubernetes collector: reads the EKS cluster behind a HyperPod cluster through its API (no
 kubectl). The endpoint and CA come from eks:DescribeCluster, the token from a presigned STS
 call. Every read is a GET; what cannot be read becomes a degraded source naming the fix.
+
+A slow API server costs one read timeout, not one per request: after the first request that
+times out, the rest are skipped and reported with what was read before.
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ from hyperpod_nccl.kube import (
     KubeError,
     KubeForbidden,
     KubeNotFound,
+    KubeTimeout,
     KubeUnauthorized,
     KubeUnreachable,
     convert,
     eks_bearer_token,
 )
+from hyperpod_nccl.kube.client import DEFAULT_READ_TIMEOUT
 from hyperpod_nccl.kube.token import TokenError
 from hyperpod_nccl.models.cluster import ControlPlaneInventory
 from hyperpod_nccl.models.findings import DegradedSource
@@ -93,7 +98,11 @@ def collect_kubernetes(ctx: CollectionContext, control_plane: ControlPlaneInvent
         ctx.degrade(DegradedSource(source=SOURCE, reason=str(error), fix="provide AWS credentials", reference=OPS_IAM))
         return None
     ca_data = (described.get("certificateAuthority") or {}).get("data")
-    client = KubeClient(endpoint=endpoint, token=token, ca_data=ca_data, page_size=thresholds.K8S_PAGE_SIZE)
+    # Never wait longer for the Kubernetes API than for AWS (the run's one read-timeout setting).
+    read_timeout = min(DEFAULT_READ_TIMEOUT, ctx.aws.read_timeout)
+    client = KubeClient(
+        endpoint=endpoint, token=token, ca_data=ca_data, page_size=thresholds.K8S_PAGE_SIZE, read_timeout=read_timeout
+    )
     try:
         return _Reader(ctx, client, eks_name).read()
     except _Abort as abort:
@@ -126,6 +135,8 @@ def _abort_reason(ctx: CollectionContext, eks_name: str, endpoint: str, error: K
         )
     if isinstance(error, KubeForbidden):
         return _forbidden_reason([error.path], partial=False)
+    if isinstance(error, KubeTimeout):
+        return _slow_reason(eks_name, region, error, read=[], skipped=["every Kubernetes read"])
     return DegradedSource(
         source=SOURCE,
         reason=f"cannot reach the EKS API endpoint {endpoint} ({error.message}); every Kubernetes check was skipped",
@@ -134,6 +145,23 @@ def _abort_reason(ctx: CollectionContext, eks_name: str, endpoint: str, error: K
         f"access CIDRs (aws eks describe-cluster --name {eks_name} --region {region} "
         "--query cluster.resourcesVpcConfig); the cluster security group must admit 443 from here",
         reference=OPS_CLUSTER_NAMES,
+    )
+
+
+def _slow_reason(
+    eks_name: str, region: str, error: KubeTimeout, *, read: list[str], skipped: list[str]
+) -> DegradedSource:
+    """The API server answered too slowly: what timed out, what was read before, what was skipped."""
+    kept = f"; read before it: {', '.join(read)}" if read else ""
+    return DegradedSource(
+        source=SOURCE,
+        reason=f"the EKS API of {eks_name} is too slow: GET {error.path} got {error.message}{kept}; "
+        f"not read: {', '.join(skipped)} (the checks that need them were skipped)",
+        fix=f"check the EKS control plane's health and load (aws eks describe-cluster --name {eks_name} "
+        f"--region {region} --query cluster.health; API server request latency and 429s in the control plane "
+        "metrics; clients listing the whole cluster in a loop), then re-run: the diagnosis is read-only",
+        reference=OPS_CLUSTER_NAMES,
+        partial=bool(read),
     )
 
 
@@ -167,10 +195,21 @@ class _Reader:
         self.scope = ctx.request.scope
         self.forbidden: list[str] = []
         self.failed: list[str] = []
+        # The first read that timed out; after it every read is skipped (named in `skipped`).
+        self.timed_out: KubeTimeout | None = None
+        self.done: list[str] = []
+        self.skipped: list[str] = []
 
     def _read(self, what: str, read: Callable[[], T]) -> T | None:
+        if self.timed_out is not None:
+            self.skipped.append(what)
+            return None
         try:
-            return read()
+            value = read()
+        except KubeTimeout as error:
+            self.timed_out = error
+            self.skipped.append(what)
+            return None
         except (KubeUnauthorized, KubeUnreachable) as error:
             raise _Abort(error) from error
         except KubeForbidden as error:
@@ -181,6 +220,9 @@ class _Reader:
             # The API server validates objects against their schema; one that does not convert
             # means a broken proxy or a hostile endpoint: report it, keep everything else.
             self.failed.append(f"{what}: malformed object from the API ({type(error).__name__}: {str(error)[:120]})")
+        else:
+            self.done.append(what)
+            return value
         return None
 
     def _in_scope(self, namespace: str) -> bool:
@@ -238,6 +280,18 @@ class _Reader:
         config_maps = self._config_maps(training)
         self.ctx.progress("kubernetes: reading training pod logs")
         logs = self._logs(training)
+        if self.timed_out is not None:
+            if not self.done:
+                raise _Abort(self.timed_out)
+            self.ctx.degrade(
+                _slow_reason(
+                    self.eks_name,
+                    self.ctx.request.region,
+                    self.timed_out,
+                    read=self.done,
+                    skipped=list(dict.fromkeys(self.skipped)),
+                )
+            )
         if self.forbidden:
             self.ctx.degrade(_forbidden_reason(self.forbidden, partial=True))
         if self.failed:
@@ -293,10 +347,16 @@ class _Reader:
         result: list[ConfigMapEnv] = []
         for namespace, name in sorted(wanted):
             path = f"/api/v1/namespaces/{quote(namespace, safe='')}/configmaps/{quote(name, safe='')}"
+            if self.timed_out is not None:
+                self.skipped.append("configmaps")
+                break
             try:
                 result.append(convert.config_map(self.client.get_json(path)))
             except KubeNotFound:
                 result.append(ConfigMapEnv(namespace=namespace, name=name, found=False))
+            except KubeTimeout as error:
+                self.timed_out = error
+                self.skipped.append("configmaps")
             except (KubeUnauthorized, KubeUnreachable) as error:
                 raise _Abort(error) from error
             except KubeForbidden as error:
@@ -334,8 +394,16 @@ class _Reader:
         if previous:
             params["previous"] = True
         log = ContainerLog(namespace=pod.namespace, pod=pod.name, container=container, previous=previous)
+        if self.timed_out is not None:
+            self.skipped.append("pod logs")
+            log.error = f"skipped: the API server did not answer GET {self.timed_out.path} in time"
+            return log
         try:
             log.lines = self.client.get_text(path, params).splitlines()[-thresholds.K8S_LOG_TAIL_LINES :]
+        except KubeTimeout as error:
+            self.timed_out = self.timed_out or error
+            self.skipped.append("pod logs")
+            log.error = str(error)
         except (KubeUnauthorized, KubeUnreachable) as error:
             log.error = str(error)
         except KubeForbidden:

@@ -13,6 +13,7 @@ from hyperpod_nccl.kube.client import (
     KubeForbidden,
     KubeNotFound,
     KubeServerError,
+    KubeTimeout,
     KubeUnauthorized,
     KubeUnreachable,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "KubeForbidden",
     "KubeNotFound",
     "KubeServerError",
+    "KubeTimeout",
     "KubeUnauthorized",
     "KubeUnreachable",
     "eks_bearer_token",

@@ -2,6 +2,10 @@
 timeouts, list pagination (`limit`/`continue`) and typed errors.
 
 It deliberately cannot write: there is no method for any verb but GET.
+
+Time is bounded three ways: a connect timeout, a read timeout per request (a read that times
+out is not retried: the server answered nothing in that time, asking again only multiplies the
+wait), and a budget for all the reads of one client, after which every request fails at once.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import binascii
 import json
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,10 +23,14 @@ from typing import Any
 
 import urllib3
 from urllib3.exceptions import HTTPError as Urllib3Error
+from urllib3.exceptions import ReadTimeoutError
 
 DEFAULT_PAGE_SIZE = 500
 DEFAULT_CONNECT_TIMEOUT = 5.0
 DEFAULT_READ_TIMEOUT = 20.0
+# All the reads of one collection (lists, ConfigMaps, pod logs) within this; well inside the
+# monitor's 300 s Kubernetes state, and minutes for a person waiting on the CLI at worst.
+DEFAULT_BUDGET_SECONDS = 120.0
 # A list must not page forever (a server that keeps returning `continue`).
 MAX_PAGES = 1000
 
@@ -54,6 +63,21 @@ class KubeServerError(KubeError):
 
 class KubeUnreachable(KubeError):
     """No HTTP answer at all: DNS, TCP, TLS or timeout."""
+
+
+class KubeTimeout(KubeUnreachable):
+    """Connected, but the API server did not answer within the read timeout (or the client's
+    budget for all its reads is spent): the server is slow or overloaded, not unreachable."""
+
+
+class _Retry(urllib3.Retry):
+    """urllib3's Retry, except that a read timeout is raised at once instead of retried."""
+
+    def increment(self, *args: Any, **kwargs: Any) -> Any:
+        error = kwargs.get("error")
+        if isinstance(error, ReadTimeoutError):
+            raise error
+        return super().increment(*args, **kwargs)
 
 
 def _status_message(body: bytes) -> str:
@@ -93,8 +117,13 @@ class KubeClient:
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     read_timeout: float = DEFAULT_READ_TIMEOUT
     page_size: int = DEFAULT_PAGE_SIZE
+    budget_seconds: float = DEFAULT_BUDGET_SECONDS
     _pool: urllib3.PoolManager | None = field(default=None, init=False, repr=False)
     _ca_file: str | None = field(default=None, init=False, repr=False)
+    _deadline: float = field(default=0.0, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._deadline = time.monotonic() + self.budget_seconds
 
     def _manager(self) -> urllib3.PoolManager:
         if self._pool is None:
@@ -102,7 +131,7 @@ class KubeClient:
                 "timeout": urllib3.Timeout(connect=self.connect_timeout, read=self.read_timeout),
                 # Every call is an idempotent GET, so dropped or reset connections (e.g. a pooled
                 # keep-alive connection the server closed) are retried; HTTP statuses are answers.
-                "retries": urllib3.Retry(total=3, connect=2, read=2, other=1, status=0, redirect=0, backoff_factor=0.1),
+                "retries": _Retry(total=3, connect=2, read=2, other=1, status=0, redirect=0, backoff_factor=0.1),
                 "maxsize": 8,
             }
             if self.endpoint.startswith("https://"):
@@ -115,13 +144,20 @@ class KubeClient:
 
     def _get(self, path: str, params: dict[str, str | int | bool] | None, accept: str) -> bytes:
         query = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (params or {}).items()}
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise KubeTimeout(path, 0, f"the {self.budget_seconds:g} s budget for this client's reads is spent")
+        read = min(self.read_timeout, left)
         try:
             response = self._manager().request(
                 "GET",
                 self.endpoint.rstrip("/") + path,
                 fields=query or None,
                 headers={"Authorization": f"Bearer {self.token}", "Accept": accept},
+                timeout=urllib3.Timeout(connect=min(self.connect_timeout, left), read=read),
             )
+        except ReadTimeoutError as error:
+            raise KubeTimeout(path, 0, f"no answer within {read:g} s (read timeout)") from error
         except Urllib3Error as error:
             raise KubeUnreachable(path, 0, f"{type(error).__name__}: {error}") from error
         if response.status == 200:

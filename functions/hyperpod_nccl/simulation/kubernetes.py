@@ -13,6 +13,7 @@ import hashlib
 import json
 import socket
 import threading
+import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlparse
@@ -106,6 +107,15 @@ class KubernetesScenario(_Strict):
     )
     reject_tokens: bool = Field(default=False, description="401 for every call: the caller has no access entry")
     forbidden: list[str] = Field(default_factory=list, description="resources answering 403, e.g. networkpolicies")
+    server_errors: list[str] = Field(
+        default_factory=list, description="resources answering 500 (an API server or aggregated API failing), e.g. pods"
+    )
+    latency_seconds: float = Field(
+        default=0.0, ge=0.0, description="requests are answered this long after they arrive (a slow API server)"
+    )
+    slow_resources: list[str] = Field(
+        default_factory=list, description="the resources latency_seconds applies to, e.g. pods/log; empty = all"
+    )
     unreachable: bool = Field(default=False, description="point the EKS endpoint at a closed port")
 
 
@@ -449,6 +459,13 @@ class _Api:
         if resource not in self.store.objects:
             return _status(404, "NotFound", "the server could not find the requested resource")
         forbidden_key = f"{resource}/{sub}" if sub else resource
+        spec = self.store.spec
+        if spec.latency_seconds and (not spec.slow_resources or forbidden_key in spec.slow_resources):
+            time.sleep(spec.latency_seconds)
+        if forbidden_key in self.store.spec.server_errors:
+            # The shape of apimachinery's NewInternalError (500, reason InternalError, message
+            # "Internal error occurred: <cause>"); the cause is synthetic.
+            return _status(500, "InternalError", f"Internal error occurred: simulated failure serving {forbidden_key}")
         if forbidden_key in self.store.spec.forbidden:
             user = "arn:aws:sts::123456789012:assumed-role/simulated/caller"
             scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
