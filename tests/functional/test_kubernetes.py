@@ -462,24 +462,25 @@ def test_server_error_500_degrades_only_that_resource_and_names_it(simulate) -> 
     _rest_is_complete(result)
 
 
-def _slow(sim: SimulatedCluster, read_timeout: float) -> tuple[SweepResult, float]:
+def _slow(sim: SimulatedCluster, read_timeout: float, monkeypatch: pytest.MonkeyPatch) -> tuple[SweepResult, float]:
     import time
 
-    clients = sim.clients()
-    clients.read_timeout = read_timeout  # the Kubernetes client never waits longer than AWS's
+    from hyperpod_nccl.kube.client import READ_TIMEOUT_ENV
+
+    monkeypatch.setenv(READ_TIMEOUT_ENV, str(read_timeout))
     request = DiagnoseRequest(cluster=sim.scenario.cluster.name, region=sim.scenario.region)
     started = time.monotonic()
-    result = diagnose(request, clients)
+    result = diagnose(request, sim.clients())
     return result, time.monotonic() - started
 
 
-def test_slow_api_beyond_the_read_timeout_costs_one_timeout_and_names_the_fix(simulate) -> None:
+def test_slow_api_beyond_the_read_timeout_costs_one_timeout_and_names_the_fix(simulate, monkeypatch) -> None:
     def change(scenario: Scenario) -> None:
         assert scenario.kubernetes is not None
         scenario.kubernetes.latency_seconds = 2.0
 
     sim = simulate("eks-p5", edit=_edit(change))
-    result, seconds = _slow(sim, read_timeout=0.5)
+    result, seconds = _slow(sim, 0.5, monkeypatch)
     [degraded] = [d for d in result.degraded_sources if d.source == "kubernetes"]
     assert "too slow" in degraded.reason and "within 0.5 s" in degraded.reason and not degraded.partial
     assert "control plane" in degraded.fix and "describe-cluster" in degraded.fix
@@ -490,14 +491,14 @@ def test_slow_api_beyond_the_read_timeout_costs_one_timeout_and_names_the_fix(si
     _rest_is_complete(result)
 
 
-def test_slow_pod_logs_keep_what_was_read_and_skip_the_rest(simulate) -> None:
+def test_slow_pod_logs_keep_what_was_read_and_skip_the_rest(simulate, monkeypatch) -> None:
     def change(scenario: Scenario) -> None:
         assert scenario.kubernetes is not None
         scenario.kubernetes.latency_seconds = 2.0
         scenario.kubernetes.slow_resources = ["pods/log"]
 
     sim = simulate("eks-p5", edit=_edit(change))
-    result, _ = _slow(sim, read_timeout=0.5)
+    result, _ = _slow(sim, 0.5, monkeypatch)
     [degraded] = [d for d in result.degraded_sources if d.source == "kubernetes"]
     assert degraded.partial and "/log got no answer within 0.5 s" in degraded.reason
     assert "read before it: nodes, namespaces, pods" in degraded.reason and "not read: pod logs" in degraded.reason
@@ -507,11 +508,11 @@ def test_slow_pod_logs_keep_what_was_read_and_skip_the_rest(simulate) -> None:
     _rest_is_complete(result)
 
 
-def test_slow_api_within_the_read_timeout_is_read_in_full(simulate) -> None:
+def test_slow_api_within_the_read_timeout_is_read_in_full(simulate, monkeypatch) -> None:
     def change(scenario: Scenario) -> None:
         assert scenario.kubernetes is not None
         scenario.kubernetes.latency_seconds = 0.05
 
-    result, _ = _slow(simulate("eks-p5", edit=_edit(change)), read_timeout=5.0)
+    result, _ = _slow(simulate("eks-p5", edit=_edit(change)), 5.0, monkeypatch)
     assert not [d for d in result.degraded_sources if d.source == "kubernetes"]
     assert _found(result, "k8s.network_policies") and _found(result, "k8s.pod_logs")

@@ -29,7 +29,6 @@ from hyperpod_nccl.kube import (
     convert,
     eks_bearer_token,
 )
-from hyperpod_nccl.kube.client import DEFAULT_READ_TIMEOUT
 from hyperpod_nccl.kube.token import TokenError
 from hyperpod_nccl.models.cluster import ControlPlaneInventory
 from hyperpod_nccl.models.findings import DegradedSource
@@ -98,11 +97,7 @@ def collect_kubernetes(ctx: CollectionContext, control_plane: ControlPlaneInvent
         ctx.degrade(DegradedSource(source=SOURCE, reason=str(error), fix="provide AWS credentials", reference=OPS_IAM))
         return None
     ca_data = (described.get("certificateAuthority") or {}).get("data")
-    # Never wait longer for the Kubernetes API than for AWS (the run's one read-timeout setting).
-    read_timeout = min(DEFAULT_READ_TIMEOUT, ctx.aws.read_timeout)
-    client = KubeClient(
-        endpoint=endpoint, token=token, ca_data=ca_data, page_size=thresholds.K8S_PAGE_SIZE, read_timeout=read_timeout
-    )
+    client = KubeClient(endpoint=endpoint, token=token, ca_data=ca_data, page_size=thresholds.K8S_PAGE_SIZE)
     try:
         return _Reader(ctx, client, eks_name).read()
     except _Abort as abort:

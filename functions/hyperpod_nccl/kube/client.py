@@ -6,6 +6,7 @@ It deliberately cannot write: there is no method for any verb but GET.
 Time is bounded three ways: a connect timeout, a read timeout per request (a read that times
 out is not retried: the server answered nothing in that time, asking again only multiplies the
 wait), and a budget for all the reads of one client, after which every request fails at once.
+The read timeout defaults to $HYPERPOD_NCCL_KUBE_READ_TIMEOUT seconds when that is set.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from urllib3.exceptions import ReadTimeoutError
 DEFAULT_PAGE_SIZE = 500
 DEFAULT_CONNECT_TIMEOUT = 5.0
 DEFAULT_READ_TIMEOUT = 20.0
+READ_TIMEOUT_ENV = "HYPERPOD_NCCL_KUBE_READ_TIMEOUT"
 # All the reads of one collection (lists, ConfigMaps, pod logs) within this; well inside the
 # monitor's 300 s Kubernetes state, and minutes for a person waiting on the CLI at worst.
 DEFAULT_BUDGET_SECONDS = 120.0
@@ -80,6 +82,15 @@ class _Retry(urllib3.Retry):
         return super().increment(*args, **kwargs)
 
 
+def _read_timeout() -> float:
+    """The read timeout a client gets by default ($HYPERPOD_NCCL_KUBE_READ_TIMEOUT or 20 s)."""
+    value = os.environ.get(READ_TIMEOUT_ENV, "").strip()
+    try:
+        return float(value) if value and float(value) > 0 else DEFAULT_READ_TIMEOUT
+    except ValueError:
+        return DEFAULT_READ_TIMEOUT
+
+
 def _status_message(body: bytes) -> str:
     """The `message` of a Kubernetes Status object, or the start of the body."""
     try:
@@ -115,7 +126,7 @@ class KubeClient:
     token: str
     ca_data: str | None = None
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
-    read_timeout: float = DEFAULT_READ_TIMEOUT
+    read_timeout: float = field(default_factory=_read_timeout)
     page_size: int = DEFAULT_PAGE_SIZE
     budget_seconds: float = DEFAULT_BUDGET_SECONDS
     _pool: urllib3.PoolManager | None = field(default=None, init=False, repr=False)
