@@ -1,31 +1,57 @@
-"""Fault injection over every AWS operation a diagnosis calls.
+"""Fault injection over every AWS operation, on both faces of the product.
 
-The operations are not listed by hand: a clean diagnosis of each scenario is recorded by the
-emulation, and every operation it made is then failed in turn with AccessDenied, throttling,
-a 5xx and a timeout. Whatever the fault, the diagnosis either aborts cleanly (only for the
+CLI path: every operation a diagnosis makes is failed in turn with AccessDenied, throttling, a
+5xx and a timeout. Whatever the fault, the diagnosis either aborts cleanly (only for the
 prerequisites the skill names) or completes with the failed source reported as degraded and
-the rest of the report intact. The observed behaviour is rendered into docs/fault-matrix.md,
-which must match what the tests observed (UPDATE_FAULT_MATRIX=1 rewrites it).
+the rest of the report intact.
+
+State machine path: every operation a scheduled sweep of the serverless monitor makes (the
+collectors inside the Lambdas, and the monitor's own DynamoDB, SNS and Step Functions calls) is
+failed while the real state machine definition runs in the emulation. The execution completes
+with a stored sweep record naming what failed (the IAM action when access was denied) and at
+most one alert, or it fails or never starts with a cause that names the action.
+
+The operations are declared (CLI_OPERATIONS, STATE_MACHINE_OPERATIONS) so that pytest-xdist can
+spread one test per operation and fault; a test per path records a clean run in the emulation
+and fails when the product starts or stops calling an operation. Each test checks its own cell
+of docs/fault-matrix.md, which UPDATE_FAULT_MATRIX=1 rewrites (one renderer for the whole page).
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from hyperpod_nccl.engine import diagnose
 from hyperpod_nccl.errors import DiagnosisAborted
+from hyperpod_nccl.handlers import AwsCallFailed
 from hyperpod_nccl.models.request import DiagnoseRequest
+from hyperpod_nccl.monitor.settings import SCHEDULE_SOURCE
+from hyperpod_nccl.monitor.store import cluster_key
 from hyperpod_nccl.simulation.scenario import FaultSpec
+from hyperpod_nccl.simulation.serverless import LocalMonitor, SweepRun
+from tests.functional.test_monitor_sweep import _store, _sweep_messages, _sweep_records, monitor  # noqa: F401
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "fault-matrix.md"
-SCENARIOS = ("eks-p5", "slurm-p5en")
+UPDATE = bool(os.environ.get("UPDATE_FAULT_MATRIX"))
 # The emulation answers within milliseconds; a call held this long trips the client's read timeout.
 TIMEOUT_DELAY_S = 0.5
 READ_TIMEOUT_S = 0.2
+# In the state machine the Lambdas, the Step Functions engine and the emulation share one process:
+# a wider margin, so that only the held call times out.
+SM_TIMEOUT_DELAY_S = 2.0
+SM_READ_TIMEOUT_S = 1.0
+NOT_RUN = "—"
 
 
 @dataclass(frozen=True)
@@ -45,14 +71,208 @@ FAULTS = (
     Fault("5xx", "InternalFailure", "InternalError", 500),
     Fault("Timeout", "InternalFailure", "InternalError", 500, delay=TIMEOUT_DELAY_S),
 )
+FAULT = {f.name: f for f in FAULTS}
+
+# --- what is run ------------------------------------------------------------------------------
+
+# Scenarios a diagnosis is recorded on; an operation's row uses the first one that calls it.
+CLI_SCENARIOS = ("eks-p5", "slurm-p5en")
+CLI_OPERATIONS: dict[str, str] = {
+    "ec2:DescribeSecurityGroups": "eks-p5",
+    "eks:DescribeCluster": "eks-p5",
+    "logs:DescribeLogGroups": "eks-p5",
+    "logs:DescribeLogStreams": "eks-p5",
+    "logs:FilterLogEvents": "eks-p5",
+    "sagemaker:DescribeCluster": "eks-p5",
+    "sagemaker:ListClusterEvents": "eks-p5",
+    "sagemaker:ListClusterNodes": "eks-p5",
+    "ssm:StartSession": "eks-p5",
+    "sts:GetCallerIdentity": "eks-p5",
+}
+
+# Smallest first: an operation's row uses the smallest scenario whose sweep calls it.
+SM_SCENARIOS = ("healthy-eks", "slurm-p5en", "eks-p5")
+STATE_MACHINE_OPERATIONS: dict[str, str] = {
+    "dynamodb:BatchWriteItem": "healthy-eks",
+    "dynamodb:DeleteItem": "healthy-eks",
+    "dynamodb:GetItem": "healthy-eks",
+    "dynamodb:PutItem": "healthy-eks",
+    "dynamodb:Query": "healthy-eks",
+    "dynamodb:UpdateItem": "slurm-p5en",
+    "ec2:DescribeSecurityGroups": "healthy-eks",
+    "eks:DescribeCluster": "healthy-eks",
+    "logs:DescribeLogGroups": "healthy-eks",
+    "logs:DescribeLogStreams": "healthy-eks",
+    "logs:FilterLogEvents": "healthy-eks",
+    "sagemaker:DescribeCluster": "healthy-eks",
+    "sagemaker:ListClusterEvents": "healthy-eks",
+    "sagemaker:ListClusterNodes": "healthy-eks",
+    "sns:Publish": "slurm-p5en",
+    "ssm:StartSession": "healthy-eks",
+    "states:StartExecution": "healthy-eks",
+    "sts:GetCallerIdentity": "healthy-eks",
+}
+# The faults run through the state machine (a documented subset, see SM_INTRO): AccessDenied and
+# Timeout are the two ways a call fails (botocore's ClientError and a transport error);
+# throttling and a 5xx are ClientErrors that follow AccessDenied's path with another fix text.
+SM_FAULTS = ("AccessDenied", "Timeout")
+SM_FAULT_EXCEPTIONS: dict[str, tuple[str, ...]] = {
+    # The SSM client retries a transient StartSession failure 5 times with 1-8 s backoff (15 s)
+    # before the node is reported unreachable, as the CLI row shows.
+    "ssm:StartSession": ("AccessDenied",),
+    # Notify retries a failed task 3 times (2 + 4 + 8 s) before the execution fails.
+    "sns:Publish": ("AccessDenied",),
+}
+# What the local monitor itself calls to run and read back a sweep (not the product's calls).
+HARNESS_SERVICES = ("stepfunctions", "sqs")
 
 
-def _spec(operation: str, fault: Fault) -> FaultSpec:
+def sm_faults(operation: str) -> tuple[str, ...]:
+    """The faults the state machine path runs for `operation`."""
+    return SM_FAULT_EXCEPTIONS.get(operation, SM_FAULTS)
+
+
+# --- the document -----------------------------------------------------------------------------
+
+Table = dict[str, dict[str, str]]  # operation -> fault name -> observed behaviour
+TITLE = "# Fault matrix (generated by tests/functional/test_fault_matrix.py)"
+CLI_HEADING = "## CLI path"
+SM_HEADING = "## State machine path"
+CLI_INTRO = (
+    "Every AWS operation a diagnosis makes, failed in turn against the emulation. "
+    "`exit 1` means the CLI stopped with that fix (only for credentials and an unknown cluster); "
+    "`degraded` means the report completed and named the source it could not read and the fix. "
+    "Faults persist for every retry (a burst that retries absorb is tested separately)."
+)
+SM_INTRO = (
+    "Every AWS operation a scheduled sweep of the serverless monitor makes (recorded from a clean sweep: "
+    "the collectors inside the Lambdas and the monitor's own DynamoDB, SNS and Step Functions calls), "
+    "failed persistently while the real state machine definition runs in the emulation with the "
+    "handlers in-process (`LocalMonitor`), each on the smallest scenario whose sweep makes the call. "
+    "A cell says how the execution ended, what the stored sweep record says "
+    "(`DEGRADED` sources and what to grant, or why the sweep `failed`), and what was sent to the alerts topic. "
+    "`trigger failed` means the trigger function raised, so EventBridge retries the invocation: "
+    "the test re-delivers the same event and checks that it sweeps exactly once. "
+    f"Faults run: {' and '.join(SM_FAULTS)} for every operation; Throttling and 5xx (`{NOT_RUN}`) raise the "
+    "same botocore ClientError as AccessDenied and take its path through the same handler and collector code "
+    "with another fix text (the CLI table shows each fix; DynamoDB throttling bursts and SNS outages that "
+    "retries absorb are tested in test_monitor_faults.py). `ssm:StartSession` and `sns:Publish` run "
+    "AccessDenied only: a transient StartSession failure is retried for 15 s before the node is reported "
+    "unreachable (the CLI row), and a failed Notify task is retried for 14 s before the execution fails, "
+    "whatever the error."
+)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _render_table(table: Table, operations: dict[str, str], faults_of: Callable[[str], tuple[str, ...]]) -> list[str]:
+    lines = [
+        "| operation | scenario | " + " | ".join(f.name for f in FAULTS) + " |",
+        "|---|---|" + "---|" * len(FAULTS),
+    ]
+    for operation in sorted(operations):
+        run = faults_of(operation)
+        cells = [_cell(table.get(operation, {}).get(f.name, "?")) if f.name in run else NOT_RUN for f in FAULTS]
+        lines.append(f"| `{operation}` | {operations[operation]} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def render(cli: Table, state_machine: Table) -> str:
+    """The whole page from the two tables (cells not observed yet render as `?`)."""
+    lines = [
+        TITLE,
+        "",
+        "Regenerate with `UPDATE_FAULT_MATRIX=1 make test` (or that variable and "
+        "`pytest tests/functional/test_fault_matrix.py`).",
+        "",
+        CLI_HEADING,
+        "",
+        CLI_INTRO,
+        "",
+        *_render_table(cli, CLI_OPERATIONS, lambda _: tuple(FAULT)),
+        "",
+        SM_HEADING,
+        "",
+        SM_INTRO,
+        "",
+        *_render_table(state_machine, STATE_MACHINE_OPERATIONS, sm_faults),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+_ROW = re.compile(r"^\| `(?P<operation>[^`]+)` \| [^|]+ \| (?P<cells>.*) \|$")
+
+
+def parse(text: str) -> tuple[Table, Table]:
+    """The observed cells of both tables of a rendered page."""
+    tables: dict[str, Table] = {CLI_HEADING: {}, SM_HEADING: {}}
+    section: str | None = None
+    for line in text.splitlines():
+        if line in tables:
+            section = line
+            continue
+        match = _ROW.match(line)
+        if section is None or match is None:
+            continue
+        cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", match["cells"])]
+        tables[section][match["operation"]] = {
+            f.name: cell for f, cell in zip(FAULTS, cells, strict=False) if cell not in (NOT_RUN, "?")
+        }
+    return tables[CLI_HEADING], tables[SM_HEADING]
+
+
+@contextmanager
+def _locked_doc() -> Iterator[Any]:
+    """The page, opened and locked against the other xdist workers updating it."""
+    DOC.parent.mkdir(parents=True, exist_ok=True)
+    with DOC.open("a+", encoding="utf-8") as stream:
+        fcntl.flock(stream, fcntl.LOCK_EX)
+        try:
+            yield stream
+        finally:
+            fcntl.flock(stream, fcntl.LOCK_UN)
+
+
+def check_cell(section: str, operation: str, fault: Fault, outcome: str) -> None:
+    """Compare an observed cell with the page, or (UPDATE_FAULT_MATRIX=1) write it there."""
+    if UPDATE:
+        with _locked_doc() as stream:
+            stream.seek(0)
+            cli, state_machine = parse(stream.read())
+            table = cli if section == CLI_HEADING else state_machine
+            table.setdefault(operation, {})[fault.name] = outcome
+            stream.seek(0)
+            stream.truncate()
+            stream.write(render(cli, state_machine))
+        return
+    assert DOC.is_file(), "docs/fault-matrix.md missing: run UPDATE_FAULT_MATRIX=1 make test"
+    cli, state_machine = parse(DOC.read_text(encoding="utf-8"))
+    documented = (cli if section == CLI_HEADING else state_machine).get(operation, {}).get(fault.name)
+    assert documented == outcome, (
+        f"docs/fault-matrix.md is stale ({section}, {operation}, {fault.name}): UPDATE_FAULT_MATRIX=1\n"
+        f"documented: {documented}\nobserved:   {outcome}"
+    )
+
+
+def _short(text: str) -> str:
+    """A failure's first clause: up to its parenthesised detail or its fix; the emulation's
+    endpoint (a random port) is not part of what the page records."""
+    first = re.split(r" \(|; fix: ", text, maxsplit=1)[0].strip()
+    return re.sub(r"http://127\.0\.0\.1:\d+/?", "<endpoint>", first)
+
+
+def _spec(operation: str, fault: Fault, delay: float | None = None) -> FaultSpec:
     service = operation.split(":", 1)[0]
     code = fault.query_code if service == "ec2" else fault.json_code
     if service == "sts" and fault.name == "AccessDenied":
         code = "AccessDenied"
-    return FaultSpec(operation=operation, error_code=code, http_status=fault.http_status, delay_seconds=fault.delay)
+    held = fault.delay if delay is None or not fault.delay else delay
+    return FaultSpec(operation=operation, error_code=code, http_status=fault.http_status, delay_seconds=held)
+
+
+# --- CLI path ---------------------------------------------------------------------------------
 
 
 def _recorded_operations(simulate, scenario: str) -> list[str]:  # type: ignore[no-untyped-def]
@@ -97,44 +317,195 @@ def _observe(simulate, scenario: str, operation: str, fault: Fault) -> str:  # t
     return "; ".join(sorted(set(parts)))
 
 
-def _matrix(simulate) -> dict[tuple[str, str], dict[str, str]]:  # type: ignore[no-untyped-def]
-    rows: dict[tuple[str, str], dict[str, str]] = {}
-    for scenario in SCENARIOS:
+def test_cli_operations_are_the_recorded_ones(simulate) -> None:  # type: ignore[no-untyped-def]
+    recorded: dict[str, str] = {}
+    for scenario in CLI_SCENARIOS:
         for operation in _recorded_operations(simulate, scenario):
-            if operation in {key[1] for key in rows}:
-                continue
-            rows[(scenario, operation)] = {f.name: _observe(simulate, scenario, operation, f) for f in FAULTS}
-    return rows
+            recorded.setdefault(operation, scenario)
+    assert recorded == CLI_OPERATIONS, "a diagnosis calls other operations now: update CLI_OPERATIONS"
 
 
-def _render(rows: dict[tuple[str, str], dict[str, str]]) -> str:
-    lines = [
-        "# Fault matrix (generated by tests/functional/test_fault_matrix.py)",
-        "",
-        "Every AWS operation a diagnosis makes, failed in turn against the emulation. "
-        "`exit 1` means the CLI stopped with that fix (only for credentials and an unknown cluster); "
-        "`degraded` means the report completed and named the source it could not read and the fix. "
-        "Faults persist for every retry (a burst that retries absorb is tested separately). "
-        "Regenerate with `UPDATE_FAULT_MATRIX=1 make test`.",
-        "",
-        "| operation | scenario | " + " | ".join(f.name for f in FAULTS) + " |",
-        "|---|---|" + "---|" * len(FAULTS),
-    ]
-    for (scenario, operation), outcomes in sorted(rows.items(), key=lambda item: item[0][1]):
-        cells = " | ".join(outcomes[f.name].replace("|", "\\|") for f in FAULTS)
-        lines.append(f"| `{operation}` | {scenario} | {cells} |")
-    return "\n".join(lines) + "\n"
-
-
-def test_every_operation_under_every_fault(simulate) -> None:  # type: ignore[no-untyped-def]
-    rendered = _render(_matrix(simulate))
-    if os.environ.get("UPDATE_FAULT_MATRIX"):
-        DOC.write_text(rendered, encoding="utf-8")
-    assert DOC.is_file(), "docs/fault-matrix.md missing: run UPDATE_FAULT_MATRIX=1 make test"
-    assert DOC.read_text(encoding="utf-8") == rendered, "docs/fault-matrix.md is stale: UPDATE_FAULT_MATRIX=1"
+@pytest.mark.parametrize(
+    ("operation", "fault"),
+    [(operation, fault) for operation in CLI_OPERATIONS for fault in FAULTS],
+    ids=lambda value: value.name if isinstance(value, Fault) else value,
+)
+def test_cli_path_under_fault(simulate, operation: str, fault: Fault) -> None:  # type: ignore[no-untyped-def]
+    outcome = _observe(simulate, CLI_OPERATIONS[operation], operation, fault)
+    check_cell(CLI_HEADING, operation, fault, outcome)
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=lambda f: f.name)
 def test_credentials_failure_always_aborts_cleanly(simulate, fault: Fault) -> None:  # type: ignore[no-untyped-def]
     outcome = _observe(simulate, "healthy-eks", "sts:GetCallerIdentity", fault)
     assert outcome.startswith("exit 1") and "credentials" in outcome
+
+
+# --- state machine path -----------------------------------------------------------------------
+
+
+@contextmanager
+def _counting_harness_calls(deployed: LocalMonitor) -> Iterator[Counter[str]]:
+    """Count the calls the local monitor's own clients make (running and reading back a sweep)."""
+    counted: Counter[str] = Counter()
+
+    def note(model: Any, **_: Any) -> None:
+        counted[f"{model.service_model.signing_name}:{model.name}"] += 1
+
+    clients = [deployed.client(service) for service in HARNESS_SERVICES]
+    for client in clients:
+        client.meta.events.register("before-call", note)
+    try:
+        yield counted
+    finally:
+        for client in clients:
+            client.meta.events.unregister("before-call", note)
+
+
+def _recorded_sweep_operations(simulate, monitor, scenario: str) -> set[str]:  # type: ignore[no-untyped-def]  # noqa: F811
+    deployed = monitor(simulate(scenario))
+    deployed.emulation.faults.calls.clear()
+    with _counting_harness_calls(deployed) as harness:
+        run = deployed.sweep()
+        calls = Counter(deployed.emulation.faults.calls)
+    assert run.status == "SUCCEEDED"
+    return {operation for operation, count in calls.items() if count > harness[operation]}
+
+
+def test_state_machine_operations_are_the_recorded_ones(simulate, monitor) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    recorded: dict[str, str] = {}
+    needed = {SM_SCENARIOS.index(s) for s in STATE_MACHINE_OPERATIONS.values()}
+    for scenario in SM_SCENARIOS[: max(needed) + 1]:
+        for operation in sorted(_recorded_sweep_operations(simulate, monitor, scenario)):
+            recorded.setdefault(operation, scenario)
+    assert recorded == STATE_MACHINE_OPERATIONS, "a sweep calls other operations now: update STATE_MACHINE_OPERATIONS"
+
+
+_TICK_TIME = "2026-01-05T10:15:00+00:00"
+
+
+def _sweep(deployed: LocalMonitor, tick: dict[str, str]) -> SweepRun:
+    """Deliver one scheduler tick to the trigger function and run the sweep it starts."""
+    outcome = deployed.trigger(dict(tick))
+    [started] = [o for o in outcome["outcomes"] if o["status"] == "started"]
+    return deployed.wait(deployed.execution_arn(started["sweep_id"]))
+
+
+def _record_summary(record: dict[str, Any]) -> str:
+    if record["status"] == "failed":
+        return f"stored `failed`: {_short(str(record['failure']))}"
+    degraded = json.loads(record["degraded_sources"])
+    if not degraded:
+        return f"stored `{record['status']}`"
+    parts = []
+    for source in degraded:
+        what = f"grant {source['missing_action']}" if source.get("missing_action") else _short(source["reason"])
+        parts.append(f"`{source['source']}`: {what}")
+    return f"stored `{record['status']}`, DEGRADED " + ", ".join(dict.fromkeys(parts))
+
+
+def _alert_summary(run: SweepRun, cluster: str) -> str:
+    messages = _sweep_messages(run)
+    assert len(messages) <= 1, "one sweep, one alert: a duplicate was sent"
+    if not messages:
+        return "no alert" if run.status == "SUCCEEDED" else "no alert sent"
+    return "alert: " + str(messages[0]["content"]["title"]).split(f"HyperPod {cluster}: ", 1)[-1]
+
+
+def _unreachable(deployed: LocalMonitor) -> list[dict[str, Any]]:
+    cluster = deployed.simulation.scenario.cluster.name
+    found = [json.loads(item["finding"]) for item in _store(deployed).open_findings(deployed.region, cluster)]
+    return [f for f in found if f["check_id"] == "node.reachability"]
+
+
+def _lock_held(deployed: LocalMonitor) -> bool:
+    cluster = deployed.simulation.scenario.cluster.name
+    return _store(deployed).get(cluster_key(deployed.region, cluster), "LOCK") is not None
+
+
+def _names(operation: str, text: str) -> bool:
+    """`text` names the IAM action, or the AWS CLI command of it (`aws sts get-caller-identity`)."""
+    service, name = operation.split(":", 1)
+    command = f"{service} " + re.sub(r"(?<!^)(?=[A-Z])", "-", name).lower()
+    return operation in text or command in text
+
+
+def _failure_cause(run: SweepRun) -> str:
+    details = run.events[-1].get("executionFailedEventDetails", {})
+    try:
+        cause = json.loads(details.get("cause", ""))
+    except ValueError:
+        return f"{details.get('error')}: {details.get('cause')}"
+    return f"{cause.get('errorType')}: {cause.get('errorMessage')}"
+
+
+def _observe_state_machine(simulate, monitor, operation: str, fault: Fault) -> str:  # type: ignore[no-untyped-def]  # noqa: F811
+    scenario = STATE_MACHINE_OPERATIONS[operation]
+    timeout = SM_READ_TIMEOUT_S if fault.delay else None
+    deployed = monitor(simulate(scenario), sdk_read_timeout=timeout)
+    cluster = deployed.simulation.scenario.cluster.name
+    # One scheduler tick, delivered again as is when the trigger fails (same id and time).
+    tick = {"source": SCHEDULE_SOURCE, "id": f"fault-matrix-{operation}-{fault.name}", "time": _TICK_TIME}
+    injector = deployed.emulation.faults
+    injector.injected.clear()
+    injector.add_fault(_spec(operation, fault, delay=SM_TIMEOUT_DELAY_S))
+    try:
+        run = _sweep(deployed, tick)
+    except AwsCallFailed as failed:
+        injector.set_faults([])
+        assert operation in injector.injected
+        # The trigger function raised: nothing started, and EventBridge retries the invocation.
+        assert deployed.executions() == [], "a failed trigger must start no execution"
+        assert operation in str(failed), f"the trigger's error must name {operation}: {failed}"
+        if fault.name == "AccessDenied":
+            assert f"grant {operation}" in str(failed)
+        lock = "lock kept for the re-delivery" if _lock_held(deployed) else "no lock left"
+        retried = _sweep(deployed, tick)
+        assert retried.status == "SUCCEEDED" and len(deployed.executions()) == 1
+        assert len(_sweep_records(deployed)) == 1 and len(_sweep_messages(retried)) <= 1
+        return "; ".join([f"trigger failed: {_short(str(failed))}", lock, "the re-delivered event swept once"])
+    injector.set_faults([])
+    assert operation in injector.injected, f"{operation} was never called: the cell observes nothing"
+    records = _sweep_records(deployed)
+    assert len(records) == 1, f"{operation}/{fault.name}: one sweep, one stored record (found {len(records)})"
+    [record] = records
+    parts = []
+    named = record["failure"] + record["degraded_sources"]
+    if run.status != "SUCCEEDED":
+        # Only Notify has no Catch: the sweep is stored, then the execution fails naming the cause.
+        cause = _failure_cause(run)
+        assert _names(operation, cause), f"the failed execution must name {operation}: {cause}"
+        named += cause
+        parts.append(f"execution {run.status}: {_short(cause)}")
+    else:
+        parts.append("execution SUCCEEDED")
+    parts.append(_record_summary(record))
+    unreachable = _unreachable(deployed) if operation.startswith("ssm:") else []
+    if unreachable:
+        named += " ".join(f["detail"] for f in unreachable)
+        parts.append(f"{len(unreachable)} node(s) unreachable: {unreachable[0]['detail'][:80]}")
+    if fault.name == "AccessDenied":
+        assert _names(operation, named), f"{operation}: AccessDenied must name the IAM action ({parts})"
+    else:
+        assert _names(operation, named), f"{operation}/{fault.name}: nothing names the failure ({parts})"
+    parts.append(_alert_summary(run, cluster))
+    if _lock_held(deployed):
+        parts.append("lock not released: the next trigger takes it over (its execution has ended)")
+    return "; ".join(parts)
+
+
+@pytest.mark.parametrize(
+    ("operation", "fault"),
+    [(operation, FAULT[name]) for operation in STATE_MACHINE_OPERATIONS for name in sm_faults(operation)],
+    ids=lambda value: value.name if isinstance(value, Fault) else value,
+)
+def test_state_machine_path_under_fault(simulate, monitor, operation: str, fault: Fault) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    outcome = _observe_state_machine(simulate, monitor, operation, fault)
+    check_cell(SM_HEADING, operation, fault, outcome)
+
+
+@pytest.mark.skipif(UPDATE, reason="the page is being rewritten by the other tests")
+def test_page_lists_exactly_the_declared_cells() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    assert text == render(*parse(text)), "docs/fault-matrix.md has cells nobody observes: UPDATE_FAULT_MATRIX=1"
+    assert "| ? |" not in text and " ? |" not in text, "docs/fault-matrix.md has unobserved cells"
