@@ -439,6 +439,17 @@ def _failure_cause(run: SweepRun) -> str:
     return f"{cause.get('errorType')}: {cause.get('errorMessage')}"
 
 
+def _next_sweep_sends(deployed: LocalMonitor, failed: SweepRun) -> str:
+    """After an execution that failed before its alert went out: the next sweep sends it, once."""
+    sweep_id = failed.execution_arn.rsplit(":", 1)[-1]
+    following = deployed.sweep()
+    assert following.status == "SUCCEEDED"
+    late = [m for m in _sweep_messages(following) if m["id"] == sweep_id]
+    assert len(late) == 1, f"the failed sweep's alert must be sent once by the next sweep ({len(late)})"
+    assert deployed.sweep().notifications == [], "a pending alert is sent once"
+    return "the next sweep sent the alert, once"
+
+
 def _observe_state_machine(simulate, monitor, operation: str, fault: Fault) -> str:  # type: ignore[no-untyped-def]  # noqa: F811
     scenario = STATE_MACHINE_OPERATIONS[operation]
     timeout = SM_READ_TIMEOUT_S if fault.delay else None
@@ -471,12 +482,14 @@ def _observe_state_machine(simulate, monitor, operation: str, fault: Fault) -> s
     [record] = records
     parts = []
     named = record["failure"] + record["degraded_sources"]
+    late = None
     if run.status != "SUCCEEDED":
         # Only Notify has no Catch: the sweep is stored, then the execution fails naming the cause.
         cause = _failure_cause(run)
         assert _names(operation, cause), f"the failed execution must name {operation}: {cause}"
         named += cause
         parts.append(f"execution {run.status}: {_short(cause)}")
+        late = _next_sweep_sends(deployed, run)
     else:
         parts.append("execution SUCCEEDED")
     parts.append(_record_summary(record))
@@ -489,6 +502,8 @@ def _observe_state_machine(simulate, monitor, operation: str, fault: Fault) -> s
     else:
         assert _names(operation, named), f"{operation}/{fault.name}: nothing names the failure ({parts})"
     parts.append(_alert_summary(run, cluster))
+    if late:
+        parts.append(late)
     if _lock_held(deployed):
         parts.append("lock not released: the next trigger takes it over (its execution has ended)")
     return "; ".join(parts)

@@ -27,7 +27,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     with naming_aws_failures("notify", store.table.meta.client, sns):
         output = run_notify(state, store, sns, topic_arn=settings.require_topic(), base_url=settings.reference_base_url)
     metrics.add_dimension(name=METRIC_DIMENSION_CLUSTER, value=state.sweep.cluster)
-    sent = output.incident_messages + (1 if output.message_id else 0)  # incident messages are their own
+    # Incident messages are their own; alerts of earlier sweeps left unpublished go out first.
+    sent = output.incident_messages + (1 if output.message_id else 0) + output.earlier_alerts
     metrics.add_metric(name=METRIC_NOTIFICATIONS, unit=MetricUnit.Count, value=sent)
     logger.info("notify", extra=output.model_dump())
     return output.model_dump(mode="json")

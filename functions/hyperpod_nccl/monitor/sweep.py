@@ -15,6 +15,7 @@ takes it over with the folded triggers, so one failed release costs one sweep, n
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
@@ -62,6 +63,9 @@ LOGS = "LOGS"
 KUBERNETES = "KUBERNETES"
 RESULT = "RESULT"
 DIFF = "DIFF"
+# Alerts a failed Notify left unpublished: `CLUSTER#C / ALERT_PENDING#<sweep id>`, kept a week.
+ALERT_PENDING = "ALERT_PENDING#"
+PENDING_ALERT_SECONDS = 7 * 24 * 3600
 LOCK = "LOCK"
 DEFAULT_SINCE_SECONDS = 7200
 _LOCK_RACE_ATTEMPTS = 5
@@ -176,6 +180,7 @@ class NotifyOutput(BaseModel):
     message_id: str | None = None
     reason: str = ""
     incident_messages: int = Field(default=0, description="incident messages published by this attempt")
+    earlier_alerts: int = Field(default=0, description="messages of earlier sweeps that had stayed unpublished")
 
 
 class TriggerOutcome(BaseModel):
@@ -649,7 +654,7 @@ def _aggregate(state: SweepState, store: Store, *, history_seconds: int, now: da
     return AggregateOutput(
         sweep_id=ref.sweep_id,
         status=status,
-        notify=diff.worth_notifying or bool(incidents.changes),
+        notify=diff.worth_notifying or bool(incidents.changes) or alerts_pending(store, ref),
         follow_up=follow is not None,
         next=follow,
         changes=len(diff.changes),
@@ -665,17 +670,73 @@ def _aggregate(state: SweepState, store: Store, *, history_seconds: int, now: da
 
 
 def run_notify(state: SweepState, store: Store, sns: Any, *, topic_arn: str, base_url: str) -> NotifyOutput:
-    """Notify: publish the stored diff once (a retried Notify does not publish twice)."""
+    """Notify: publish the stored diff once (a retried Notify does not publish twice).
+
+    An alert still unpublished when this attempt fails (an SNS outage outlasting the task's
+    retries fails the execution) is kept as pending under the cluster; the next sweep's Notify
+    publishes it first, once (the same per-sweep markers), so no alert is lost."""
     ref = state.sweep
+    failure = f"Aggregate failed: {state.aggregate_error.message}" if state.aggregate_error else None
+    ck = cluster_key(ref.region, ref.cluster)
+    own = f"{ALERT_PENDING}{ref.sweep_id}"
+    try:
+        pending = list(store.query(ck, ALERT_PENDING))
+        earlier = 0
+        for item in pending:
+            if item["sk"] != own:
+                earlier += _publish_pending(item, store, sns, topic_arn=topic_arn, base_url=base_url)
+        output = _publish_sweep(ref, _diff_to_notify(store, ref, failure), store, sns, topic_arn, base_url)
+    except Exception:
+        _keep_pending(store, ref, failure)
+        raise
+    if any(item["sk"] == own for item in pending):
+        store.delete(ck, own)  # an earlier attempt of this Notify had left it
+    return output.model_copy(update={"earlier_alerts": earlier})
+
+
+def _diff_to_notify(store: Store, ref: SweepRef, failure: str | None) -> SweepDiff:
     text = store.get_blob(sweep_key(ref.sweep_id), DIFF)
-    if text is None:
-        cause = state.aggregate_error.message if state.aggregate_error else "no diff stored"
-        diff = SweepDiff(
-            sweep_id=ref.sweep_id, cluster=ref.cluster, region=ref.region, started_at=ref.started_at,
-            failure=f"Aggregate failed: {cause}",
-        )  # fmt: skip
-    else:
-        diff = SweepDiff.model_validate_json(text)
+    if text is not None:
+        return SweepDiff.model_validate_json(text)
+    return SweepDiff(
+        sweep_id=ref.sweep_id, cluster=ref.cluster, region=ref.region, started_at=ref.started_at,
+        failure=failure or "Aggregate failed: no diff stored",
+    )  # fmt: skip
+
+
+def _keep_pending(store: Store, ref: SweepRef, failure: str | None) -> None:
+    """Remember that this sweep's alerts may be unpublished (best effort: when the table is what
+    fails, the execution's failure and its alarm are what remains)."""
+    with contextlib.suppress(Exception):  # the publish error is the one to report
+        store.put(
+            {
+                "pk": cluster_key(ref.region, ref.cluster),
+                "sk": f"{ALERT_PENDING}{ref.sweep_id}",
+                "ref": ref.model_dump_json(),
+                "failure": failure or "",
+                "expires_at": epoch(ref.started_at) + PENDING_ALERT_SECONDS,
+            }
+        )
+
+
+def _publish_pending(item: dict[str, Any], store: Store, sns: Any, *, topic_arn: str, base_url: str) -> int:
+    """Publish what an earlier sweep could not (each message once), then forget it."""
+    ref = SweepRef.model_validate_json(item["ref"])
+    output = _publish_sweep(
+        ref, _diff_to_notify(store, ref, item.get("failure") or None), store, sns, topic_arn, base_url
+    )
+    store.delete(cluster_key(ref.region, ref.cluster), item["sk"])
+    return output.incident_messages + (1 if output.message_id else 0)
+
+
+def alerts_pending(store: Store, ref: SweepRef) -> bool:
+    """An earlier sweep of the cluster left alerts unpublished (Notify must run)."""
+    return next(iter(store.query(cluster_key(ref.region, ref.cluster), ALERT_PENDING)), None) is not None
+
+
+def _publish_sweep(
+    ref: SweepRef, diff: SweepDiff, store: Store, sns: Any, topic_arn: str, base_url: str
+) -> NotifyOutput:
     incident_messages = _publish_incidents(ref, store, sns, topic_arn=topic_arn, base_url=base_url)
     if not diff.worth_notifying:
         reason = f"{incident_messages} incident messages" if incident_messages else "nothing changed"
