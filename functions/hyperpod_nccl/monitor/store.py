@@ -12,6 +12,7 @@ Keys (pk / sk; `C` = `<region>#<cluster name>`), one line per access pattern:
 - per-node fault history (survives replacement): `NODE#<instance id>` / `FAULT#<ISO>#<sweep id>#<fingerprint>`
 - per-GPU fault history (serial/UUID): `GPU#<serial or uuid>` / `FAULT#<ISO>#<sweep id>#<fingerprint>`
 - an incident (status open/resolved, first/last seen, timeline; monitor/incidents.py): `CLUSTER#C` / `INCIDENT#<id>`
+- alerts a failed Notify left unpublished, sent by the next sweep (TTL): `CLUSTER#C` / `ALERT_PENDING#<sweep id>`
 - one sweep's scratch (collector outputs, TTL): `SWEEP#<sweep id>` / `REQUEST`, `TARGET#<id>`, `PROBE#<id>`,
   `DEGRADED#<step>`, `NOTIFIED`, `NOTIFIED#INCIDENT#<id>` and blobs `<NAME>#<chunk>` (CONTROL_PLANE, PLAN, LOGS,
   KUBERNETES, RESULT, DIFF, INCIDENTS)
