@@ -16,7 +16,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel
 
 from hyperpod_nccl.collectors.aws import AwsClients
-from hyperpod_nccl.monitor.failures import describe_aws_failure, forget_operations, remember_operations
+from hyperpod_nccl.monitor.failures import describe_aws_failure, remember_operations
 from hyperpod_nccl.monitor.settings import METRICS_NAMESPACE, MonitorSettings
 from hyperpod_nccl.redaction import install_log_scrubber
 
@@ -101,7 +101,6 @@ class AwsCallFailed(RuntimeError):
 def naming_aws_failures(function: str, *clients: Any) -> Iterator[None]:
     """Re-raise an AWS error escaping the function as `AwsCallFailed` naming the action and the
     fix. `clients` are the function's own clients (to tell which service an operation is of)."""
-    forget_operations()
     try:
         yield
     except (ClientError, BotoCoreError) as error:

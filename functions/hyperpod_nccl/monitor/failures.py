@@ -2,50 +2,43 @@
 the exact IAM action, the function that made it, and the fix.
 
 botocore names the operation of a refused call ("when calling the Query operation") but not its
-service, and reports a timeout with the endpoint only. The functions' own clients therefore note
-each call they start (`remember_operations`), so that a timeout is attributed to its action too.
+service, and reports a timeout with the endpoint only. The functions' own clients therefore tag
+the exception of a call that failed with its action (`remember_operations`).
 """
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_nccl.collectors.aws import error_message, is_access_denied, is_server_error, is_throttled, is_timeout
 
-_last_call = threading.local()
+_ACTION_ATTRIBUTE = "hyperpod_nccl_action"
 
 
 def remember_operations(client: Any) -> Any:
-    """Make `client` note the IAM action of each call it starts (per thread); returns it."""
+    """Make `client` tag the exception of a failed call with its IAM action; returns it."""
+    signing_name = client.meta.service_model.signing_name
 
-    def note(model: Any, **_: Any) -> None:
-        _last_call.action = f"{model.service_model.signing_name}:{model.name}"
+    def tag(exception: BaseException, event_name: str = "", **_: Any) -> None:
+        setattr(exception, _ACTION_ATTRIBUTE, f"{signing_name}:{event_name.rsplit('.', 1)[-1]}")
 
-    client.meta.events.register("before-call", note)
+    client.meta.events.register("after-call-error", tag)
     return client
-
-
-def forget_operations() -> None:
-    """Forget the noted action (a handler starts afresh)."""
-    _last_call.action = None
 
 
 def failed_action(error: BaseException, clients: tuple[Any, ...] = ()) -> str | None:
     """The IAM action ("dynamodb:Query") of the call that raised `error`, when it can be told."""
-    noted: str | None = getattr(_last_call, "action", None)
-    if isinstance(error, ClientError):
-        operation = error.operation_name
-        if noted and noted.endswith(f":{operation}"):
-            return noted
-        for client in clients:
-            model = client.meta.service_model
-            if operation in model.operation_names:
-                return f"{model.signing_name}:{operation}"
-        return operation or None
-    return noted
+    tagged: str | None = getattr(error, _ACTION_ATTRIBUTE, None)
+    if tagged or not isinstance(error, ClientError):
+        return tagged
+    operation = error.operation_name
+    for client in clients:
+        model = client.meta.service_model
+        if operation in model.operation_names:
+            return f"{model.signing_name}:{operation}"
+    return operation or None
 
 
 def describe_aws_failure(function: str, error: BaseException, clients: tuple[Any, ...] = ()) -> str:

@@ -680,7 +680,7 @@ def run_notify(state: SweepState, store: Store, sns: Any, *, topic_arn: str, bas
     ck = cluster_key(ref.region, ref.cluster)
     own = f"{ALERT_PENDING}{ref.sweep_id}"
     try:
-        pending = list(store.query(ck, ALERT_PENDING))
+        pending = _pending_alerts(store, ck)
         earlier = 0
         for item in pending:
             if item["sk"] != own:
@@ -729,9 +729,18 @@ def _publish_pending(item: dict[str, Any], store: Store, sns: Any, *, topic_arn:
     return output.incident_messages + (1 if output.message_id else 0)
 
 
+def _pending_alerts(store: Store, ck: str) -> list[dict[str, Any]]:
+    """Alerts earlier Notify attempts left unpublished; none when the table cannot be read (they
+    stay stored for the next sweep: reading them must not cost this sweep its own alert)."""
+    try:
+        return list(store.query(ck, ALERT_PENDING))
+    except (ClientError, BotoCoreError):
+        return []
+
+
 def alerts_pending(store: Store, ref: SweepRef) -> bool:
     """An earlier sweep of the cluster left alerts unpublished (Notify must run)."""
-    return next(iter(store.query(cluster_key(ref.region, ref.cluster), ALERT_PENDING)), None) is not None
+    return bool(_pending_alerts(store, cluster_key(ref.region, ref.cluster)))
 
 
 def _publish_sweep(
