@@ -158,6 +158,11 @@ _FAILURE_KINDS: tuple[tuple[Callable[[BaseException], bool], str, str], ...] = (
 )
 
 
+def transient_failure(error: BaseException) -> tuple[str, str] | None:
+    """(what happened, the fix) when `error` is throttling, a server error or a timeout."""
+    return next(((what, fix) for test, what, fix in _FAILURE_KINDS if test(error)), None)
+
+
 def degraded_from_error(
     source: str,
     action: str,
@@ -180,9 +185,9 @@ def degraded_from_error(
             reference=reference or OPS_IAM,
             partial=partial,
         )
-    what, fix = next(
-        ((what, fix) for test, what, fix in _FAILURE_KINDS if test(error)),
-        ("failed", "check the error above, the AWS service health and the network path, then re-run"),
+    what, fix = transient_failure(error) or (
+        "failed",
+        "check the error above, the AWS service health and the network path, then re-run",
     )
     return DegradedSource(
         source=source, reason=f"{action} {what} ({message})", fix=fix, reference=reference, partial=partial

@@ -14,6 +14,7 @@ from hyperpod_nccl.collectors.aws import (
     error_code,
     error_message,
     is_access_denied,
+    transient_failure,
 )
 from hyperpod_nccl.collectors.context import CollectionContext
 from hyperpod_nccl.errors import ClusterNotFound, CredentialsError
@@ -39,9 +40,14 @@ def verify_credentials(ctx: CollectionContext) -> str:
     try:
         identity = ctx.aws.client("sts").get_caller_identity()
     except AwsError as error:
+        # Nothing runs without this check, but a throttled, failing or unreachable STS is not a
+        # credentials problem: say what it is.
+        transient = transient_failure(error)
         raise CredentialsError(
-            f"AWS credentials check failed: {error_message(error)}",
-            fix="fix AWS credentials (aws sts get-caller-identity must succeed) and re-run",
+            f"AWS credentials check {transient[0] if transient else 'failed'}: {error_message(error)}",
+            fix=f"sts:GetCallerIdentity {transient[0]}: {transient[1]}"
+            if transient
+            else "fix AWS credentials (aws sts get-caller-identity must succeed) and re-run",
         ) from error
     return str(identity.get("Arn", ""))
 
