@@ -305,7 +305,8 @@ def _observe(simulate, scenario: str, operation: str, fault: Fault) -> str:  # t
         # SSM failures are per node: each node becomes an unreachable finding naming the fix.
         if fault.name == "AccessDenied":
             assert all("ssm:StartSession" in f.detail + " ".join(f.evidence) for f in unreachable), unreachable[0]
-        return f"{len(unreachable)} node(s) reported unreachable: {unreachable[0].detail[:90]}"
+        nodes = sum(1 for f in unreachable for r in f.resources if r.kind == "node")
+        return f"{nodes} node(s) reported unreachable: {unreachable[0].detail[:90]}"
     if not degraded:
         return "no effect (retried or not needed)"
     if fault.name == "AccessDenied":
@@ -501,7 +502,8 @@ def _observe_state_machine(simulate, monitor, operation: str, fault: Fault) -> s
     unreachable = _unreachable(deployed) if operation.startswith("ssm:") else []
     if unreachable:
         named += " ".join(f["detail"] for f in unreachable)
-        parts.append(f"{len(unreachable)} node(s) unreachable: {unreachable[0]['detail'][:80]}")
+        nodes = sum(1 for f in unreachable for r in f["resources"] if r["kind"] == "node")
+        parts.append(f"{nodes} node(s) unreachable: {unreachable[0]['detail'][:80]}")
     if fault.name == "AccessDenied":
         assert _names(operation, named), f"{operation}: AccessDenied must name the IAM action ({parts})"
     else:

@@ -140,7 +140,10 @@ def test_denied_start_session_names_the_iam_fix(simulate) -> None:
 
     sim = simulate("healthy-eks", faults=[FaultSpec(operation="ssm:StartSession", error_code="AccessDeniedException")])
     result = _diagnose(sim, sample_nodes=2)
-    denied = _issues(result, "node.reachability")
-    assert len(denied) == 2
-    assert all(f.reference.pointer == "references/operations.md § 2" for f in denied)
-    assert "ssm:StartSession" in denied[0].detail
+    # The denial is the caller's, not the nodes': one finding naming the IAM fix and both nodes.
+    [denied] = _issues(result, "node.reachability")
+    assert denied.title == "2 node(s) not probed: ssm:StartSession denied"
+    assert denied.reference.pointer == "references/operations.md § 2"
+    assert "ssm:StartSession" in denied.detail
+    assert len({r.id for r in denied.resources if r.kind == "node"}) == 2
+    assert result.coverage.nodes_unreachable == 2

@@ -27,34 +27,33 @@ DRIFT_COMPONENTS = ("driver", "nccl", "ofi_nccl", "libfabric", "kernel", "cuda",
     source="node_probes",
 )
 def reachability(inv: Inventory) -> Iterator[Finding]:
-    """Each unreachable node names why and what to fix (IAM, agent, target format, budget)."""
+    """Each unreachable node names why and what to fix (IAM, agent, target format, budget).
+
+    A denied StartSession or a KMS-only Session Manager preference is the caller's or the
+    account's, not the node's: it is one finding listing every node it kept out.
+    """
     if inv.node_probes is None:
         return
+    account_wide: dict[str, list[NodeProbeResult]] = defaultdict(list)
     for result in inv.node_probes.results:
         if result.reachable:
             continue
         kind = result.error_kind or "transport"
+        if kind in _ACCOUNT_WIDE:
+            account_wide[kind].append(result)
+            continue
         reference, detail = OPS_SSM_TARGET, "check the SSM agent on the node and the target format"
-        priority = Priority.P1
-        if kind == "access_denied":
-            reference, detail = (
-                OPS_IAM,
-                "grant ssm:StartSession and ssm:TerminateSession to the identity running the diagnosis",
-            )
-        elif kind == "target_not_connected":
+        if kind == "target_not_connected":
             reference = NODE_SSM
             detail = "the node's SSM agent is not connected: the instance is down, rebooting or being replaced"
             if result.status and result.status != "Running":
                 detail += f" (HyperPod status {result.status})"
-        elif kind == "kms_encryption":
-            reference, detail = NODE_SSM, "Session Manager preferences require KMS encryption, which the probe refuses"
         elif kind == "budget_expired":
             detail = f"no complete answer within {thresholds.SSM_NODE_BUDGET_SECONDS:.0f} s; partial output kept"
         elif kind == "invalid_target":
             detail = "the SSM target was rejected: check cluster id, instance group and instance id"
         yield reachability.warn(
             f"{node_label(result)} not reachable over SSM ({kind.replace('_', ' ')})",
-            priority=priority,
             reference=reference,
             detail=detail,
             evidence=[result.error or "", f"attempts: {result.attempts}"],
@@ -62,6 +61,31 @@ def reachability(inv: Inventory) -> Iterator[Finding]:
             suggested_commands=[suggested.describe_cluster_node(inv.cluster_name, result.instance_id, inv.region)],
             fields={"error_kind": kind, "signature": kind},
         )
+    for kind, results in sorted(account_wide.items()):
+        reference, title, detail = _ACCOUNT_WIDE[kind]
+        yield reachability.warn(
+            f"{len(results)} node(s) not probed: {title}",
+            reference=reference,
+            detail=detail,
+            evidence=[results[0].error or "", *(node_label(r) for r in results[:10])],
+            resources=[node_resource(r) for r in results],
+            fields={"error_kind": kind, "signature": kind, "nodes": len(results)},
+        )
+
+
+# Failures that are the caller's or the account's, not a node's: (reference, title, fix).
+_ACCOUNT_WIDE = {
+    "access_denied": (
+        OPS_IAM,
+        "ssm:StartSession denied",
+        "grant ssm:StartSession and ssm:TerminateSession to the identity running the diagnosis",
+    ),
+    "kms_encryption": (
+        NODE_SSM,
+        "Session Manager requires KMS encryption",
+        "Session Manager preferences require KMS encryption, which the probe refuses",
+    ),
+}
 
 
 def _groups(inv: Inventory) -> dict[str, list[tuple[NodeProbeResult, NodeProbeData]]]:
