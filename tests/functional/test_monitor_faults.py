@@ -149,3 +149,24 @@ def test_a_lock_aggregate_could_not_release_is_taken_over_by_the_next_trigger(si
     assert [r["status"] for r in _sweep_records(deployed)].count("failed") == 1
     assert len(_sweep_records(deployed)) == 2
     assert _store(deployed).get(cluster_key(deployed.region, cluster), "LOCK") is None
+
+
+def test_a_lost_permission_alerts_once_even_on_a_healthy_cluster(simulate, monitor) -> None:  # noqa: F811
+    # Denied logs leave the monitor blind to every log signature: that is news once, not every sweep.
+    denied = FaultSpec(operation="logs:FilterLogEvents", error_code="AccessDeniedException")
+    deployed = monitor(simulate("healthy-eks", faults=[denied]))
+    first = deployed.sweep()
+    assert first.status == "SUCCEEDED"
+    [message] = _sweep_messages(first)
+    assert "monitor denied logs:FilterLogEvents" in message["content"]["title"]
+    assert "grant logs:FilterLogEvents" in message["content"]["description"]
+
+    second = deployed.sweep()
+    assert second.status == "SUCCEEDED" and _sweep_messages(second) == []
+
+    deployed.emulation.faults.set_faults([])  # granted back: only the incomplete scan resolves
+    recovered = _sweep_messages(deployed.sweep())
+    assert all("monitor denied" not in m["content"]["title"] for m in recovered)
+    deployed.emulation.faults.set_faults([denied])  # and lost again: told again
+    [again] = _sweep_messages(deployed.sweep())
+    assert "monitor denied logs:FilterLogEvents" in again["content"]["title"]

@@ -55,11 +55,15 @@ class SweepDiff(BaseModel):
     degraded_sources: list[DegradedSource] = Field(default_factory=list)
     kept_open: list[str] = Field(default_factory=list)
     failure: str | None = None
+    new_permission_gaps: list[str] = Field(
+        default_factory=list,
+        description="IAM actions denied this sweep and not the one before: the monitor went blind there",
+    )
 
     @property
     def worth_notifying(self) -> bool:
-        """Something changed, or the sweep could not run."""
-        return bool(self.changes) or self.failure is not None
+        """Something changed, the sweep could not run, or the monitor lost a permission."""
+        return bool(self.changes) or self.failure is not None or bool(self.new_permission_gaps)
 
     def of_kind(self, kind: ChangeKind) -> list[Change]:
         """The changes of one kind, most urgent first."""

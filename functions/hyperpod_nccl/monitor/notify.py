@@ -100,6 +100,8 @@ def _headline(diff: SweepDiff) -> str:
         parts.append(f"{len(raised)} priority raised")
     if resolved:
         parts.append(f"{len(resolved)} resolved")
+    if diff.new_permission_gaps:
+        parts.append(f"monitor denied {', '.join(diff.new_permission_gaps)}")
     return f"HyperPod {diff.cluster}: " + ", ".join(parts)
 
 

@@ -3,6 +3,7 @@
 Keys (pk / sk; `C` = `<region>#<cluster name>`), one line per access pattern:
 
 - per-cluster sweep lock with folded triggers: `CLUSTER#C` / `LOCK`
+- IAM actions the last sweep was denied (alert once when one appears): `CLUSTER#C` / `PERMISSION_GAPS`
 - a trigger seen (idempotency per event id): `CLUSTER#C` / `TRIGGER#<trigger id>`
 - sweeps of a cluster with coverage and duration (TTL): `CLUSTER#C` / `SWEEP#<started ISO>#<sweep id>`
 - a finding's state and history summary (first/last seen, occurrences, resolved at):

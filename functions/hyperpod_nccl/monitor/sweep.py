@@ -67,6 +67,8 @@ DIFF = "DIFF"
 ALERT_PENDING = "ALERT_PENDING#"
 PENDING_ALERT_SECONDS = 7 * 24 * 3600
 LOCK = "LOCK"
+# The IAM actions the last sweep was denied: `CLUSTER#C / PERMISSION_GAPS` (a new one alerts once).
+PERMISSION_GAPS = "PERMISSION_GAPS"
 DEFAULT_SINCE_SECONDS = 7200
 _LOCK_RACE_ATTEMPTS = 5
 # A lock whose execution does not exist this long after it was taken belongs to a trigger that
@@ -412,6 +414,31 @@ def _previous_open(store: Store, ref: SweepRef) -> list[OpenFinding]:
     return found
 
 
+def _denied_actions(degraded: list[DegradedSource]) -> set[str]:
+    return {d.missing_action for d in degraded if d.missing_action}
+
+
+def _known_permission_gaps(store: Store, ref: SweepRef) -> set[str]:
+    item = store.get(cluster_key(ref.region, ref.cluster), PERMISSION_GAPS)
+    return set(json.loads(item["actions"])) if item else set()
+
+
+def _new_permission_gaps(store: Store, ref: SweepRef, degraded: list[DegradedSource]) -> list[str]:
+    """Actions denied now and not in the last sweep: a lost permission is told once, when it is
+    lost (throttling and outages come and go and stay in the sweep record)."""
+    return sorted(_denied_actions(degraded) - _known_permission_gaps(store, ref))
+
+
+def _remember_permission_gaps(store: Store, ref: SweepRef, degraded: list[DegradedSource]) -> None:
+    denied = _denied_actions(degraded)
+    if ref.node is not None:
+        # A node-scoped sweep reads less: it can add gaps but not clear the others.
+        denied |= _known_permission_gaps(store, ref)
+    store.put(
+        {"pk": cluster_key(ref.region, ref.cluster), "sk": PERMISSION_GAPS, "actions": json.dumps(sorted(denied))}
+    )
+
+
 def _store_diff(store: Store, diff: SweepDiff, history_seconds: int) -> SweepDiff:
     """Store the diff once; a retried Aggregate reuses the first attempt's diff (whose updates
     it may already have applied) instead of computing an empty one."""
@@ -632,8 +659,10 @@ def _aggregate(state: SweepState, store: Store, *, history_seconds: int, now: da
         coverage=result.coverage,
         degraded_sources=result.degraded_sources,
         kept_open=kept_open,
+        new_permission_gaps=_new_permission_gaps(store, ref, result.degraded_sources),
     )
     diff = _store_diff(store, diff, history_seconds)
+    _remember_permission_gaps(store, ref, result.degraded_sources)
     _persist_findings(store, ref, result, diff, history_seconds)
     # Incidents join the same result and inventory the CLI's `incidents` joins; a finding kept
     # open (its node unprobed this time) keeps its incident open too.
