@@ -154,25 +154,21 @@ def test_throttling_after_some_terms_keeps_partial_results(simulate) -> None:  #
     assert any(f.status is Status.WARN and "incomplete" in f.title for f in found["logs.cloudwatch"])
 
 
-def test_every_page_of_a_noisy_stream_is_read(simulate) -> None:  # type: ignore[no-untyped-def]
-    def noisy(scenario: Scenario) -> None:
-        assert scenario.logs is not None
-        scenario.logs.streams.append(
-            LogStreamSpec(
-                node="worker:1",
-                kind="nccl",
-                lines=[
-                    LogLineSpec(
-                        minutes_ago=60,
-                        repeat=2500,
-                        every_seconds=0.01,
-                        message="{host}:{pid}:{pid} [3] NCCL INFO Using network Socket",
-                    )
-                ],
-            )
-        )
+def _noisy_worker1(*later: LogLineSpec):  # type: ignore[no-untyped-def]
+    """A scenario edit: 2500 'Using network Socket' lines on worker:1's nccl stream, then `later`."""
+    socket = LogLineSpec(
+        minutes_ago=60, repeat=2500, every_seconds=0.01, message="{host}:{pid}:{pid} [3] NCCL INFO Using network Socket"
+    )
 
-    sim = simulate("healthy-eks", edit=noisy)
+    def edit(scenario: Scenario) -> None:
+        assert scenario.logs is not None
+        scenario.logs.streams.append(LogStreamSpec(node="worker:1", kind="nccl", lines=[socket, *later]))
+
+    return edit
+
+
+def test_every_page_of_a_noisy_stream_is_read(simulate) -> None:  # type: ignore[no-untyped-def]
+    sim = simulate("healthy-eks", edit=_noisy_worker1())
     logs, _ = _scan(sim)
     assert logs is not None
     [scan] = [s for s in logs.scans if s.instance_id == sim.instance_id("worker:1") and s.kind == "nccl"]
@@ -246,26 +242,8 @@ def test_an_overflowing_pattern_is_read_again_term_by_term(simulate, monkeypatch
     # 2500 "Using network Socket" lines overflow a pattern's cap (lowered to 1200 here) before the
     # later Xid line of the same pattern is read: each of its terms is then read alone.
     monkeypatch.setattr(logs_collector, "LOG_EVENTS_PER_TERM", 1200)
-
-    def noisy(scenario: Scenario) -> None:
-        assert scenario.logs is not None
-        scenario.logs.streams.append(
-            LogStreamSpec(
-                node="worker:1",
-                kind="nccl",
-                lines=[
-                    LogLineSpec(
-                        minutes_ago=60,
-                        repeat=2500,
-                        every_seconds=0.01,
-                        message="{host}:{pid}:{pid} [3] NCCL INFO Using network Socket",
-                    ),
-                    LogLineSpec(minutes_ago=30, message="NVRM: Xid (PCI:0000:53:00): 79, GPU has fallen off the bus."),
-                ],
-            )
-        )
-
-    sim = simulate("healthy-eks", edit=noisy)
+    xid = LogLineSpec(minutes_ago=30, message="NVRM: Xid (PCI:0000:53:00): 79, GPU has fallen off the bus.")
+    sim = simulate("healthy-eks", edit=_noisy_worker1(xid))
     sim.emulation.faults.calls.clear()
     logs, _ = _scan(sim)
     assert logs is not None

@@ -952,14 +952,7 @@ def start_sweep(
     for _ in range(_LOCK_RACE_ATTEMPTS):
         try:
             store.table.put_item(
-                Item={
-                    "pk": ck,
-                    "sk": LOCK,
-                    "sweep_id": ref.sweep_id,
-                    "ref": ref.model_dump_json(),
-                    "lease_expires_at": epoch(now) + LOCK_LEASE_SECONDS,
-                    "pending": [],
-                },
+                Item=_lock_item(ck, ref, now, pending=[]),
                 ConditionExpression="attribute_not_exists(pk) OR lease_expires_at < :now OR sweep_id = :me",
                 ExpressionAttributeValues={":now": epoch(now), ":me": ref.sweep_id},
             )
@@ -1028,19 +1021,24 @@ def _abandoned(sfn: Any, state_machine_arn: str, lock: dict[str, Any], now: date
     return status != "RUNNING"
 
 
+def _lock_item(ck: str, ref: SweepRef, now: datetime, *, pending: list[Any]) -> dict[str, Any]:
+    """The cluster's lock held by `ref`'s sweep, with the triggers folded into it so far."""
+    return {
+        "pk": ck,
+        "sk": LOCK,
+        "sweep_id": ref.sweep_id,
+        "ref": ref.model_dump_json(),
+        "lease_expires_at": epoch(now) + LOCK_LEASE_SECONDS,
+        "pending": pending,
+    }
+
+
 def _take_over(store: Store, ck: str, ref: SweepRef, lock: dict[str, Any], now: datetime) -> bool:
     """Take an abandoned lock, keeping the triggers folded into it (this sweep's Aggregate hands
     them to a follow-up sweep). False when the lock changed since it was read."""
     try:
         store.table.put_item(
-            Item={
-                "pk": ck,
-                "sk": LOCK,
-                "sweep_id": ref.sweep_id,
-                "ref": ref.model_dump_json(),
-                "lease_expires_at": epoch(now) + LOCK_LEASE_SECONDS,
-                "pending": list(lock.get("pending", [])),
-            },
+            Item=_lock_item(ck, ref, now, pending=list(lock.get("pending", []))),
             ConditionExpression="sweep_id = :holder",
             ExpressionAttributeValues={":holder": lock.get("sweep_id", "")},
         )
