@@ -452,6 +452,7 @@ def _next_sweep_sends(deployed: LocalMonitor, failed: SweepRun) -> str:
     assert following.status == "SUCCEEDED"
     late = [m for m in _sweep_messages(following) if m["id"] == sweep_id]
     assert len(late) == 1, f"the failed sweep's alert must be sent once by the next sweep ({len(late)})"
+    assert "(delayed: sweep of " in late[0]["content"]["title"], "a late alert says it is late"
     assert deployed.sweep().notifications == [], "a pending alert is sent once"
     return "the next sweep sent the alert, once"
 

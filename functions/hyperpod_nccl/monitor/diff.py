@@ -55,6 +55,9 @@ class SweepDiff(BaseModel):
     degraded_sources: list[DegradedSource] = Field(default_factory=list)
     kept_open: list[str] = Field(default_factory=list)
     failure: str | None = None
+    delivered_late: bool = Field(
+        default=False, description="sent by a later sweep because the alerts topic failed when it was due"
+    )
     new_permission_gaps: list[str] = Field(
         default_factory=list,
         description="IAM actions denied this sweep and not the one before: the monitor went blind there",

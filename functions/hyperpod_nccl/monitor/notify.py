@@ -87,6 +87,11 @@ def _priority(finding: Finding) -> str:
 
 
 def _headline(diff: SweepDiff) -> str:
+    late = f" (delayed: sweep of {diff.started_at:%Y-%m-%d %H:%M} UTC)" if diff.delivered_late else ""
+    return _what_happened(diff) + late
+
+
+def _what_happened(diff: SweepDiff) -> str:
     if diff.failure is not None:
         return f"HyperPod {diff.cluster}: sweep could not run"
     parts = []

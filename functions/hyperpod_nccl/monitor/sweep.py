@@ -751,9 +751,8 @@ def _keep_pending(store: Store, ref: SweepRef, failure: str | None) -> None:
 def _publish_pending(item: dict[str, Any], store: Store, sns: Any, *, topic_arn: str, base_url: str) -> int:
     """Publish what an earlier sweep could not (each message once), then forget it."""
     ref = SweepRef.model_validate_json(item["ref"])
-    output = _publish_sweep(
-        ref, _diff_to_notify(store, ref, item.get("failure") or None), store, sns, topic_arn, base_url
-    )
+    diff = _diff_to_notify(store, ref, item.get("failure") or None).model_copy(update={"delivered_late": True})
+    output = _publish_sweep(ref, diff, store, sns, topic_arn, base_url)
     store.delete(cluster_key(ref.region, ref.cluster), item["sk"])
     return output.incident_messages + (1 if output.message_id else 0)
 
