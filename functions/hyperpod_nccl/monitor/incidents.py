@@ -17,7 +17,6 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Literal
 
-from botocore.exceptions import ClientError
 from pydantic import BaseModel, Field
 
 from hyperpod_nccl.incidents.build import build_incidents
@@ -25,7 +24,7 @@ from hyperpod_nccl.incidents.models import Incident, TimelineEntry
 from hyperpod_nccl.incidents.report import attributions_of
 from hyperpod_nccl.models.findings import SweepResult
 from hyperpod_nccl.models.inventory import Inventory
-from hyperpod_nccl.monitor.store import Store, cluster_key, epoch, is_conditional_failure, sweep_key
+from hyperpod_nccl.monitor.store import Store, cluster_key, epoch, sweep_key
 
 INCIDENTS_BLOB = "INCIDENTS"
 INCIDENT_PREFIX = "INCIDENT#"
@@ -194,47 +193,39 @@ def _persist(
 ) -> None:  # fmt: skip
     ck = cluster_key(region, cluster)
     for incident in incidents:
-        try:
-            store.update(
-                ck,
-                incident_sk(incident.id),
-                UpdateExpression=(
-                    "SET incident = :incident, #status = :open, digest = :digest, priority = :priority, "
-                    "title = :title, first_seen = :first, last_seen = :last, last_sweep_id = :sweep, "
-                    "first_sweep_id = if_not_exists(first_sweep_id, :sweep), expires_at = :expires REMOVE resolved_at"
-                ),
-                ConditionExpression="attribute_not_exists(last_sweep_id) OR last_sweep_id <> :sweep",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={
-                    ":incident": incident.model_dump_json(),
-                    ":open": "open",
-                    ":digest": digest(incident),
-                    ":priority": incident.priority.value,
-                    ":title": incident.title,
-                    ":first": incident.first_seen.isoformat() if incident.first_seen else "",
-                    ":last": incident.last_seen.isoformat() if incident.last_seen else "",
-                    ":sweep": sweep_id,
-                    ":expires": expires_at,
-                },
-            )
-        except ClientError as error:
-            if not is_conditional_failure(error):
-                raise
+        store.update_if(
+            ck,
+            incident_sk(incident.id),
+            UpdateExpression=(
+                "SET incident = :incident, #status = :open, digest = :digest, priority = :priority, "
+                "title = :title, first_seen = :first, last_seen = :last, last_sweep_id = :sweep, "
+                "first_sweep_id = if_not_exists(first_sweep_id, :sweep), expires_at = :expires REMOVE resolved_at"
+            ),
+            ConditionExpression="attribute_not_exists(last_sweep_id) OR last_sweep_id <> :sweep",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={
+                ":incident": incident.model_dump_json(),
+                ":open": "open",
+                ":digest": digest(incident),
+                ":priority": incident.priority.value,
+                ":title": incident.title,
+                ":first": incident.first_seen.isoformat() if incident.first_seen else "",
+                ":last": incident.last_seen.isoformat() if incident.last_seen else "",
+                ":sweep": sweep_id,
+                ":expires": expires_at,
+            },
+        )
     for change in changes:
         if change.kind != "resolved":
             continue
-        try:
-            store.update(
-                ck,
-                incident_sk(change.incident.id),
-                UpdateExpression="SET #status = :resolved, resolved_sweep_id = :sweep",
-                ConditionExpression="#status = :open",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={":resolved": "resolved", ":open": "open", ":sweep": sweep_id},
-            )
-        except ClientError as error:
-            if not is_conditional_failure(error):
-                raise
+        store.update_if(
+            ck,
+            incident_sk(change.incident.id),
+            UpdateExpression="SET #status = :resolved, resolved_sweep_id = :sweep",
+            ConditionExpression="#status = :open",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={":resolved": "resolved", ":open": "open", ":sweep": sweep_id},
+        )
 
 
 def record_incidents(

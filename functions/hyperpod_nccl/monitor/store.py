@@ -99,8 +99,13 @@ class Store:
 
     def put_new(self, item: dict[str, Any]) -> bool:
         """Create an item only if its key is unused. False when it already existed."""
+        return self.put_if(item, ConditionExpression=Attr("pk").not_exists())
+
+    def put_if(self, item: dict[str, Any], **condition: Any) -> bool:
+        """PutItem under `condition` (ConditionExpression and its values). False when the
+        condition did not hold: another writer got there first, which callers treat as done."""
         try:
-            self.table.put_item(Item=item, ConditionExpression=Attr("pk").not_exists())
+            self.table.put_item(Item=item, **condition)
         except ClientError as error:
             if is_conditional_failure(error):
                 return False
@@ -137,9 +142,28 @@ class Store:
         attributes: dict[str, Any] = response.get("Attributes", {})
         return attributes
 
+    def update_if(self, pk: str, sk: str, **kwargs: Any) -> dict[str, Any] | None:
+        """Conditional UpdateItem: the new attributes, or None when its condition did not hold."""
+        try:
+            return self.update(pk, sk, **kwargs)
+        except ClientError as error:
+            if is_conditional_failure(error):
+                return None
+            raise
+
     def delete(self, pk: str, sk: str, **kwargs: Any) -> None:
         """DeleteItem passthrough."""
         self.table.delete_item(Key={"pk": pk, "sk": sk}, **kwargs)
+
+    def delete_if(self, pk: str, sk: str, **kwargs: Any) -> bool:
+        """Conditional DeleteItem. False when its condition did not hold."""
+        try:
+            self.delete(pk, sk, **kwargs)
+        except ClientError as error:
+            if is_conditional_failure(error):
+                return False
+            raise
+        return True
 
     # --- blobs (JSON too large for one item or for the state payload) --------------------------
     def put_blob(self, pk: str, name: str, text: str, *, expires_at: int, only_if_new: bool = False) -> bool:

@@ -52,7 +52,6 @@ from hyperpod_nccl.monitor.store import (
     cluster_key,
     epoch,
     finding_history_key,
-    is_conditional_failure,
     open_index_key,
     sweep_key,
 )
@@ -463,33 +462,29 @@ def _persist_findings(store: Store, ref: SweepRef, result: SweepResult, diff: Sw
         current.setdefault(finding.fingerprint, finding)
     for fingerprint, finding in current.items():
         priority = finding.priority.value if finding.priority else "none"
-        try:
-            store.update(
-                ck,
-                f"FINDING#{fingerprint}",
-                UpdateExpression=(
-                    "SET finding = :finding, check_id = :check, priority = :priority, title = :title, "
-                    "#state = :open, last_seen = :now, last_sweep_id = :sweep, gsi1pk = :openpk, gsi1sk = :opensk, "
-                    "first_seen = if_not_exists(first_seen, :now) ADD occurrences :one REMOVE resolved_at"
-                ),
-                ConditionExpression="attribute_not_exists(last_sweep_id) OR last_sweep_id <> :sweep",
-                ExpressionAttributeNames={"#state": "state"},
-                ExpressionAttributeValues={
-                    ":finding": finding.model_dump_json(),
-                    ":check": finding.check_id,
-                    ":priority": priority,
-                    ":title": finding.title,
-                    ":open": "open",
-                    ":now": now,
-                    ":sweep": ref.sweep_id,
-                    ":openpk": open_index_key(ref.region, ref.cluster),
-                    ":opensk": f"{priority}#{fingerprint}",
-                    ":one": 1,
-                },
-            )
-        except ClientError as error:
-            if not is_conditional_failure(error):
-                raise
+        store.update_if(
+            ck,
+            f"FINDING#{fingerprint}",
+            UpdateExpression=(
+                "SET finding = :finding, check_id = :check, priority = :priority, title = :title, "
+                "#state = :open, last_seen = :now, last_sweep_id = :sweep, gsi1pk = :openpk, gsi1sk = :opensk, "
+                "first_seen = if_not_exists(first_seen, :now) ADD occurrences :one REMOVE resolved_at"
+            ),
+            ConditionExpression="attribute_not_exists(last_sweep_id) OR last_sweep_id <> :sweep",
+            ExpressionAttributeNames={"#state": "state"},
+            ExpressionAttributeValues={
+                ":finding": finding.model_dump_json(),
+                ":check": finding.check_id,
+                ":priority": priority,
+                ":title": finding.title,
+                ":open": "open",
+                ":now": now,
+                ":sweep": ref.sweep_id,
+                ":openpk": open_index_key(ref.region, ref.cluster),
+                ":opensk": f"{priority}#{fingerprint}",
+                ":one": 1,
+            },
+        )
         store.put_new(
             {
                 "pk": finding_history_key(ref.region, ref.cluster, fingerprint),
@@ -515,25 +510,21 @@ def _persist_findings(store: Store, ref: SweepRef, result: SweepResult, diff: Sw
                 }
             )
     for change in diff.of_kind("resolved"):
-        try:
-            store.update(
-                ck,
-                f"FINDING#{change.fingerprint}",
-                UpdateExpression=(
-                    "SET #state = :resolved, resolved_at = :now, resolved_sweep_id = :sweep REMOVE gsi1pk, gsi1sk"
-                ),
-                ConditionExpression="#state = :open",
-                ExpressionAttributeNames={"#state": "state"},
-                ExpressionAttributeValues={
-                    ":resolved": "resolved",
-                    ":open": "open",
-                    ":now": now,
-                    ":sweep": ref.sweep_id,
-                },
-            )
-        except ClientError as error:
-            if not is_conditional_failure(error):
-                raise
+        store.update_if(
+            ck,
+            f"FINDING#{change.fingerprint}",
+            UpdateExpression=(
+                "SET #state = :resolved, resolved_at = :now, resolved_sweep_id = :sweep REMOVE gsi1pk, gsi1sk"
+            ),
+            ConditionExpression="#state = :open",
+            ExpressionAttributeNames={"#state": "state"},
+            ExpressionAttributeValues={
+                ":resolved": "resolved",
+                ":open": "open",
+                ":now": now,
+                ":sweep": ref.sweep_id,
+            },
+        )
 
 
 def _record_sweep(
@@ -868,35 +859,34 @@ def finish_sweep(store: Store, ref: SweepRef, now: datetime) -> SweepRef | None:
             # Already handed over by a previous attempt of this Aggregate, or lost to lease expiry.
             return holder if holder is not None and holder.follow_up_of == ref.sweep_id else None
         pending = [TriggerRequest.model_validate_json(p) for p in lock.get("pending", [])]
-        try:
-            if not pending:
-                store.delete(
-                    ck,
-                    LOCK,
-                    ConditionExpression="sweep_id = :me AND (attribute_not_exists(pending) OR size(pending) = :zero)",
-                    ExpressionAttributeValues={":me": ref.sweep_id, ":zero": 0},
-                )
-                return None
-            follow = _merge_pending(ref, pending, now)
-            store.update(
+        # A failed condition means a trigger folded itself in meanwhile: read the lock again.
+        if not pending:
+            if store.delete_if(
                 ck,
                 LOCK,
-                UpdateExpression="SET sweep_id = :next, #ref = :ref, lease_expires_at = :lease, pending = :empty",
-                ConditionExpression="sweep_id = :me AND size(pending) = :count",
-                ExpressionAttributeNames={"#ref": "ref"},
-                ExpressionAttributeValues={
-                    ":next": follow.sweep_id,
-                    ":ref": follow.model_dump_json(),
-                    ":lease": epoch(now) + LOCK_LEASE_SECONDS,
-                    ":empty": [],
-                    ":me": ref.sweep_id,
-                    ":count": len(pending),
-                },
-            )
+                ConditionExpression="sweep_id = :me AND (attribute_not_exists(pending) OR size(pending) = :zero)",
+                ExpressionAttributeValues={":me": ref.sweep_id, ":zero": 0},
+            ):
+                return None
+            continue
+        follow = _merge_pending(ref, pending, now)
+        handed_over = store.update_if(
+            ck,
+            LOCK,
+            UpdateExpression="SET sweep_id = :next, #ref = :ref, lease_expires_at = :lease, pending = :empty",
+            ConditionExpression="sweep_id = :me AND size(pending) = :count",
+            ExpressionAttributeNames={"#ref": "ref"},
+            ExpressionAttributeValues={
+                ":next": follow.sweep_id,
+                ":ref": follow.model_dump_json(),
+                ":lease": epoch(now) + LOCK_LEASE_SECONDS,
+                ":empty": [],
+                ":me": ref.sweep_id,
+                ":count": len(pending),
+            },
+        )
+        if handed_over is not None:
             return follow
-        except ClientError as error:
-            if not is_conditional_failure(error):
-                raise
     raise RuntimeError(f"lock of {ref.cluster} kept changing; retry")
 
 
@@ -949,16 +939,11 @@ def start_sweep(
         since_seconds=since_seconds,
     )
     for _ in range(_LOCK_RACE_ATTEMPTS):
-        try:
-            store.table.put_item(
-                Item=_lock_item(ck, ref, now, pending=[]),
-                ConditionExpression="attribute_not_exists(pk) OR lease_expires_at < :now OR sweep_id = :me",
-                ExpressionAttributeValues={":now": epoch(now), ":me": ref.sweep_id},
-            )
-        except ClientError as error:
-            if not is_conditional_failure(error):
-                raise
-        else:
+        if store.put_if(
+            _lock_item(ck, ref, now, pending=[]),
+            ConditionExpression="attribute_not_exists(pk) OR lease_expires_at < :now OR sweep_id = :me",
+            ExpressionAttributeValues={":now": epoch(now), ":me": ref.sweep_id},
+        ):
             _start_execution(sfn, state_machine_arn, ref, store, ck)
             _mark_trigger(store, trigger, "started", ref.sweep_id, expires)
             return TriggerOutcome(
@@ -973,22 +958,20 @@ def start_sweep(
             return TriggerOutcome(
                 trigger_id=trigger.trigger_id, cluster=trigger.cluster, status="started", sweep_id=ref.sweep_id
             )
-        try:
-            lock = store.update(
-                ck,
-                LOCK,
-                UpdateExpression="SET pending = list_append(if_not_exists(pending, :empty), :trigger)",
-                ConditionExpression="attribute_exists(pk) AND lease_expires_at >= :now",
-                ExpressionAttributeValues={
-                    ":empty": [],
-                    ":trigger": [trigger.model_dump_json()],
-                    ":now": epoch(now),
-                },
-            )
-        except ClientError as error:
-            if not is_conditional_failure(error):
-                raise
+        folded = store.update_if(
+            ck,
+            LOCK,
+            UpdateExpression="SET pending = list_append(if_not_exists(pending, :empty), :trigger)",
+            ConditionExpression="attribute_exists(pk) AND lease_expires_at >= :now",
+            ExpressionAttributeValues={
+                ":empty": [],
+                ":trigger": [trigger.model_dump_json()],
+                ":now": epoch(now),
+            },
+        )
+        if folded is None:
             continue  # the lock was released or expired in between: try to take it
+        lock = folded
         _mark_trigger(store, trigger, "folded", str(lock.get("sweep_id", "")), expires)
         return TriggerOutcome(
             trigger_id=trigger.trigger_id,
@@ -1035,17 +1018,11 @@ def _lock_item(ck: str, ref: SweepRef, now: datetime, *, pending: list[Any]) -> 
 def _take_over(store: Store, ck: str, ref: SweepRef, lock: dict[str, Any], now: datetime) -> bool:
     """Take an abandoned lock, keeping the triggers folded into it (this sweep's Aggregate hands
     them to a follow-up sweep). False when the lock changed since it was read."""
-    try:
-        store.table.put_item(
-            Item=_lock_item(ck, ref, now, pending=list(lock.get("pending", []))),
-            ConditionExpression="sweep_id = :holder",
-            ExpressionAttributeValues={":holder": lock.get("sweep_id", "")},
-        )
-    except ClientError as error:
-        if not is_conditional_failure(error):
-            raise
-        return False
-    return True
+    return store.put_if(
+        _lock_item(ck, ref, now, pending=list(lock.get("pending", []))),
+        ConditionExpression="sweep_id = :holder",
+        ExpressionAttributeValues={":holder": lock.get("sweep_id", "")},
+    )
 
 
 def _start_execution(sfn: Any, arn: str, ref: SweepRef, store: Store, ck: str) -> None:
@@ -1068,8 +1045,4 @@ def _start_execution(sfn: Any, arn: str, ref: SweepRef, store: Store, ck: str) -
 
 
 def _release(store: Store, ck: str, sweep_id: str) -> None:
-    try:
-        store.delete(ck, LOCK, ConditionExpression="sweep_id = :me", ExpressionAttributeValues={":me": sweep_id})
-    except ClientError as error:
-        if not is_conditional_failure(error):
-            raise
+    store.delete_if(ck, LOCK, ConditionExpression="sweep_id = :me", ExpressionAttributeValues={":me": sweep_id})
