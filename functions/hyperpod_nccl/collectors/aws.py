@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import boto3
 import botocore.loaders
@@ -141,26 +141,34 @@ def is_timeout(error: BaseException) -> bool:
     return isinstance(error, ReadTimeoutError | ConnectTimeoutError | EndpointConnectionError)
 
 
-# (test, what happened, the fix) per kind of failure, most specific first; AccessDenied is
-# handled apart because it names the missing action.
-_FAILURE_KINDS: tuple[tuple[Callable[[BaseException], bool], str, str], ...] = (
-    (is_throttled, "throttled after retries", "re-run later: the diagnosis is read-only and idempotent"),
-    (
-        is_server_error,
+TransientKind = Literal["throttled", "server_error", "timeout"]
+
+# The order the kinds are told apart in (a throttling error can also carry a 5xx status).
+_TRANSIENT_TESTS: tuple[tuple[TransientKind, Callable[[BaseException], bool]], ...] = (
+    ("throttled", is_throttled),
+    ("server_error", is_server_error),
+    ("timeout", is_timeout),
+)
+# What happened and the fix, as a diagnosis reports a source it could not read.
+_TRANSIENT_FIXES: dict[TransientKind, tuple[str, str]] = {
+    "throttled": ("throttled after retries", "re-run later: the diagnosis is read-only and idempotent"),
+    "server_error": (
         "returned a server error",
         "AWS-side failure: re-run later; check the AWS Health Dashboard if it persists",
     ),
-    (
-        is_timeout,
-        "timed out",
-        "check the network path to the AWS endpoint (VPC endpoints, proxy, DNS), then re-run",
-    ),
-)
+    "timeout": ("timed out", "check the network path to the AWS endpoint (VPC endpoints, proxy, DNS), then re-run"),
+}
+
+
+def transient_kind(error: BaseException) -> TransientKind | None:
+    """Throttling, a server error or a timeout: worth retrying later. None for anything else."""
+    return next((kind for kind, test in _TRANSIENT_TESTS if test(error)), None)
 
 
 def transient_failure(error: BaseException) -> tuple[str, str] | None:
     """(what happened, the fix) when `error` is throttling, a server error or a timeout."""
-    return next(((what, fix) for test, what, fix in _FAILURE_KINDS if test(error)), None)
+    kind = transient_kind(error)
+    return None if kind is None else _TRANSIENT_FIXES[kind]
 
 
 def degraded_from_error(

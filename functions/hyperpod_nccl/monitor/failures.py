@@ -12,9 +12,24 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hyperpod_nccl.collectors.aws import error_message, is_access_denied, is_server_error, is_throttled, is_timeout
+from hyperpod_nccl.collectors.aws import TransientKind, error_message, is_access_denied, transient_kind
 
 _ACTION_ATTRIBUTE = "hyperpod_nccl_action"
+# Told apart as a diagnosis tells them (transient_kind); worded for a function's own call.
+_TRANSIENT_FIXES: dict[TransientKind, tuple[str, str]] = {
+    "throttled": (
+        "throttled after the SDK's retries in",
+        "the next sweep retries; raise the account's limit if it persists",
+    ),
+    "server_error": (
+        "returned a server error to",
+        "AWS-side failure, the next sweep retries; check the AWS Health Dashboard if it persists",
+    ),
+    "timeout": (
+        "timed out in",
+        "check the function's network path to the AWS endpoint (VPC endpoints, NAT); the next sweep retries",
+    ),
+}
 
 
 def remember_operations(client: Any) -> Any:
@@ -52,13 +67,8 @@ def describe_aws_failure(function: str, error: BaseException, clients: tuple[Any
             f"{action} denied to the {function} function ({message}); fix: grant {action} to the {function} "
             "function's execution role (the stack grants it: look for a changed policy, permissions boundary or SCP)"
         )
-    if is_throttled(error):
-        fix = "the next sweep retries; raise the account's limit if it persists"
-        return f"{action} throttled after the SDK's retries in the {function} function ({message}); fix: {fix}"
-    if is_server_error(error):
-        fix = "AWS-side failure, the next sweep retries; check the AWS Health Dashboard if it persists"
-        return f"{action} returned a server error to the {function} function ({message}); fix: {fix}"
-    if is_timeout(error):
-        fix = "check the function's network path to the AWS endpoint (VPC endpoints, NAT); the next sweep retries"
-        return f"{action} timed out in the {function} function ({message}); fix: {fix}"
+    kind = transient_kind(error)
+    if kind is not None:
+        what, fix = _TRANSIENT_FIXES[kind]
+        return f"{action} {what} the {function} function ({message}); fix: {fix}"
     return f"{action} failed in the {function} function ({message}); fix: see the function's logs"
