@@ -195,15 +195,24 @@ class _Reader:
         self.done: list[str] = []
         self.skipped: list[str] = []
 
-    def _read(self, what: str, read: Callable[[], T]) -> T | None:
+    def _skip_if_slow(self, what: str) -> KubeTimeout | None:
+        """After the first read that timed out, every read is skipped (and named in `skipped`):
+        that timeout, or None when reads go on."""
         if self.timed_out is not None:
             self.skipped.append(what)
+        return self.timed_out
+
+    def _note_timeout(self, error: KubeTimeout, what: str) -> None:
+        self.timed_out = self.timed_out or error
+        self.skipped.append(what)
+
+    def _read(self, what: str, read: Callable[[], T]) -> T | None:
+        if self._skip_if_slow(what):
             return None
         try:
             value = read()
         except KubeTimeout as error:
-            self.timed_out = error
-            self.skipped.append(what)
+            self._note_timeout(error, what)
             return None
         except (KubeUnauthorized, KubeUnreachable) as error:
             raise _Abort(error) from error
@@ -342,16 +351,14 @@ class _Reader:
         result: list[ConfigMapEnv] = []
         for namespace, name in sorted(wanted):
             path = f"/api/v1/namespaces/{quote(namespace, safe='')}/configmaps/{quote(name, safe='')}"
-            if self.timed_out is not None:
-                self.skipped.append("configmaps")
+            if self._skip_if_slow("configmaps"):
                 break
             try:
                 result.append(convert.config_map(self.client.get_json(path)))
             except KubeNotFound:
                 result.append(ConfigMapEnv(namespace=namespace, name=name, found=False))
             except KubeTimeout as error:
-                self.timed_out = error
-                self.skipped.append("configmaps")
+                self._note_timeout(error, "configmaps")
             except (KubeUnauthorized, KubeUnreachable) as error:
                 raise _Abort(error) from error
             except KubeForbidden as error:
@@ -389,15 +396,13 @@ class _Reader:
         if previous:
             params["previous"] = True
         log = ContainerLog(namespace=pod.namespace, pod=pod.name, container=container, previous=previous)
-        if self.timed_out is not None:
-            self.skipped.append("pod logs")
-            log.error = f"skipped: the API server did not answer GET {self.timed_out.path} in time"
+        if (slow := self._skip_if_slow("pod logs")) is not None:
+            log.error = f"skipped: the API server did not answer GET {slow.path} in time"
             return log
         try:
             log.lines = self.client.get_text(path, params).splitlines()[-thresholds.K8S_LOG_TAIL_LINES :]
         except KubeTimeout as error:
-            self.timed_out = self.timed_out or error
-            self.skipped.append("pod logs")
+            self._note_timeout(error, "pod logs")
             log.error = str(error)
         except (KubeUnauthorized, KubeUnreachable) as error:
             log.error = str(error)
