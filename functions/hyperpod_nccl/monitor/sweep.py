@@ -413,29 +413,15 @@ def _previous_open(store: Store, ref: SweepRef) -> list[OpenFinding]:
     return found
 
 
-def _denied_actions(degraded: list[DegradedSource]) -> set[str]:
-    return {d.missing_action for d in degraded if d.missing_action}
-
-
-def _known_permission_gaps(store: Store, ref: SweepRef) -> set[str]:
+def _permission_gaps(store: Store, ref: SweepRef, degraded: list[DegradedSource]) -> tuple[list[str], set[str]]:
+    """(actions denied now and not in the last sweep, the set to remember). A lost permission is
+    told once, when it is lost; throttling and outages come and go and stay in the sweep record."""
     item = store.get(cluster_key(ref.region, ref.cluster), PERMISSION_GAPS)
-    return set(json.loads(item["actions"])) if item else set()
-
-
-def _new_permission_gaps(store: Store, ref: SweepRef, degraded: list[DegradedSource]) -> list[str]:
-    """Actions denied now and not in the last sweep: a lost permission is told once, when it is
-    lost (throttling and outages come and go and stay in the sweep record)."""
-    return sorted(_denied_actions(degraded) - _known_permission_gaps(store, ref))
-
-
-def _remember_permission_gaps(store: Store, ref: SweepRef, degraded: list[DegradedSource]) -> None:
-    denied = _denied_actions(degraded)
-    if ref.node is not None:
-        # A node-scoped sweep reads less: it can add gaps but not clear the others.
-        denied |= _known_permission_gaps(store, ref)
-    store.put(
-        {"pk": cluster_key(ref.region, ref.cluster), "sk": PERMISSION_GAPS, "actions": json.dumps(sorted(denied))}
-    )
+    known: set[str] = set(json.loads(item["actions"])) if item else set()
+    denied = {d.missing_action for d in degraded if d.missing_action}
+    # A node-scoped sweep reads less: it can add gaps but not clear the others.
+    remembered = denied if ref.node is None else denied | known
+    return sorted(denied - known), remembered
 
 
 def _store_diff(store: Store, diff: SweepDiff, history_seconds: int) -> SweepDiff:
@@ -635,6 +621,7 @@ def _aggregate(state: SweepState, store: Store, *, history_seconds: int, now: da
     store.put_blob(
         sweep_key(ref.sweep_id), RESULT, result.model_dump_json(), expires_at=epoch(ref.started_at) + history_seconds
     )
+    new_gaps, gaps = _permission_gaps(store, ref, result.degraded_sources)
     changes, kept_open = compute_changes(
         _previous_open(store, ref), result.findings, re_evaluated=re_evaluation_rule(inventory)
     )
@@ -650,10 +637,10 @@ def _aggregate(state: SweepState, store: Store, *, history_seconds: int, now: da
         coverage=result.coverage,
         degraded_sources=result.degraded_sources,
         kept_open=kept_open,
-        new_permission_gaps=_new_permission_gaps(store, ref, result.degraded_sources),
+        new_permission_gaps=new_gaps,
     )
     diff = _store_diff(store, diff, history_seconds)
-    _remember_permission_gaps(store, ref, result.degraded_sources)
+    store.put({"pk": cluster_key(ref.region, ref.cluster), "sk": PERMISSION_GAPS, "actions": json.dumps(sorted(gaps))})
     _persist_findings(store, ref, result, diff, history_seconds)
     # Incidents join the same result and inventory the CLI's `incidents` joins; a finding kept
     # open (its node unprobed this time) keeps its incident open too.
