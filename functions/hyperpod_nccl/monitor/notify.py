@@ -33,6 +33,10 @@ URGENT = (Priority.P0, Priority.P1)
 _ID_KINDS = ("node", "pod", "security_group", "k8s_node", "slurm_node", "gpu", "instance_group", "namespace")
 
 
+# Every e-mail ends with it: suggested commands are for a person to run, never run by us.
+READ_ONLY_FOOTER = "hyperpod-nccl is read-only: it never runs the suggested commands. Check preconditions first."
+
+
 class ChatbotContent(BaseModel):
     """`content` of a custom notification."""
 
@@ -198,12 +202,12 @@ def build_alert(diff: SweepDiff, base_url: str) -> Alert:
             next_steps.extend(f"{c.description}: {c.command}" for c in change.finding.suggested_commands)
     email_lines = [
         headline,
-        f"Cluster: {diff.cluster} ({diff.region})" + (f" {diff.cluster_arn}" if diff.cluster_arn else ""),
+        _cluster_line(diff.cluster, diff.region, diff.cluster_arn),
         f"Sweep: {diff.sweep_id} started {diff.started_at.isoformat()}",
         "",
         *_body(diff, base_url, markdown=False),
         "",
-        "hyperpod-nccl is read-only: it never runs the suggested commands. Check preconditions first.",
+        READ_ONLY_FOOTER,
     ]
     chatbot = ChatbotNotification(
         id=diff.sweep_id,
@@ -222,6 +226,10 @@ def build_alert(diff: SweepDiff, base_url: str) -> Alert:
         ),
     )
     return Alert(subject=headline[:100], email="\n".join(email_lines), chatbot=chatbot)
+
+
+def _cluster_line(cluster: str, region: str, arn: str | None) -> str:
+    return f"Cluster: {cluster} ({region})" + (f" {arn}" if arn else "")
 
 
 def _timeline_line(entry: TimelineEntry) -> str:
@@ -284,13 +292,13 @@ def build_incident_alert(sweep: IncidentSweep, change: IncidentChange, base_url:
     ]
     email_lines = [
         headline,
-        f"Cluster: {sweep.cluster} ({sweep.region})" + (f" {sweep.cluster_arn}" if sweep.cluster_arn else ""),
+        _cluster_line(sweep.cluster, sweep.region, sweep.cluster_arn),
         f"Incident: {incident.id}; sweep {sweep.sweep_id} started {sweep.started_at.isoformat()}",
         "",
         *_incident_body(change, base_url, markdown=False),
         "",
         f"Full story: hyperpod-nccl incidents --cluster {sweep.cluster} --region {sweep.region}",
-        "hyperpod-nccl is read-only: it never runs the suggested commands. Check preconditions first.",
+        READ_ONLY_FOOTER,
     ]
     related = [sweep.cluster_arn] if sweep.cluster_arn else []
     chatbot = ChatbotNotification(
