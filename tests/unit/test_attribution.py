@@ -102,3 +102,10 @@ def test_ras_facts_locate_ranks_by_host_address() -> None:
     assert "considered dead" in dead.sentence
     lagging = next(f for f in facts if f.verdict == "lagging")
     assert "AllReduce 1579/1580" in lagging.sentence
+
+
+def test_a_hostlist_range_beyond_any_cluster_is_refused() -> None:
+    # (synthetic) a range that would expand to 10^8 names is not a node list.
+    with pytest.raises(ValueError, match="spans more than"):
+        expand_hostlist("ip-10-1-0-[0-99999999]")
+    assert len(expand_hostlist("n[0-1023]")) == 1024

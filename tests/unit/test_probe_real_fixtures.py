@@ -16,6 +16,7 @@ from hyperpod_nccl.models.node_probe import (
     NodeProbeInventory,
     NodeProbeResult,
     SlurmControllerData,
+    SlurmQueueEntry,
 )
 from hyperpod_nccl.probe.parsers import (
     parse_dcgm_health,
@@ -445,3 +446,17 @@ def test_dev_shm_of_64_mib_in_df_h_form_fails() -> None:
     assert (probe.shm_fstype, probe.shm_size_bytes) == (None, 64 * 2**20)
     [finding] = _run("node.dev_shm", _inventory(probe, instance_type="ml.p5.48xlarge"))
     assert finding.status == Status.FAIL and finding.title.startswith(f"/dev/shm is 64 MiB on {NODE_ID}")
+
+
+@pytest.mark.parametrize(
+    "reason, names",
+    [
+        # (synthetic) Slurm writes several unavailable nodes as a hostlist
+        ("(ReqNodeNotAvail, UnavailableNodes:ip-10-1-0-[15,17-18])", ["ip-10-1-0-15", "ip-10-1-0-17", "ip-10-1-0-18"]),
+        ("(ReqNodeNotAvail, UnavailableNodes:r34n[a-b])", ["r34n[a-b]"]),  # not expandable: kept as written
+    ],
+)
+def test_unavailable_hostlists_are_expanded_to_slurm_nodes(reason: str, names: list[str]) -> None:
+    slurm = SlurmControllerData(queue=[SlurmQueueEntry(job_id="7", name="train", state="PENDING", reason=reason)])
+    [finding] = [f for f in _run("slurm.queue", _inventory(slurm=slurm)) if f.status == Status.WARN]
+    assert [r.id for r in finding.resources if r.kind == "slurm_node"] == names

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from hyperpod_nccl.checks import check
 from hyperpod_nccl.checks._debug_env import debug_gaps
+from hyperpod_nccl.hang.attribution import expand_hostlist
 from hyperpod_nccl.models.findings import Finding, Priority, Resource
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.node_probe import NodeProbeResult, SlurmControllerData
@@ -130,21 +131,16 @@ _NODE_FAULT_REASONS = re.compile(
 _UNAVAILABLE = re.compile(r"UnavailableNodes:(?P<nodes>[^)\s]+(?:\[[^\]]*\])?)")
 
 
-def _expand_hostlist(text: str) -> list[str]:
-    """`ip-10-1-0-[15,17-18],gpu1` -> the node names (Slurm's hostlist form)."""
-    names = []
-    for match in re.finditer(r"([^,\[]+)(?:\[([^\]]*)\])?", text):
-        prefix, ranges = match.group(1), match.group(2)
-        if ranges is None:
-            names.append(prefix)
-            continue
-        for part in ranges.split(","):
-            low, _, high = part.partition("-")
-            if high and low.isdigit() and high.isdigit():
-                names += [f"{prefix}{n:0{len(low)}d}" for n in range(int(low), int(high) + 1)][:64]
-            else:
-                names.append(f"{prefix}{low}")
-    return [n for n in (name.strip(",") for name in names) if n]
+def _unavailable_nodes(reason: str) -> list[str]:
+    """The Slurm node names of `UnavailableNodes:<hostlist>` in a pending reason (the hostlist
+    as written when it cannot be expanded)."""
+    unavailable = _UNAVAILABLE.search(reason)
+    if unavailable is None:
+        return []
+    try:
+        return expand_hostlist(unavailable.group("nodes"))
+    except ValueError:
+        return [unavailable.group("nodes")]
 
 
 @check(
@@ -168,8 +164,7 @@ def queue(inv: Inventory) -> Iterator[Finding]:
             waiting.append(entry)
             continue
         resources = [Resource(kind="job", id=entry.job_id, name=entry.name)]
-        unavailable = _UNAVAILABLE.search(entry.reason)
-        for name in _expand_hostlist(unavailable.group("nodes")) if unavailable else []:
+        for name in _unavailable_nodes(entry.reason):
             resources.append(Resource(kind="slurm_node", id=name))
             if name in by_host:
                 resources.append(Resource(kind="node", id=by_host[name], name=name))
