@@ -40,6 +40,10 @@ ALLOWED = {
     "find",
     "base64",
     "tr",
+    # `dd` only reads one dump with O_NOFOLLOW (no of=, see DD_FORBIDDEN_PREFIXES); `sort` orders
+    # the dump listing on stdin (no -o).
+    "dd",
+    "sort",
     # EFA latency (original probe 34): `fi_pingpong` only between a server and a client on the
     # node itself (loopback, see LOOPBACK_ONLY); it sends a few hundred small test messages and
     # changes no state. `sleep` gives the background server time to listen.
@@ -47,11 +51,26 @@ ALLOWED = {
     "sleep",
 }
 # Shell builtins and the script's own section markers (no process is started).
-BUILTINS = {"export", "ulimit", "printf", "begin", "end", "timeout", "shopt", "read", "done", "[", "return"}
-# The script's own one-line functions: their bodies are checked like any other line.
-SCRIPT_FUNCTIONS = {"begin", "end", "pingpong"}
-# Shell keywords that prefix a command in a one-line loop/conditional (`for ...; do cmd; done`).
-KEYWORD_PREFIXES = {"do", "then", "else"}
+SHELL_WORDS = {
+    "export",
+    "ulimit",
+    "printf",
+    "shopt",
+    "read",
+    "done",
+    "fi",
+    "[",
+    "[[",
+    "return",
+    "continue",
+    "exit",
+    "cd",
+}
+BUILTINS = SHELL_WORDS | {"begin", "end", "timeout"}
+# The script's own functions: their bodies are checked like any other line.
+SCRIPT_FUNCTIONS = {"begin", "end", "pingpong", "plain_path", "job_var", "fr_walk"}
+# Shell keywords that prefix a command (`for ...; do cmd; done`, `if cmd; then`, `while cmd; do`).
+KEYWORD_PREFIXES = {"do", "then", "else", "if", "elif", "while", "until", "!"}
 # Arguments a dual-use tool must (or must not) carry to stay read-only.
 ARGUMENT_RULES: dict[str, tuple[set[str], set[str]]] = {
     # tool: (at least one of these must appear, none of these may appear)
@@ -63,20 +82,27 @@ ARGUMENT_RULES: dict[str, tuple[set[str], set[str]]] = {
     "ip": ({"addr", "link"}, {"set", "add", "del", "delete", "flush"}),
     "journalctl": (set(), {"--vacuum-size", "--vacuum-time", "--rotate", "--flush"}),
     "dmesg": (set(), {"-c", "-C", "--clear", "-n"}),
-    "nc": (set(), {"-l", "--listen", "-e", "--exec", "-c", "--sh-exec", "-k", "--keep-open", "-o", "--output"}),
+    # `--` ends nc's options, so no address word can be read as one.
+    "nc": ({"--"}, {"-l", "--listen", "-e", "--exec", "-c", "--sh-exec", "-k", "--keep-open", "-o", "--output"}),
     "find": (
         set(),
         {"-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls"},
     ),
     "base64": (set(), {"-d", "--decode"}),
+    "dd": ({"iflag=nofollow,nonblock"}, set()),
+    "sort": (set(), {"-o", "--output"}),
 }
+# dd operands that would write.
+DD_FORBIDDEN_PREFIXES = ("of=", "oflag=", "seek=", "conv=")
 # Builtins that cannot hang and so need no timeout.
-NO_TIMEOUT_NEEDED = {"export", "ulimit", "printf", "begin", "end", "shopt", "read", "done", "[", "return", "pingpong"}
+NO_TIMEOUT_NEEDED = SHELL_WORDS | SCRIPT_FUNCTIONS
 # Traffic generators that may only talk to the node itself: options with a value, and the one
 # server address they may be given.
 LOOPBACK_ONLY = {"fi_pingpong": ({"-p", "-e", "-I", "-S", "-B", "-P", "-d", "-m", "-s"}, "127.0.0.1")}
 # Stream filters that only read their stdin, so end when their producer (under timeout) ends.
-STDIN_FILTERS = {"grep", "head", "tail", "tr"}
+STDIN_FILTERS = {"grep", "head", "tail", "tr", "sort"}
+# Options of these tools that take the next word as their value (a runtime value may follow them).
+OPTION_VALUES = {"find": {"-name", "-uid", "-regex"}, "fi_pingpong": {"-p"}}
 
 
 _SEPARATORS = {"|", "||", "&&", ";", "&"}
@@ -85,6 +111,7 @@ _SEPARATORS = {"|", "||", "&&", ";", "&"}
 def _tokens(line: str) -> list[str]:
     lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
+    lexer.commenters = ""  # whole-line comments are skipped; a `#` inside a word (${x#y}) hides nothing
     return list(lexer)
 
 
@@ -94,12 +121,13 @@ def commands(text: str) -> list[list[str]]:
     found = []
     for raw in text.splitlines():
         line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
+        if not line or line.startswith("#") or re.fullmatch(r"\w+\(\) [({]|[)}]", line):
+            continue  # the header and the end of a multi-line function: its body lines are checked
         body = re.match(r"^\w+\(\) \{ (.*); \}$", line)
         if body:
             line = body.group(1)
-        assert "$(" not in line and "`" not in line, f"command substitution hides commands: {line}"
+        # `$((...))` is arithmetic; `$(...)` and backquotes would hide commands from this check.
+        assert not re.search(r"\$\((?!\()", line) and "`" not in line, f"command substitution hides commands: {line}"
         current: list[str] = []
         tokens = iter(_tokens(line))
         for token in tokens:
@@ -118,8 +146,18 @@ def commands(text: str) -> list[list[str]]:
     # `2>&1` tokenises as "2", ">&", "1": drop the stray file-descriptor digits.
     cleaned = [[w for i, w in enumerate(c) if not (w.isdigit() and i == len(c) - 1 and len(w) == 1)] for c in found]
     # `do cmd` / `then cmd` run `cmd`; a `for name in words` header starts no process.
-    cleaned = [c[1:] if c and c[0] in KEYWORD_PREFIXES else c for c in cleaned]
+    cleaned = [_without_keywords(c) for c in cleaned]
     return [c for c in cleaned if c and c[0] != "for"]
+
+
+def _without_keywords(words: list[str]) -> list[str]:
+    while words and words[0] in KEYWORD_PREFIXES:
+        words = words[1:]
+    return words
+
+
+def _is_assignment(word: str) -> bool:
+    return re.match(r"[A-Za-z_]\w*\+?=", word) is not None
 
 
 def _positional(args: list[str], with_value: set[str]) -> list[str]:
@@ -153,7 +191,7 @@ def redirect_targets(text: str) -> list[str]:
 def test_scripts_use_only_allowlisted_read_only_commands(role: str) -> None:
     text = script(role)
     for words in commands(text):
-        if "=" in words[0] and words[0].split("=", 1)[0].isidentifier():
+        if _is_assignment(words[0]):
             continue  # plain assignment
         tool = words[0]
         if tool == "timeout":
@@ -169,6 +207,44 @@ def test_scripts_use_only_allowlisted_read_only_commands(role: str) -> None:
         assert not forbidden & set(args), f"{tool} {args} uses a state-changing option"
         if required:
             assert required & set(args), f"{tool} {args} lacks a read-only subcommand"
+        if tool == "dd":
+            assert not [a for a in args if a.startswith(DD_FORBIDDEN_PREFIXES)], f"dd {args} writes"
+
+
+_EXPANSION = re.compile(r"\$[{A-Za-z_0-9(?@#]")  # `$name`, `${...}`, `$1`, `$((...))`; not a regex's `$`
+
+
+def misplaced_runtime_values(text: str) -> list[list[str]]:
+    """Commands where a word expanded at run time could be taken for an option: it must come
+    after `--`, be the value of an option that takes one, or sit behind a fixed `if=./` (dd);
+    printf's format is never one."""
+    bad = []
+    for words in commands(text):
+        if _is_assignment(words[0]):
+            continue
+        tool, args = (words[2], words[3:]) if words[0] == "timeout" else (words[0], words[1:])
+        if tool == "printf" and args and _EXPANSION.search(args[0]):
+            bad.append(words)
+        if tool in SHELL_WORDS | SCRIPT_FUNCTIONS | {"timeout"}:
+            continue
+        for index, arg in enumerate(args):
+            if not _EXPANSION.search(arg):
+                continue
+            if tool == "dd":
+                ok = arg.startswith("if=./")
+            elif tool in OPTION_VALUES:
+                ok = index > 0 and args[index - 1] in OPTION_VALUES[tool]
+            else:
+                ok = "--" in args[:index]
+            if not ok:
+                bad.append(words)
+                break
+    return bad
+
+
+@pytest.mark.parametrize("role", sorted(SCRIPTS))
+def test_runtime_values_never_stand_where_an_option_could(role: str) -> None:
+    assert misplaced_runtime_values(script(role)) == []
 
 
 @pytest.mark.parametrize("role", sorted(SCRIPTS))
@@ -189,3 +265,21 @@ def test_the_checker_rejects_a_state_changing_command() -> None:
     # fi_pingpong may only be pointed at the node itself.
     assert _positional(["-p", "efa", "-I", "100", "10.1.0.7"], LOOPBACK_ONLY["fi_pingpong"][0]) == ["10.1.0.7"]
     assert _positional(["-p", "efa", "-e", "rdm", "127.0.0.1"], LOOPBACK_ONLY["fi_pingpong"][0]) == ["127.0.0.1"]
+    # A `#` inside a word hides nothing, and arithmetic is not command substitution.
+    assert [w[0] for w in commands("rest=${2#/}; reboot\nn=$((n + 1))\n")] == ["rest=${2#/}", "reboot", "n=$"]
+    with pytest.raises(AssertionError, match="command substitution"):
+        commands("x=$(reboot)\n")
+
+
+def test_the_checker_rejects_a_runtime_value_where_an_option_could_be() -> None:
+    bad = (
+        'timeout 20 nc -w 15 "$host" "$port"\n'
+        'timeout 5 grep -zs "^$1=" "$file"\n'
+        'timeout 5 find -P "$dir" -maxdepth 0\n'
+        'timeout 5 dd if="$name" iflag=nofollow\n'
+        'printf "$value"\n'
+    )
+    assert len(misplaced_runtime_values(bad)) == 5
+    good = 'timeout 20 nc -w 15 -- "$host" "$port"\ntimeout 5 find -P . -name "$part"\nprintf \'%s\\n\' "$v"\n'
+    assert misplaced_runtime_values(good) == []
+    assert ARGUMENT_RULES["nc"][0] == {"--"} and "of=" in DD_FORBIDDEN_PREFIXES

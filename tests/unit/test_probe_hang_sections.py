@@ -67,3 +67,45 @@ def test_a_dump_carrying_code_is_refused_by_the_evaluation_loader() -> None:
         pass
     else:
         raise AssertionError("a dump with a global reference must be refused")
+
+
+def test_the_job_choice_and_why_no_dump_was_read_are_parsed() -> None:
+    chosen = _section(
+        "nccl_job", ["pid=4113 uid=1000 comm=python candidates=3 why=lowest pid of the python/torchrun processes"]
+    )
+    skipped = "skipped: TORCH_NCCL_DEBUG_INFO_TEMP_FILE of pid 4113 not a plain absolute path (reading the default x)"
+    probe = parse_node_probe(chosen + _section("flight_recorder", [skipped]))
+    assert probe.nccl_job is not None
+    assert (probe.nccl_job.pid, probe.nccl_job.uid, probe.nccl_job.command, probe.nccl_job.candidates) == (
+        4113,
+        1000,
+        "python",
+        3,
+    )
+    assert probe.flight_recorder_error == skipped and probe.flight_recorder_dumps == []
+    unknown = parse_node_probe(_section("nccl_job", ["pid=7 uid=? comm=? candidates=1 why=x"]))
+    assert unknown.nccl_job is not None and unknown.nccl_job.uid is None and unknown.nccl_job.command is None
+    none = parse_node_probe(_section("nccl_job", ["none: no process carries NCCL or TORCH_NCCL settings"], rc=1))
+    assert none.nccl_job is None and none.flight_recorder_error is None
+
+
+def test_a_node_sending_more_dumps_than_the_probe_reads_is_not_believed_beyond_them() -> None:
+    lines = []
+    for rank in range(thresholds.FLIGHT_RECORDER_MAX_FILES + 5):
+        lines += [f"file 1.0 3 /proc/1/root/tmp/nccl_trace_rank_{rank}", "QUJD"]
+    dumps = parse_node_probe(_section("flight_recorder", lines)).flight_recorder_dumps
+    assert [d.rank for d in dumps] == list(range(thresholds.FLIGHT_RECORDER_MAX_FILES))
+
+
+def test_the_simulated_node_prints_the_probes_job_choice() -> None:
+    from hyperpod_nccl.simulation.node_behaviours import HungJobSpec, NodeBehaviours
+    from hyperpod_nccl.simulation.nodes import render_nccl_job
+    from hyperpod_nccl.simulation.scenario import load_scenario
+
+    scenario = load_scenario("slurm-p5en")
+    key = scenario.node_keys()[0]
+    hung = NodeBehaviours(hung_job=HungJobSpec(nodes=[key]))
+    probe = parse_node_probe(render_nccl_job(scenario, hung, key, 1767225600.0))
+    assert probe.nccl_job is not None and probe.nccl_job.pid == min(j.pid for j in probe.nccl_jobs)
+    idle = parse_node_probe(render_nccl_job(scenario, NodeBehaviours(), key, 1767225600.0))
+    assert idle.nccl_job is None and idle.flight_recorder_error is not None

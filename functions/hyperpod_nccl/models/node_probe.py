@@ -143,6 +143,17 @@ class NcclJobProcess(BaseModel):
     env: dict[str, str] = Field(default_factory=dict, description="only the NCCL/TORCH_NCCL names the probe reads")
 
 
+class NcclJobChoice(BaseModel):
+    """The process whose settings the probe read (NCCL_RAS_ADDR, the Flight Recorder prefix), and
+    why that one: the probe's `nccl_job` section."""
+
+    pid: int
+    uid: int | None = Field(default=None, description="its effective uid: the only owner of dumps the probe reads")
+    command: str | None = None
+    candidates: int = Field(default=0, description="processes carrying NCCL/TORCH_NCCL settings")
+    reason: str = ""
+
+
 class FlightRecorderFile(BaseModel):
     """One PyTorch Flight Recorder dump found on the node, still encoded (it is a pickle: it is
     only ever decoded by `hang.flight_recorder`'s restricted loader, at evaluation time)."""
@@ -152,6 +163,9 @@ class FlightRecorderFile(BaseModel):
     modified_epoch: float | None = None
     size_bytes: int = 0
     data_base64: str = ""
+    not_stored: str | None = Field(
+        default=None, description="why `data_base64` is empty: the monitor did not store this dump (its size)"
+    )
 
 
 class NodeProbeData(BaseModel):
@@ -202,6 +216,10 @@ class NodeProbeData(BaseModel):
     ras_status: str | None = Field(default=None, description="NCCL RAS STATUS answer, verbatim (capped)")
     ras_error: str | None = None
     flight_recorder_dumps: list[FlightRecorderFile] = Field(default_factory=list)
+    nccl_job: NcclJobChoice | None = Field(default=None, description="None: no NCCL job (or an older probe)")
+    flight_recorder_error: str | None = Field(
+        default=None, description="why dumps were not read, or not from the prefix the job set"
+    )
     sections: list[SectionStatus] = Field(default_factory=list)
 
     def section_rc(self, name: str) -> int | None:
@@ -278,6 +296,9 @@ class NodeProbeResult(BaseModel):
     exit_code: int | None = None
     complete: bool = False
     output_bytes: int = 0
+    # The SSM document the session was started with (the stack's probe document, or the AWS
+    # managed one whose command is free text).
+    session_document: str | None = None
     probe: NodeProbeData | None = None
     slurm: SlurmControllerData | None = None
 

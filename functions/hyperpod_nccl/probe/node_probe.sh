@@ -147,7 +147,7 @@ timeout 10 iptables -S 2>&1 | grep -E '(-j|--jump) (DROP|REJECT)' | grep -vE 'KU
 end firewall "${PIPESTATUS[0]}"
 
 begin stale_shm
-timeout 5 ls /dev/shm/ 2>&1 | grep -E '^nccl-'
+timeout 5 ls /dev/shm/ 2>&1 | grep -E '^nccl-[[:print:]]{0,200}$'
 end stale_shm "${PIPESTATUS[0]}"
 
 begin training_procs
@@ -173,37 +173,165 @@ begin efa_latency_tcp
 [ "$efa_latency_rc" = 0 ] || pingpong tcp
 end efa_latency_tcp "$?"
 
-# Hang attribution (read-only). The first process whose environment carries NCCL/PyTorch-NCCL
-# settings is "the job"; its environment gives the RAS address and the Flight Recorder prefix.
+# Hang attribution (read-only). Trust: every process on the node, and so everything under
+# /proc/<pid>/ (environ, comm) and every file in a job's file system, is written by whoever runs
+# that process, which on Slurm is any user of the cluster (and there /proc/<pid>/root is the host's
+# `/`). Nothing read there is used before it passes a strict shape: pids are digits, NCCL_RAS_ADDR
+# is host:port of this node, the Flight Recorder prefix is a plain absolute path, a dump's name is
+# the prefix plus a rank. Values are copied with a length bound and printable ASCII only, and no
+# runtime value ever stands where a command could take it for an option.
 # `lastpipe` lets `read` at the end of a pipeline set variables without command substitution.
 shopt -s lastpipe
-job_environ=
-ras_line=
-fr_line=
-timeout 5 grep -zslE '^(NCCL_|TORCH_NCCL_)' /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | head -n 1 | read -r job_environ
-job_proc=${job_environ%/environ}
+# A plain absolute path: components of [A-Za-z0-9._-] that do not start with `-`, at most 200
+# characters, no empty (`//`), `.` or `..` component. A trailing `/` is kept (a directory prefix).
+re_plain_path='^(/[A-Za-z0-9._][A-Za-z0-9._-]*)+/?$'
+re_dot_part='(^|/)\.\.?(/|$)'
+plain_path() { [ "${#1}" -le 200 ] && [[ $1 =~ $re_plain_path ]] && ! [[ $1 =~ $re_dot_part ]]; }
+# The /proc to read. Only tests/functional/test_probe_runtime_hostile.py sets this (to a planted
+# tree); nothing in production does, and a value that is not a plain absolute path is ignored.
+proc=/proc
+plain_path "${HYPERPOD_NCCL_PROBE_PROC_ROOT:-}" && proc=$HYPERPOD_NCCL_PROBE_PROC_ROOT
 
 begin nccl_jobs
-timeout 5 ps -eo pid=,comm= 2>&1 | grep -E ' (python[0-9.]*|torchrun)$' | head -n 64
+timeout 5 ps -eo pid=,comm= 2>&1 | grep -E ' (python[0-9.]*|torchrun|pt_main_thread)$' | head -n 64
 end nccl_jobs "${PIPESTATUS[0]}"
 
 begin nccl_job_env
-timeout 10 grep -zsoHE '^(RANK|LOCAL_RANK|NCCL_RAS_ADDR|NCCL_RAS_ENABLE|NCCL_DEBUG|TORCH_NCCL_DEBUG_INFO_TEMP_FILE|TORCH_NCCL_TRACE_BUFFER_SIZE|TORCH_NCCL_DUMP_ON_TIMEOUT|NCCL_P2P_DISABLE|NCCL_IB_DISABLE|NCCL_SHM_DISABLE|NCCL_NVLS_ENABLE)=[^[:cntrl:]]{0,256}' /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | head -n 4000
+timeout 10 grep -zsoHE -- '^(RANK|LOCAL_RANK|NCCL_RAS_ADDR|NCCL_RAS_ENABLE|NCCL_DEBUG|TORCH_NCCL_DEBUG_INFO_TEMP_FILE|TORCH_NCCL_TRACE_BUFFER_SIZE|TORCH_NCCL_DUMP_ON_TIMEOUT|NCCL_P2P_DISABLE|NCCL_IB_DISABLE|NCCL_SHM_DISABLE|NCCL_NVLS_ENABLE)=[[:print:]]{0,256}' "$proc"/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | head -n 4000
 end nccl_job_env "${PIPESTATUS[0]}"
 
-# NCCL RAS (NCCL >= 2.24): a client-only connection to the node-local RAS port asking for STATUS.
-timeout 5 grep -zshoE '^NCCL_RAS_ADDR=[^[:cntrl:]]+' "$job_environ" 2>/dev/null | tr '\0' '\n' | head -n 1 | read -r ras_line
-ras_addr=${ras_line#NCCL_RAS_ADDR=}
-ras_addr=${ras_addr:-localhost:28028}
-begin nccl_ras
-printf 'CLIENT PROTOCOL 2\nSTATUS\n' | timeout 20 nc -w 15 "${ras_addr%:*}" "${ras_addr##*:}" 2>&1 | head -c 16777216
-end nccl_ras "${PIPESTATUS[1]}"
+# "The job": the processes whose environment carries NCCL/PyTorch-NCCL settings are candidates; a
+# python/torchrun process (PyTorch names its main thread pt_main_thread) is preferred over a
+# launcher or shell, and among those the lowest pid, the one started first. Any user can start
+# such a process, so the choice only decides whose settings are read: the RAS query goes to this
+# node only, and the dumps read are regular files owned by the chosen process's user.
+re_pid='^[1-9][0-9]{0,9}$'
+re_job_comm='^(python[0-9.]*|torchrun|pt_main_thread)$'
+re_comm='^[A-Za-z0-9._:+-]{1,15}$'
+job_pid=
+job_uid=
+job_comm=
+job_candidates=0
+job_preferred=
+job_other=
+timeout 5 grep -zslE -- '^(NCCL_|TORCH_NCCL_)' "$proc"/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | head -n 4096 | while IFS= read -r environ; do
+  pid=${environ#"$proc/"}
+  pid=${pid%/environ}
+  [[ $pid =~ $re_pid ]] || continue
+  [ "$environ" = "$proc/$pid/environ" ] || continue
+  comm=
+  IFS= read -r comm 2>/dev/null <"$proc/$pid/comm"
+  job_candidates=$((job_candidates + 1))
+  if [[ $comm =~ $re_job_comm ]]; then
+    [ "$pid" -lt "${job_preferred:-99999999999}" ] && job_preferred=$pid
+  else
+    [ "$pid" -lt "${job_other:-99999999999}" ] && job_other=$pid
+  fi
+done
+job_why="lowest pid of the python/torchrun processes with NCCL or TORCH_NCCL settings"
+job_pid=$job_preferred
+[ -n "$job_pid" ] || job_why="lowest pid with NCCL or TORCH_NCCL settings (no python/torchrun process has any)"
+[ -n "$job_pid" ] || job_pid=$job_other
+job_rc=1
+if [ -n "$job_pid" ]; then
+  job_rc=0
+  IFS= read -r job_comm 2>/dev/null <"$proc/$job_pid/comm"
+  [[ $job_comm =~ $re_comm ]] || job_comm='?'
+  # /proc/<pid>/status has "Uid: real effective saved fs"; files are created with the effective one.
+  timeout 5 grep -sm1 -- '^Uid:' "$proc/$job_pid/status" 2>/dev/null | read -r _ _ job_uid _
+  [[ $job_uid =~ ^[0-9]{1,10}$ ]] || job_uid=
+fi
+begin nccl_job
+if [ -z "$job_pid" ]; then printf 'none: no process carries NCCL or TORCH_NCCL settings\n'; fi
+if [ -n "$job_pid" ]; then printf 'pid=%s uid=%s comm=%s candidates=%s why=%s\n' "$job_pid" "${job_uid:-?}" "$job_comm" "$job_candidates" "$job_why"; fi
+end nccl_job "$job_rc"
 
-# PyTorch Flight Recorder dumps, read through the job's root (they live in its container),
-# only files changed in the last 24 h and under the size cap (thresholds.FLIGHT_RECORDER_MAX_BYTES).
-timeout 5 grep -zshoE '^TORCH_NCCL_DEBUG_INFO_TEMP_FILE=[^[:cntrl:]]+' "$job_environ" 2>/dev/null | tr '\0' '\n' | head -n 1 | read -r fr_line
-fr_prefix=${fr_line#TORCH_NCCL_DEBUG_INFO_TEMP_FILE=}
-fr_prefix=${fr_prefix:-/tmp/nccl_trace_rank_}
+# One variable of the job's environment, whole (at most 512 bytes): a newline inside the value
+# becomes \001 so that the shape checks refuse it rather than use its first line.
+job_var() { job_value=; [ -n "$job_pid" ] || return 0; timeout 5 grep -zsm1 -- "^$1=" "$proc/$job_pid/environ" 2>/dev/null | head -c 512 | tr '\n\0' '\001\n' | head -n 1 | IFS= read -r job_value; job_value=${job_value#"$1="}; }
+
+# NCCL RAS (NCCL >= 2.24): a client-only connection to the node-local RAS port asking for STATUS.
+# NCCL_RAS_ADDR must be host:port with a host of this node (loopback, or an IPv4 address `ip`
+# lists; 0.0.0.0 listens on loopback too) and a port of 1-65535; otherwise nothing is asked.
+# The port is compared as a number only after it is known to be digits (bash arithmetic on a
+# raw string would run commands), and `--` ends nc's options whatever the words are.
+re_host_port='^(localhost|::1|\[::1\]|[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}):([0-9]{1,5})$'
+re_cidr='^([0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3})/[0-9]{1,2}$'
+own_addrs=' localhost ::1 [::1] 127.0.0.1 0.0.0.0 '
+timeout 5 ip -o -4 addr show 2>/dev/null | head -n 256 | while read -r _ _ family cidr _; do
+  [ "$family" = inet ] && [[ $cidr =~ $re_cidr ]] && own_addrs+="${BASH_REMATCH[1]} "
+done
+ras_host=localhost
+ras_port=28028
+ras_skip=
+job_var NCCL_RAS_ADDR
+if [ -n "$job_value" ]; then
+  ras_skip="skipped: NCCL_RAS_ADDR of pid $job_pid is not host:port of this node (not queried)"
+  if [[ $job_value =~ $re_host_port ]] && [[ $own_addrs == *" ${BASH_REMATCH[1]} "* ]]; then
+    ras_host=${BASH_REMATCH[1]}
+    ras_port=${BASH_REMATCH[2]}
+    [ "$ras_host" = 0.0.0.0 ] && ras_host=127.0.0.1
+    [ "$ras_host" = '[::1]' ] && ras_host=::1
+    [ "$((10#$ras_port))" -ge 1 ] && [ "$((10#$ras_port))" -le 65535 ] && ras_skip=
+    ras_port=$((10#$ras_port))
+  fi
+fi
+# The answer comes from whatever listens on that port (any user can): control characters are
+# dropped and no line may start with the section marker `@@`.
+begin nccl_ras
+ras_rc=2
+if [ -n "$ras_skip" ]; then printf '%s\n' "$ras_skip"; fi
+if [ -z "$ras_skip" ]; then printf 'CLIENT PROTOCOL 2\nSTATUS\n' | timeout 20 nc -w 15 -- "$ras_host" "$ras_port" 2>&1 | tr -d '\000-\010\013-\037\177' | grep -av -- '^@@' | head -c 16777216; ras_rc=${PIPESTATUS[1]}; fi
+end nccl_ras "$ras_rc"
+
+# PyTorch Flight Recorder dumps (<prefix><rank>, hang.flight_recorder.DEFAULT_DUMP_PREFIX unless
+# TORCH_NCCL_DEBUG_INFO_TEMP_FILE names another plain absolute path), read through the job's root
+# (they live in its container). Nothing is read without a job: /proc/1/root/tmp would be the
+# host's world-writable /tmp. The walk from the job's root to the prefix's directory steps into
+# one component at a time and checks that the directory it stands in is the real directory
+# (device and inode) that was listed in the one before, so no link is followed and the files are
+# named relative to a directory that cannot be swapped; dd's O_NOFOLLOW refuses a dump that
+# became a link after it was listed (O_NONBLOCK: one that became a FIFO cannot stall the read).
+# Only regular files with one link (no second name of another file), owned by the job's uid (so
+# nothing its user could not read anyway), changed in the last 24 h, named <prefix><rank>, under
+# the size cap (thresholds.FLIGHT_RECORDER_MAX_BYTES) are read, the newest
+# thresholds.FLIGHT_RECORDER_MAX_FILES of them.
+re_rank_name='^[0-9]{1,9}(\.json|\.pkl|\.pickle)?$'
+re_mtime='^[0-9]{1,12}(\.[0-9]{1,10})?$'
+re_size='^[0-9]{1,9}$'
+fr_walk() (
+  cd -P -- "$1/" 2>/dev/null || exit 3
+  rest=${2#/}
+  while [ -n "$rest" ]; do
+    part=${rest%%/*}
+    rest=${rest#"$part"}
+    rest=${rest#/}
+    listed=
+    here=
+    timeout 5 find -P . -mindepth 1 -maxdepth 1 -name "$part" -type d -printf '%D:%i\n' 2>/dev/null | head -n 1 | read -r listed
+    [ -n "$listed" ] || exit 1
+    cd -P -- "./$part" 2>/dev/null || exit 1
+    timeout 5 find -P . -maxdepth 0 -printf '%D:%i\n' 2>/dev/null | read -r here
+    [ "$here" = "$listed" ] || exit 1
+  done
+  timeout 10 find -P . -mindepth 1 -maxdepth 1 -regextype posix-extended -regex "\./${3//./\\.}[0-9]{1,9}(\.json|\.pkl|\.pickle)?" -type f -links 1 -uid "$4" -mmin -1440 -size -32768k -printf '%T@ %s %f\n' 2>/dev/null | sort -rn | head -n 16 | while read -r mtime size name; do
+    [[ $mtime =~ $re_mtime ]] && [[ $size =~ $re_size ]] && [[ ${name#"$3"} =~ $re_rank_name ]] || continue
+    printf 'file %s %s %s\n' "$mtime" "$size" "$1$2/$name"
+    timeout 20 dd if="./$name" iflag=nofollow,nonblock bs=1M count=32 status=none 2>/dev/null | timeout 20 base64 -w 0
+    printf '\n'
+  done
+)
+fr_prefix=/tmp/nccl_trace_rank_
+fr_skip=
+job_var TORCH_NCCL_DEBUG_INFO_TEMP_FILE
+if [ -n "$job_value" ] && plain_path "$job_value"; then fr_prefix=$job_value; fi
+if [ -n "$job_value" ] && ! plain_path "$job_value"; then fr_skip="skipped: TORCH_NCCL_DEBUG_INFO_TEMP_FILE of pid $job_pid not a plain absolute path (reading the default $fr_prefix)"; fi
 begin flight_recorder
-for fr_file in "${job_proc:-/proc/1}/root$fr_prefix"*; do timeout 5 find "$fr_file" -maxdepth 0 -type f -mmin -1440 -size -32768k -printf 'file %T@ %s %p\n' 2>/dev/null | grep -E '^file ' && timeout 20 base64 -w 0 "$fr_file" 2>/dev/null && printf '\n'; done
-end flight_recorder 0
+fr_rc=1
+if [ -z "$job_pid" ]; then printf 'skipped: no NCCL job runs on this node (no Flight Recorder dump to read)\n'; fi
+if [ -n "$job_pid" ] && [ -z "$job_uid" ]; then printf 'skipped: the user of pid %s is unknown (no Flight Recorder dump read)\n' "$job_pid"; fi
+if [ -n "$fr_skip" ]; then printf '%s\n' "$fr_skip"; fi
+if [ -n "$job_uid" ]; then fr_walk "$proc/$job_pid/root" "${fr_prefix%/*}" "${fr_prefix##*/}" "$job_uid"; fr_rc=$?; fi
+if [ "$fr_rc" = 1 ] && [ -n "$job_uid" ]; then printf 'skipped: %s is not a directory reached without links in the root of pid %s\n' "${fr_prefix%/*}/" "$job_pid"; fi
+if [ "$fr_rc" = 3 ]; then printf 'skipped: the root of pid %s is gone (the process ended)\n' "$job_pid"; fi
+end flight_recorder "$fr_rc"

@@ -1,4 +1,6 @@
 # hyperpod-nccl Slurm controller probe (read-only). Same section format as node_probe.sh.
+# No value read at run time is ever a command's argument here. Job names (any user's) and node
+# reasons are free text: control characters are dropped from them (a newline stays a row end).
 export LC_ALL=C
 export PATH="$PATH:/opt/slurm/bin:/usr/local/bin:/usr/sbin:/sbin"
 begin() { printf '@@BEGIN %s\n' "$1"; }
@@ -13,17 +15,17 @@ timeout 5 systemctl is-active munge 2>&1
 end munge "$?"
 
 begin sinfo
-timeout 15 sinfo -N -h -o '%N|%n|%o|%T|%E' 2>&1
-end sinfo "$?"
+timeout 15 sinfo -N -h -o '%N|%n|%o|%T|%E' 2>&1 | tr -d '\000-\010\013-\037\177'
+end sinfo "${PIPESTATUS[0]}"
 
 begin squeue
-timeout 15 squeue -h -t PENDING,COMPLETING -o '%i|%j|%T|%R' 2>&1 | head -n 50
+timeout 15 squeue -h -t PENDING,COMPLETING -o '%i|%j|%T|%R' 2>&1 | tr -d '\000-\010\013-\037\177' | head -n 50
 end squeue "${PIPESTATUS[0]}"
 
 begin nccl_env_files
-timeout 5 grep -HE '^[[:space:]]*(export[[:space:]]+)?(NCCL_|FI_|TORCH_NCCL_)[A-Z_]*=' /etc/profile.d/nccl.sh /opt/ml/config/nccl.conf /etc/slurm/prolog.d/ /opt/slurm/etc/prolog.d/ -r 2>&1 | head -n 30
+timeout 5 grep -rHE -- '^[[:space:]]*(export[[:space:]]+)?(NCCL_|FI_|TORCH_NCCL_)[A-Z_]*=' /etc/profile.d/nccl.sh /opt/ml/config/nccl.conf /etc/slurm/prolog.d/ /opt/slurm/etc/prolog.d/ 2>&1 | head -n 30
 end nccl_env_files "${PIPESTATUS[0]}"
 
 begin remove_ipc
-timeout 5 grep -hE '^[[:space:]]*RemoveIPC' /etc/systemd/logind.conf /etc/systemd/logind.conf.d/ -r 2>&1
+timeout 5 grep -rhE -- '^[[:space:]]*RemoveIPC' /etc/systemd/logind.conf /etc/systemd/logind.conf.d/ 2>&1
 end remove_ipc "$?"

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from hyperpod_nccl import instance_types
+from hyperpod_nccl.hang.flight_recorder import DEFAULT_DUMP_PREFIX
 from hyperpod_nccl.probe import script
 from hyperpod_nccl.simulation.aws import (
     EmulatedAws,
@@ -25,7 +26,7 @@ from hyperpod_nccl.simulation.hang_job import HungJob, flight_recorder_pickle, r
 from hyperpod_nccl.simulation.node_behaviours import NodeBehaviour, NodeBehaviours, SessionFaultSpec
 from hyperpod_nccl.simulation.scenario import Scenario
 from hyperpod_nccl.simulation.ssm_agent import SimulatedSsmAgent
-from hyperpod_nccl.ssm.client import DOCUMENT, RC_MARKER
+from hyperpod_nccl.ssm.client import RC_MARKER
 
 # HyperPod node statuses whose instance has no running agent.
 UNREACHABLE_STATUSES = {"Failure", "Pending", "ShuttingDown"}
@@ -297,6 +298,17 @@ def _loopback_latency(behaviour: NodeBehaviour, efa_works: bool) -> list[str]:
     return failed + _section("efa_latency_tcp", _pingpong_table(31.4))
 
 
+_NO_RAS = ["nc: connect to localhost port 28028 (tcp) failed: Connection refused"]
+
+
+def _job_choice(pid: int | None, candidates: int) -> list[str]:
+    """The probe's `nccl_job` section: the simulated ranks run as root (a container's default)."""
+    if pid is None:
+        return _section("nccl_job", ["none: no process carries NCCL or TORCH_NCCL settings"], rc=1)
+    why = "lowest pid of the python/torchrun processes with NCCL or TORCH_NCCL settings"
+    return _section("nccl_job", [f"pid={pid} uid=0 comm=python candidates={candidates} why={why}"])
+
+
 def render_nccl_job(scenario: Scenario, behaviours: NodeBehaviours, node_key: str, now: float) -> str:
     """The hang-attribution sections of `node_probe.sh`: the node's training processes and their
     NCCL environment, the local NCCL RAS answer and the Flight Recorder dumps (base64 lines)."""
@@ -313,13 +325,14 @@ def render_nccl_job(scenario: Scenario, behaviours: NodeBehaviours, node_key: st
             jobs.append(f"{pid:>7} python")
             values = {"RANK": str(index * 8 + local), "LOCAL_RANK": str(local), **own_env}
             env += [f"/proc/{pid}/environ:{name}={value}" for name, value in values.items()]
-        out = _section("nccl_jobs", jobs) + _section("nccl_job_env", env)
-        out += _section("nccl_ras", ["nc: connect to localhost port 28028 (tcp) failed: Connection refused"], rc=1)
+        out = _section("nccl_jobs", jobs) + _section("nccl_job_env", env) + _job_choice(7300, len(jobs))
+        out += _section("nccl_ras", _NO_RAS, rc=1)
         return "\n".join(out + _section("flight_recorder", [])) + "\n"
     if spec is None or node_key not in spec.nodes:
-        out = _section("nccl_jobs", [], rc=1) + _section("nccl_job_env", [], rc=1)
-        out += _section("nccl_ras", ["nc: connect to localhost port 28028 (tcp) failed: Connection refused"], rc=1)
-        return "\n".join(out + _section("flight_recorder", [])) + "\n"
+        out = _section("nccl_jobs", [], rc=1) + _section("nccl_job_env", [], rc=1) + _job_choice(None, 0)
+        out += _section("nccl_ras", _NO_RAS, rc=1)
+        no_job = ["skipped: no NCCL job runs on this node (no Flight Recorder dump to read)"]
+        return "\n".join(out + _section("flight_recorder", no_job, rc=1)) + "\n"
     written = now - spec.minutes_ago * 60
     job = HungJob(
         world_size=len(spec.nodes) * spec.ranks_per_node,
@@ -330,7 +343,7 @@ def render_nccl_job(scenario: Scenario, behaviours: NodeBehaviours, node_key: st
     )
     index = spec.nodes.index(node_key)
     ranks = range(index * spec.ranks_per_node, (index + 1) * spec.ranks_per_node)
-    prefix = spec.trace_prefix or "/tmp/nccl_trace_rank_"
+    prefix = spec.trace_prefix or DEFAULT_DUMP_PREFIX
     jobs, env, dumps = [], [], []
     for local, rank in enumerate(ranks):
         pid = 4100 + rank
@@ -348,7 +361,7 @@ def render_nccl_job(scenario: Scenario, behaviours: NodeBehaviours, node_key: st
         dumps.append(f"file {written:.6f} {len(data)} /proc/{4100 + ranks[0]}/root{prefix}{rank}")
         dumps.append(base64.b64encode(data).decode("ascii"))
     hosts = [scenario.hostname(key).split(".", 1)[0] for key in spec.nodes]
-    out = _section("nccl_jobs", jobs) + _section("nccl_job_env", env)
+    out = _section("nccl_jobs", jobs) + _section("nccl_job_env", env) + _job_choice(4100 + ranks[0], len(jobs))
     out += _section("nccl_ras", ras_status_text(job, hosts).splitlines())
     return "\n".join(out + _section("flight_recorder", dumps)) + "\n"
 
@@ -445,17 +458,16 @@ def start_node_agents(scenario: Scenario, emulation: EmulatedAws, cluster_arn: s
     }
     sessions_started: dict[str, int] = {}
 
-    def start_session(target: str, document: str | None, parameters: dict[str, Any]) -> dict[str, Any]:
+    def start_session(target: str, document: str, command: str) -> dict[str, Any]:
+        # `command` is what the agent runs: the custom document's embedded command, or the
+        # managed document's with its free-text parameter (resolved by the emulated StartSession).
         key = by_target.get(target)
         if key is None:
             raise SessionRefused("InvalidTarget", f"Target {target} is not a valid target for this account and region.")
-        if document != DOCUMENT:
-            raise SessionRefused("InvalidDocument", f"document {document!r} is not supported by the simulation")
         override = scenario.override(key)
         behaviour = behaviours.for_node(key)
         if behaviour.unreachable or (override is not None and override.status in UNREACHABLE_STATUSES):
             raise SessionRefused("TargetNotConnected", f"{target} is not connected.")
-        command = " ".join(parameters.get("command") or [])
         output = _answer(scenario, behaviours, key, behaviour, command)
         count = sessions_started.get(key, 0)
         sessions_started[key] = count + 1
