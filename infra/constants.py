@@ -11,6 +11,7 @@ from pathlib import Path
 
 from hyperpod_nccl.handlers import SERVICE
 from hyperpod_nccl.monitor.settings import METRICS_NAMESPACE
+from hyperpod_nccl.probe.documents import DEFAULT_STACK_NAME
 
 # --- repository layout (the app runs from anywhere; paths are anchored on this file) -------------
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -42,13 +43,16 @@ OFFLINE_ACCOUNT = "123456789012"
 OFFLINE_REGION = "us-west-2"
 
 # --- Construct ids (PascalCase nouns) and CfnOutput logical ids (fixed; tests and scripts read them) -
-STACK_ID_DEFAULT = "HyperPodNcclMonitor"
+# The CLI looks for the probe documents of a stack of this name, so the runtime owns the default.
+STACK_ID_DEFAULT = DEFAULT_STACK_NAME
 OUTPUT_TABLE_NAME = "FindingsTableName"
 OUTPUT_TOPIC_ARN = "AlertsTopicArn"
 OUTPUT_STATE_MACHINE_ARN = "SweepStateMachineArn"
 OUTPUT_TRIGGER_FUNCTION = "TriggerFunctionName"
 OUTPUT_KUBERNETES_ROLE_ARN = "KubernetesCollectorRoleArn"
 OUTPUT_DASHBOARD = "DashboardName"
+# The probe-only Session documents, by probe role.
+OUTPUT_PROBE_DOCUMENTS = {"node": "NodeProbeDocumentName", "slurm_controller": "SlurmControllerProbeDocumentName"}
 
 # The trigger is the only function outside the state machine: schedules and EventBridge rules call it.
 TRIGGER_FUNCTION = "trigger"
@@ -61,9 +65,10 @@ FUNCTION_MEMORY_MB: dict[str, int] = {
     "discover": 512,
     "collect_logs": 512,
     "collect_kubernetes": 512,
-    # Waits on one SSM session; peak RSS about 80-90 MB (BENCHMARKS.md). Billed per GB-s while
-    # waiting, so it gets the minimum.
-    "probe_node": 128,
+    # Waits on one SSM session; about 80-90 MB at rest (BENCHMARKS.md), plus about 4x the node's
+    # answer while parsing and storing it, bounded by settings.PROBE_NODE_OUTPUT_MAX_BYTES (16 MiB).
+    # Billed per GB-s while waiting, so no more than that.
+    "probe_node": 256,
     "aggregate": 1024,
     "notify": 256,
 }

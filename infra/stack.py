@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import Annotations, CfnOutput, Stack, Token
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
@@ -16,23 +16,26 @@ from hyperpod_nccl.monitor.settings import (
     FUNCTION_ENVIRONMENT,
     HISTORY_DAYS_ENV,
     NODE_COVERAGE_ENV,
+    PROBE_DOCUMENTS_ENV,
     REFERENCE_BASE_URL_ENV,
     STATE_MACHINE_ENV,
-    TABLE_WRITERS,
+    TABLE_ACTIONS,
 )
 from infra import nag
 from infra.config import StageConfig
 from infra.constants import (
     OUTPUT_DASHBOARD,
     OUTPUT_KUBERNETES_ROLE_ARN,
+    OUTPUT_PROBE_DOCUMENTS,
     OUTPUT_STATE_MACHINE_ARN,
     OUTPUT_TABLE_NAME,
     OUTPUT_TOPIC_ARN,
     OUTPUT_TRIGGER_FUNCTION,
     TRIGGER_FUNCTION,
 )
+from infra.constructs.documents import ProbeDocuments
 from infra.constructs.functions import MonitorFunctions
-from infra.constructs.monitoring import MonitorObservability
+from infra.constructs.monitoring import MonitorObservability, alarm_names
 from infra.constructs.notifications import AlertNotifications
 from infra.constructs.storage import FindingsStorage
 from infra.constructs.triggers import SweepTriggers
@@ -53,6 +56,8 @@ class MonitorStack(Stack):
             slack=config.slack,
             configuration_name=f"{config.stack_name}-alerts",
         )
+        self.probe_documents = ProbeDocuments(self, "ProbeDocuments", stack_name=config.stack_name)
+        self._warn_unprobed_regions()
         state_machine_name = f"{config.stack_name}-sweep"
         environment = {
             FINDINGS_TABLE_ENV: self.storage.table.table_name,
@@ -62,6 +67,7 @@ class MonitorStack(Stack):
             NODE_COVERAGE_ENV: str(config.node_coverage),
             CLUSTERS_ENV: json.dumps([cluster.model_dump() for cluster in config.clusters], separators=(",", ":")),
             HISTORY_DAYS_ENV: str(config.history_retention_days),
+            PROBE_DOCUMENTS_ENV: json.dumps(self.probe_documents.names, separators=(",", ":")),
         }
         self.functions = MonitorFunctions(
             self,
@@ -69,6 +75,7 @@ class MonitorStack(Stack):
             environment_values=environment,
             log_retention_days=config.log_retention_days,
             cluster_regions=config.cluster_regions,
+            probe_documents=self.probe_documents.names,
         )
         self.workflow = SweepWorkflow(
             self,
@@ -96,20 +103,40 @@ class MonitorStack(Stack):
             sweep_rate_minutes=config.sweep_rate_minutes,
             missed_sweeps=config.missed_sweeps_before_alarm,
             dashboard_name=f"{config.stack_name}-{self.region}",
+            alarm_name_prefix=config.stack_name,
         )
+        self.notifications.admit_alarms(alarm_names(config.stack_name))
         self._outputs()
         nag.apply(self)
+
+    def _warn_unprobed_regions(self) -> None:
+        """SSM documents are regional: nodes of a watched cluster outside the stack's region cannot
+        be probed by this stack (its role may use only its own documents). Said at synth time."""
+        if Token.is_unresolved(self.region):
+            return
+        elsewhere = sorted({c.region for c in self.config.clusters if c.region != self.region})
+        if elsewhere:
+            Annotations.of(self).add_warning_v2(
+                "hyperpod-nccl:probe-region",
+                f"nodes of the watched clusters in {', '.join(elsewhere)} cannot be probed: the probe-only"
+                f" session documents exist in {self.region} only; deploy one stack per region",
+            )
 
     def _grant(self) -> None:
         """Writes go only to the monitor's own resources, and only to the functions that use them."""
         functions, roles = self.functions.functions, self.functions.roles
         table = self.storage.table
-        for handler in TABLE_WRITERS:
-            table.grant_read_write_data(functions[handler])
+        for handler, actions in TABLE_ACTIONS.items():
+            # Exactly the item operations the handler's code makes (settings.TABLE_ACTIONS); a
+            # Query may read the secondary index (open findings by cluster).
+            resources = [table.table_arn, *([f"{table.table_arn}/index/*"] if "Query" in actions else [])]
+            roles[handler].add_to_policy(
+                iam.PolicyStatement(actions=[f"dynamodb:{a}" for a in actions], resources=resources)
+            )
             nag.acknowledge_wildcard_resources(
                 roles[handler],
-                [f"{table.table_arn}/index/*"],
-                "Read/write on the monitor's own table includes its secondary indexes (queried by cluster).",
+                resources,
+                "Queries on the monitor's own table include its secondary index (open findings by cluster).",
             )
         for handler, names in FUNCTION_ENVIRONMENT.items():
             if ALERTS_TOPIC_ENV in names:
@@ -143,6 +170,7 @@ class MonitorStack(Stack):
             # collection works; see README "Deploying the monitor".
             OUTPUT_KUBERNETES_ROLE_ARN: self.functions.functions["collect_kubernetes"].role.role_arn,  # type: ignore[union-attr]
             OUTPUT_DASHBOARD: self.observability.dashboard.dashboard_name,
+            **{OUTPUT_PROBE_DOCUMENTS[role]: doc.ref for role, doc in self.probe_documents.documents.items()},
         }
         for logical_id, value in values.items():
             output = CfnOutput(self, logical_id, value=value)

@@ -12,6 +12,8 @@ from hyperpod_nccl.collectors.context import CollectionContext, ProgressSink
 from hyperpod_nccl.models.findings import Coverage, DegradedSource, Finding, SweepResult
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.request import DiagnoseRequest
+from hyperpod_nccl.probe import documents
+from hyperpod_nccl.ssm import client as ssm_client
 
 
 def applicable_checks(inventory: Inventory) -> list[Check]:
@@ -44,12 +46,15 @@ def coverage_of(inventory: Inventory) -> Coverage:
     probes = inventory.node_probes
     if probes is None:
         return Coverage(nodes_total=len(nodes), nodes_skipped=len(nodes))
+    used = sorted({r.session_document for r in probes.results if r.session_document})
     return Coverage(
         nodes_total=len(nodes),
         nodes_probed=len(probes.probed_instance_ids),
         nodes_unreachable=len(probes.unreachable_instance_ids),
         nodes_skipped=max(0, len(nodes) - len(probes.probed_instance_ids) - len(probes.unreachable_instance_ids)),
         unreachable_node_ids=list(probes.unreachable_instance_ids),
+        probe_documents=used,
+        probe_access_note=documents.managed_document_note() if ssm_client.DOCUMENT in used else None,
     )
 
 

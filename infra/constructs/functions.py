@@ -28,15 +28,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from hyperpod_nccl.monitor import load_definition
-from hyperpod_nccl.monitor.settings import (
-    ASL_FUNCTION_PLACEHOLDERS,
-    ASL_MAP_CONCURRENCY_PLACEHOLDER,
-    ASL_PROBE_TIMEOUT_PLACEHOLDER,
-    FUNCTION_ENVIRONMENT,
-    PROBE_TIMEOUT_SECONDS,
-    handler_path,
-)
+from hyperpod_nccl.monitor import lambda_timeouts as monitor_lambda_timeouts
+from hyperpod_nccl.monitor.settings import FUNCTION_ENVIRONMENT, handler_path
 from infra import nag
 from infra.constants import (
     DEFAULT_FUNCTION_MEMORY_MB,
@@ -53,19 +46,6 @@ from infra.constants import (
 )
 from layers.build_layer import build as build_layer
 from layers.build_layer import inputs_digest as layer_digest
-
-
-def _ssm_session_document() -> str:
-    """The SSM document the node probes start sessions with (the probe client owns the name).
-
-    Imported through the collectors package: importing `hyperpod_nccl.ssm.client` first runs into
-    an import cycle between it and `collectors.node_probes`.
-    """
-    import hyperpod_nccl.collectors  # noqa: F401
-    from hyperpod_nccl.ssm.client import DOCUMENT
-
-    return DOCUMENT
-
 
 # Package parts the Lambda never imports: the loopback emulations (they need moto and werkzeug,
 # which the layer does not ship) and byte code.
@@ -140,31 +120,12 @@ def _local(bundling: object) -> ILocalBundling:
     return cast(ILocalBundling, bundling)
 
 
-def task_timeouts() -> dict[str, int]:
-    """Each state machine function's task timeout (seconds), read from the ASL definition.
-
-    The Lambda timeout equals its task's timeout, so Step Functions and Lambda give up together and
-    the ASL stays the one place that sets a state's budget.
+def lambda_timeouts() -> dict[str, int]:
+    """Each state machine function's Lambda timeout (seconds): its task's `TimeoutSeconds` in the
+    ASL less a headroom (`hyperpod_nccl.monitor.lambda_timeouts`, which the local emulation
+    enforces too), so Lambda stops a function before Step Functions gives up on its state.
     """
-    handler_of = {f"arn:placeholder:{p}": handler for handler, p in ASL_FUNCTION_PLACEHOLDERS.items()}
-    substitutions: dict[str, str | int] = {f"{p}": f"arn:placeholder:{p}" for p in ASL_FUNCTION_PLACEHOLDERS.values()}
-    substitutions[ASL_PROBE_TIMEOUT_PLACEHOLDER] = PROBE_TIMEOUT_SECONDS
-    substitutions[ASL_MAP_CONCURRENCY_PLACEHOLDER] = 1
-    timeouts: dict[str, int] = {}
-
-    def visit(node: object) -> None:
-        if isinstance(node, dict):
-            handler = handler_of.get(str(node.get("Resource", "")))
-            if node.get("Type") == "Task" and handler and "TimeoutSeconds" in node:
-                timeouts[handler] = min(timeouts.get(handler, node["TimeoutSeconds"]), node["TimeoutSeconds"])
-            for value in node.values():
-                visit(value)
-        elif isinstance(node, list):
-            for value in node:
-                visit(value)
-
-    visit(load_definition(substitutions))
-    return timeouts
+    return monitor_lambda_timeouts()
 
 
 class ReadGrant(NamedTuple):
@@ -173,6 +134,11 @@ class ReadGrant(NamedTuple):
     actions: tuple[str, ...]
     resources: Sequence[str]
     wildcard_reason: str
+    conditions: Mapping[str, Mapping[str, str]] | None = None
+
+
+# StartSession: the document named in the request must be allowed explicitly (no default shell).
+SESSION_DOCUMENT_CHECK = {"BoolIfExists": {"ssm:SessionDocumentAccessCheck": "true"}}
 
 
 class MonitorFunctions(Construct):
@@ -186,6 +152,7 @@ class MonitorFunctions(Construct):
         environment_values: Mapping[str, str],
         log_retention_days: int,
         cluster_regions: Sequence[str],
+        probe_documents: Mapping[str, str],
     ) -> None:
         super().__init__(scope, construct_id)
         missing = sorted({name for names in FUNCTION_ENVIRONMENT.values() for name in names} - set(environment_values))
@@ -193,6 +160,7 @@ class MonitorFunctions(Construct):
             raise ValueError(f"no value for the handlers' environment variables: {', '.join(missing)}")
         self._log_retention_days = log_retention_days
         self._regions = list(cluster_regions) or [Stack.of(self).region]
+        self._probe_documents = dict(probe_documents)
         self.layer = lambda_.LayerVersion(
             self,
             "Dependencies",
@@ -215,7 +183,7 @@ class MonitorFunctions(Construct):
             exclude=list(_PACKAGE_EXCLUDES),
             bundling=BundlingOptions(image=_UNUSED_IMAGE, local=_local(PackageBundling()), command=["false"]),
         )
-        timeouts = task_timeouts()
+        timeouts = lambda_timeouts()
         self.functions: dict[str, lambda_.Function] = {}
         self.log_groups: dict[str, logs.LogGroup] = {}
         self.roles: dict[str, iam.Role] = {}
@@ -225,7 +193,13 @@ class MonitorFunctions(Construct):
             self.functions[handler] = self._function(handler, environment=environment, timeout_seconds=timeout)
             role = self.roles[handler]
             for grant in self._read_grants(handler):
-                role.add_to_policy(iam.PolicyStatement(actions=list(grant.actions), resources=list(grant.resources)))
+                role.add_to_policy(
+                    iam.PolicyStatement(
+                        actions=list(grant.actions),
+                        resources=list(grant.resources),
+                        conditions=dict(grant.conditions) if grant.conditions else None,
+                    )
+                )
                 nag.acknowledge_wildcard_resources(role, grant.resources, grant.wildcard_reason)
 
     def _function(self, handler: str, *, environment: Mapping[str, str], timeout_seconds: int) -> lambda_.Function:
@@ -274,24 +248,20 @@ class MonitorFunctions(Construct):
         )
 
     def _arns(
-        self, service: str, resource: str, resource_name: str, *, sep: ArnFormat, account: bool = True
+        self, service: str, resource: str, resource_name: str, *, sep: ArnFormat, regions: Sequence[str] | None = None
     ) -> list[str]:
         """One ARN per watched region (the functions call the clusters' regional endpoints)."""
         stack = Stack.of(self)
         return [
             stack.format_arn(
-                service=service,
-                region=region,
-                account=None if account else "",
-                resource=resource,
-                resource_name=resource_name,
-                arn_format=sep,
+                service=service, region=region, resource=resource, resource_name=resource_name, arn_format=sep
             )
-            for region in self._regions
+            for region in (self._regions if regions is None else regions)
         ]
 
     def _read_grants(self, handler: str) -> list[ReadGrant]:
-        """The read-only AWS actions each handler uses (writes to our own resources come from the stack).
+        """The read-only AWS actions each handler's code calls (writes to our own resources come
+        from the stack); tests/infra/test_security.py fails on a granted action no code calls.
 
         Resources are narrowed to what is known at synth time: the account and the watched regions.
         """
@@ -301,7 +271,14 @@ class MonitorFunctions(Construct):
             "HyperPod cluster ARNs end in the cluster id, which is assigned at creation and discovered at run"
             " time; scoped to this account and the watched regions."
         )
-        describe_cluster = ReadGrant(("sagemaker:DescribeCluster",), clusters, by_cluster_id)
+        # The probe documents exist in the stack's region only (SSM documents are regional), so
+        # sessions can be opened there only: a cluster of another region needs its own stack.
+        stack_region = [Stack.of(self).region]
+        documents = [
+            arn
+            for name in self._probe_documents.values()
+            for arn in self._arns("ssm", "document", name, sep=slash, regions=stack_region)
+        ]
         grants: dict[str, list[ReadGrant]] = {
             "discover": [
                 ReadGrant(
@@ -311,26 +288,19 @@ class MonitorFunctions(Construct):
                     " and support no resource-level permissions.",
                 ),
                 ReadGrant(
-                    (
-                        "sagemaker:DescribeCluster",
-                        "sagemaker:ListClusterNodes",
-                        "sagemaker:DescribeClusterNode",
-                        "sagemaker:ListClusterEvents",
-                        "sagemaker:DescribeClusterEvent",
-                    ),
+                    ("sagemaker:DescribeCluster", "sagemaker:ListClusterNodes", "sagemaker:ListClusterEvents"),
                     clusters,
                     by_cluster_id,
                 ),
             ],
             "collect_logs": [
-                describe_cluster,
                 ReadGrant(
                     ("logs:DescribeLogGroups",),
                     self._arns("logs", "log-group", "*", sep=colon),
                     "logs:DescribeLogGroups authorises against the account's log-group:* resource.",
                 ),
                 ReadGrant(
-                    ("logs:DescribeLogStreams", "logs:FilterLogEvents", "logs:GetLogEvents", "logs:StartQuery"),
+                    ("logs:DescribeLogStreams", "logs:FilterLogEvents"),
                     [
                         arn
                         for pattern in (CLUSTER_LOG_GROUP_PATTERN, f"{CLUSTER_LOG_GROUP_PATTERN}:log-stream:*")
@@ -339,14 +309,8 @@ class MonitorFunctions(Construct):
                     "HyperPod names each cluster's log group /aws/sagemaker/Clusters/<name>/<cluster id>; read"
                     " access is limited to that prefix.",
                 ),
-                ReadGrant(
-                    ("logs:GetQueryResults",),
-                    ["*"],
-                    "logs:GetQueryResults is read-only and supports no resource-level permissions.",
-                ),
             ],
             "collect_kubernetes": [
-                describe_cluster,
                 ReadGrant(
                     ("eks:DescribeCluster",),
                     self._arns("eks", "cluster", "*", sep=slash),
@@ -355,28 +319,23 @@ class MonitorFunctions(Construct):
                 ),
             ],
             "probe_node": [
-                ReadGrant(
-                    ("sagemaker:DescribeCluster", "sagemaker:ListClusterNodes", "sagemaker:DescribeClusterNode"),
-                    clusters,
-                    by_cluster_id,
-                ),
                 # HyperPod SSM targets are `sagemaker-cluster:<id>_<group>-<instance>`: StartSession is
-                # authorised against the cluster and the session document the probes run.
+                # authorised against the cluster and the session document. Only the stack's own
+                # probe documents are allowed (no parameters: they run the embedded probe and
+                # nothing else), and the document check refuses a request naming no document.
                 ReadGrant(
                     ("ssm:StartSession",),
-                    [*clusters, *self._arns("ssm", "document", _ssm_session_document(), sep=slash, account=False)],
-                    by_cluster_id,
+                    [*self._arns("sagemaker", "cluster", "*", sep=slash, regions=stack_region), *documents],
+                    "HyperPod cluster ARNs end in the cluster id, which is assigned at creation and discovered"
+                    " at run time; scoped to this account and the stack's region, and usable only with the"
+                    " stack's probe-only documents (ssm:SessionDocumentAccessCheck).",
+                    SESSION_DOCUMENT_CHECK,
                 ),
                 ReadGrant(
                     ("ssm:TerminateSession",),
-                    self._arns("ssm", "session", "*", sep=slash),
+                    self._arns("ssm", "session", "*", sep=slash, regions=stack_region),
                     "Session ids are generated by SSM when a probe starts its session; the probe ends its own"
-                    " sessions. Scoped to this account and the watched regions.",
-                ),
-                ReadGrant(
-                    ("ssm:DescribeSessions",),
-                    ["*"],
-                    "ssm:DescribeSessions is read-only and supports no resource-level permissions.",
+                    " sessions. Scoped to this account and the stack's region.",
                 ),
             ],
         }

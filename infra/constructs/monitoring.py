@@ -37,6 +37,16 @@ from infra.constants import MAX_ALARM_PERIOD_SECONDS, POWERTOOLS_SERVICE_NAME
 _FAILURE_PERIOD = Duration.minutes(5)
 
 
+# The alarms' construct ids; their names are `<prefix>-<id>` (fixed, see `alarm_names`).
+SWEEPS_FAILING, SWEEPS_STOPPED = "SweepsFailing", "SweepsStopped"
+
+
+def alarm_names(prefix: str) -> list[str]:
+    """The fixed names of the monitor's alarms: the topic and its key admit CloudWatch on behalf of
+    exactly these (a Ref to the alarm would make the key depend on the alarm, a cycle)."""
+    return [f"{prefix}-{SWEEPS_FAILING}", f"{prefix}-{SWEEPS_STOPPED}"]
+
+
 def missed_sweep_period_seconds(*, sweep_rate_minutes: int, missed_sweeps: int) -> int:
     """The window in which at least one sweep must succeed: `missed_sweeps` x the rate, capped at a day."""
     return min(sweep_rate_minutes * 60 * missed_sweeps, MAX_ALARM_PERIOD_SECONDS)
@@ -57,6 +67,7 @@ class MonitorObservability(Construct):
         sweep_rate_minutes: int,
         missed_sweeps: int,
         dashboard_name: str,
+        alarm_name_prefix: str,
     ) -> None:
         super().__init__(scope, construct_id)
         action = cloudwatch_actions.SnsAction(topic)
@@ -72,7 +83,8 @@ class MonitorObservability(Construct):
         )
         self.sweeps_failing = cloudwatch.Alarm(
             self,
-            "SweepsFailing",
+            SWEEPS_FAILING,
+            alarm_name=alarm_names(alarm_name_prefix)[0],
             alarm_description=(
                 "A HyperPod NCCL sweep execution failed, timed out or was aborted: the monitor did not"
                 " finish checking a cluster. Open the execution in the Step Functions console."
@@ -87,7 +99,8 @@ class MonitorObservability(Construct):
         period = missed_sweep_period_seconds(sweep_rate_minutes=sweep_rate_minutes, missed_sweeps=missed_sweeps)
         self.sweeps_stopped = cloudwatch.Alarm(
             self,
-            "SweepsStopped",
+            SWEEPS_STOPPED,
+            alarm_name=alarm_names(alarm_name_prefix)[1],
             alarm_description=(
                 f"No HyperPod NCCL sweep succeeded in {period // 60} minutes although one is scheduled every"
                 f" {sweep_rate_minutes} minutes: the schedule, the trigger or the state machine is broken."

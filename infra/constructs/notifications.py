@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_chatbot as chatbot
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -34,16 +35,6 @@ class AlertNotifications(Construct):
             description="hyperpod-nccl-monitor alerts topic",
             enable_key_rotation=True,
         )
-        # CloudWatch publishes the monitor's own alarms to the topic; an encrypted topic only
-        # accepts them when the key lets the CloudWatch service use it.
-        self.key.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="AllowCloudWatchAlarmsToPublish",
-                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
-                resources=["*"],
-            )
-        )
         self.topic = sns.Topic(
             self,
             "Topic",
@@ -51,6 +42,7 @@ class AlertNotifications(Construct):
             master_key=self.key,
             enforce_ssl=True,
         )
+        self._alarm_principal = iam.ServicePrincipal("cloudwatch.amazonaws.com")
         for address in alert_emails:
             self.topic.add_subscription(subscriptions.EmailSubscription(address))
         self.slack_channel: chatbot.SlackChannelConfiguration | None = None
@@ -66,3 +58,36 @@ class AlertNotifications(Construct):
                 guardrail_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AWSDenyAll")],
                 user_role_required=False,
             )
+
+    def admit_alarms(self, alarm_names: Sequence[str]) -> list[str]:
+        """Let CloudWatch publish the alarms `alarm_names` (this account and region) to the encrypted
+        topic: a topic policy Allow for sns:Publish, and the key's use (kms:Decrypt,
+        kms:GenerateDataKey*), both only on behalf of those alarms (aws:SourceAccount, aws:SourceArn:
+        no other account's or other alarm's notification rides on this grant). Returns their ARNs."""
+        stack = Stack.of(self)
+        alarms = [
+            stack.format_arn(
+                service="cloudwatch", resource="alarm", resource_name=name, arn_format=ArnFormat.COLON_RESOURCE_NAME
+            )
+            for name in alarm_names
+        ]
+        conditions = {"StringEquals": {"aws:SourceAccount": stack.account}, "ArnLike": {"aws:SourceArn": alarms}}
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowMonitorAlarmsToPublish",
+                principals=[self._alarm_principal],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions=conditions,
+            )
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowMonitorAlarmsToUseTheTopicKey",
+                principals=[self._alarm_principal],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],
+                conditions=conditions,
+            )
+        )
+        return alarms

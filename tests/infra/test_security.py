@@ -18,10 +18,11 @@ from tests.infra.conftest import Synthesized
 pytestmark = pytest.mark.infra
 
 # Reading a cluster: the brief's read-only vocabulary. StartSession/TerminateSession open and close
-# the probes' SSM sessions (the probe scripts themselves are read-only; see ssm-protocol.md).
+# the probes' SSM sessions; StartSession counts as a read only with the document check and only on
+# the stack's own probe documents, which run the read-only probe and nothing else (the walk below
+# enforces both; test_probe_access.py proves the documents' content).
 READ_ONLY = re.compile(r"^[a-z0-9-]+:(Describe|List|Get|Filter|BatchGet)[A-Za-z]*$")
 READ_ONLY_EXTRA = {
-    "logs:StartQuery",
     "ssm:StartSession",
     "ssm:TerminateSession",
     "sts:GetCallerIdentity",
@@ -111,6 +112,9 @@ def test_every_iam_action_reads_or_writes_only_the_monitors_own_resources(synthe
         for r in template["Resources"].values()
         if r["Type"] == "AWS::StepFunctions::StateMachine"
     }
+    document_names = {
+        r["Properties"]["Name"] for r in template["Resources"].values() if r["Type"] == "AWS::SSM::Document"
+    }
     checked = 0
     for policy_id, statement in _identity_statements(template):
         resources = _as_list(statement["Resource"])
@@ -120,6 +124,16 @@ def test_every_iam_action_reads_or_writes_only_the_monitors_own_resources(synthe
             if action in LOG_DELIVERY:
                 assert _role_of(template, policy_id) in state_machine_roles, f"{policy_id}: {action}"
                 continue
+            if action == "ssm:StartSession":
+                # Free-text documents (AWS-StartNonInteractiveCommand, the default shell) are root
+                # command execution: only documents of this template, and never without the check.
+                assert statement.get("Condition") == {"BoolIfExists": {"ssm:SessionDocumentAccessCheck": "true"}}
+                named = [json.dumps(r) for r in resources if ":document/" in json.dumps(r)]
+                assert (
+                    named
+                    and all(f"document/{n}" in " ".join(named) for n in document_names)
+                    and len(named) == len(document_names)
+                ), f"{policy_id}: StartSession on {named}"
             if READ_ONLY.match(action) or action in READ_ONLY_EXTRA:
                 continue
             allowed = next((t for prefix, t in OWN_RESOURCE_WRITES.items() if action.startswith(prefix)), None)

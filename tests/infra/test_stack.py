@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from hyperpod_nccl.monitor import asl_placeholders, render_definition
+from hyperpod_nccl.monitor import LAMBDA_TIMEOUT_HEADROOM_SECONDS, asl_placeholders, render_definition
 from hyperpod_nccl.monitor.settings import (
     ASL_FUNCTION_PLACEHOLDERS,
     ASL_MAP_CONCURRENCY_PLACEHOLDER,
@@ -34,7 +34,7 @@ from hyperpod_nccl.monitor.settings import (
     handler_path,
 )
 from infra.constants import LAMBDA_PYTHON_VERSION, POWERTOOLS_ENVIRONMENT, TRIGGER_FUNCTION, TRIGGER_TIMEOUT_SECONDS
-from infra.constructs.functions import task_timeouts
+from infra.constructs.functions import lambda_timeouts
 from infra.constructs.monitoring import missed_sweep_period_seconds
 from infra.constructs.workflow import definition_with_timeout, uses_distributed_map
 from tests.infra.conftest import TEST_CONTEXT, Synthesized
@@ -106,7 +106,7 @@ def test_functions_share_the_factory_defaults(synthesized: Synthesized) -> None:
     layers = synthesized.resources("AWS::Lambda::LayerVersion")
     (layer_id,) = layers
     log_groups = synthesized.resources("AWS::Logs::LogGroup")
-    timeouts = task_timeouts()
+    timeouts = lambda_timeouts()
     for handler, (_, properties) in functions.items():
         assert properties["Runtime"] == f"python{LAMBDA_PYTHON_VERSION}"
         assert properties["Architectures"] == ["arm64"]
@@ -117,8 +117,8 @@ def test_functions_share_the_factory_defaults(synthesized: Synthesized) -> None:
         assert log_groups[log_group]["Properties"]["RetentionInDays"] == TEST_CONTEXT["logRetentionDays"]
         expected_timeout = TRIGGER_TIMEOUT_SECONDS if handler == TRIGGER_FUNCTION else timeouts[handler]
         assert properties["Timeout"] == expected_timeout, handler
-    # The probe's Lambda and its state share the design card's budget.
-    assert functions["probe_node"][1]["Timeout"] == PROBE_TIMEOUT_SECONDS
+    # The probe's Lambda stops a headroom before its state (the design card's budget plus the margin).
+    assert functions["probe_node"][1]["Timeout"] == PROBE_TIMEOUT_SECONDS - LAMBDA_TIMEOUT_HEADROOM_SECONDS
     assert layers[layer_id]["Properties"]["CompatibleArchitectures"] == ["arm64"]
 
 

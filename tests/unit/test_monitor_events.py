@@ -73,3 +73,19 @@ def test_schedule_tick_without_clusters_is_rejected() -> None:
     parsed = parse_trigger({"source": SCHEDULE_SOURCE, "id": "exec-1", "time": "t"}, [])
     assert isinstance(parsed, Rejection)
     assert "no cluster is watched" in parsed.reason
+
+
+def test_schedule_input_naming_an_unwatched_cluster_is_rejected_with_the_reason() -> None:
+    tick = {"source": SCHEDULE_SOURCE, "id": "exec-1", "time": "t"}
+    watched = WATCHED[0]
+    accepted = parse_trigger({**tick, "clusters": [watched.model_dump()]}, WATCHED)
+    assert isinstance(accepted, list) and [(r.cluster, r.region) for r in accepted] == [(watched.name, watched.region)]
+    # Same name in another region, an unknown name, and any named cluster when nothing is watched.
+    for clusters, watched_list in (
+        ([{"name": watched.name, "region": "eu-central-1"}], WATCHED),
+        ([watched.model_dump(), {"name": "someone-elses", "region": watched.region}], WATCHED),
+        ([watched.model_dump()], []),
+    ):
+        rejected = parse_trigger({**tick, "clusters": clusters}, watched_list)
+        assert isinstance(rejected, Rejection), clusters
+        assert "unwatched cluster" in rejected.reason and rejected.event_id == "exec-1"

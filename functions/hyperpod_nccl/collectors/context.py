@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from hyperpod_nccl import thresholds
 from hyperpod_nccl.collectors.aws import AwsClients
 from hyperpod_nccl.models.findings import DegradedSource
 from hyperpod_nccl.models.request import DiagnoseRequest
@@ -27,6 +28,12 @@ class CollectionContext:
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
     progress: ProgressSink = _no_progress
     degraded: list[DegradedSource] = field(default_factory=list)
+    # Probe role -> the monitor stack's Session document to probe with; a role without one uses
+    # the AWS managed document. None: not decided yet (the CLI looks for a deployed stack).
+    probe_documents: dict[str, str] | None = None
+    # The most one node's probe session may return (the SSM client stops there, keeping what
+    # arrived): the CLI's default, less in the monitor's ProbeNode Lambda.
+    probe_output_max_bytes: int = thresholds.SSM_SESSION_MAX_OUTPUT_BYTES
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property

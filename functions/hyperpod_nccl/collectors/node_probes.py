@@ -8,17 +8,20 @@ StartSession rate limiter and a progress line.
 
 from __future__ import annotations
 
+import os
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
+from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from hyperpod_nccl import instance_types, thresholds
 from hyperpod_nccl.collectors.context import CollectionContext
 from hyperpod_nccl.models.cluster import ClusterNode, ControlPlaneInventory
 from hyperpod_nccl.models.node_probe import NodeProbeInventory, NodeProbeResult, ProbePlan, ProbeTarget
-from hyperpod_nccl.probe import script
+from hyperpod_nccl.probe import documents, script
 from hyperpod_nccl.probe.parsers import parse_node_probe, parse_slurm_controller
 
 # Module import (not names): ssm.client imports collectors.aws, so names may not exist yet here.
@@ -124,7 +127,24 @@ def _valid_targets(nodes: list[ClusterNode], cluster_id: str, plan: ProbePlan, r
 
 
 def _runner(ctx: CollectionContext) -> ssm_client.SessionRunner:
-    return ssm_client.SessionRunner(ssm=ctx.aws.client("ssm"))
+    limits = ssm_client.SessionLimits(output_bytes=ctx.probe_output_max_bytes)
+    return ssm_client.SessionRunner(ssm=ctx.aws.client("ssm"), limits=limits)
+
+
+def deployed_documents(ctx: CollectionContext, stack_name: str) -> dict[str, str]:
+    """The monitor stack's probe documents this version can use: each one that exists and whose
+    content (GetDocument, read-only) is exactly the local probe's. A role whose document is
+    missing, unreadable or different probes through the AWS managed document instead."""
+    ssm = ctx.aws.client("ssm")
+    found: dict[str, str] = {}
+    for role, name in documents.document_names(stack_name).items():
+        try:
+            content = ssm.get_document(Name=name, DocumentFormat="JSON").get("Content", "")
+        except (ClientError, BotoCoreError):
+            continue
+        if documents.matches_local(str(content), role):
+            found[role] = name
+    return found
 
 
 def probe_node(
@@ -142,8 +162,13 @@ def probe_node(
         role=target.role,
         status=target.status,
     )
+    document = (ctx.probe_documents or {}).get(target.role)
+    result.session_document = document or ssm_client.DOCUMENT
     try:
-        outcome = runner.run(target.ssm_target, ssm_client.wrap_command(script(target.role)))
+        if document:
+            outcome = runner.run(target.ssm_target, document=document)
+        else:
+            outcome = runner.run(target.ssm_target, ssm_client.wrap_command(script(target.role)))
     except ssm_client.SessionError as error:
         result.error = error.message
         result.error_kind = error.kind.value
@@ -153,6 +178,8 @@ def probe_node(
         if error.partial_output:
             _attach(result, error.partial_output.decode("utf-8", "replace"))
             result.output_bytes = len(error.partial_output)
+            if error.kind is ssm_client.SessionErrorKind.BUDGET_EXPIRED:
+                result.error = f"probe cut at {runner.budget_seconds:g} s: {_missing_sections(result)}"
     except Exception as error:  # noqa: BLE001 - one node's surprise must not end the sweep
         result.error = f"{type(error).__name__}: {error}"
         result.error_kind = "internal"
@@ -165,6 +192,21 @@ def probe_node(
         _attach(result, outcome.text)
     result.duration_seconds = round(time.monotonic() - started, 3)
     return result
+
+
+_SECTION_BEGIN = re.compile(r"^begin ([a-z0-9_]+)$", re.MULTILINE)
+
+
+def _missing_sections(result: NodeProbeResult) -> str:
+    """Which sections of the role's script a cut-off answer lacks (not ended), in script order."""
+    parsed = result.slurm if result.role == "slurm_controller" else result.probe
+    ended = {s.name for s in (parsed.sections if parsed else []) if s.rc is not None}
+    missing = [name for name in _SECTION_BEGIN.findall(script(result.role)) if name not in ended]
+    if not missing:
+        return "no section missing"
+    if len(missing) == 1:
+        return f"section {missing[0]} missing"
+    return f"sections {missing[0]}..{missing[-1]} missing ({len(missing)})"
 
 
 def _attach(result: NodeProbeResult, text: str) -> None:
@@ -191,6 +233,9 @@ def collect_node_probes(ctx: CollectionContext, control_plane: ControlPlaneInven
     plan = plan_probes(ctx, control_plane)
     if not plan.targets:
         return assemble(plan, []) if plan.skipped else None
+    if ctx.probe_documents is None:
+        stack = os.environ.get(documents.MONITOR_STACK_ENV, "").strip() or documents.DEFAULT_STACK_NAME
+        ctx.probe_documents = deployed_documents(ctx, stack)
     runner = _runner(ctx)
     results: list[NodeProbeResult] = []
     lock = threading.Lock()

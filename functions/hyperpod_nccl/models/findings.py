@@ -123,6 +123,10 @@ class Coverage(BaseModel):
     nodes_unreachable: int = 0
     nodes_skipped: int = 0
     unreachable_node_ids: list[str] = Field(default_factory=list)
+    # The SSM documents the node probes started sessions with, and what that implies when one of
+    # them is the AWS managed document (free-text root commands), else None.
+    probe_documents: list[str] = Field(default_factory=list)
+    probe_access_note: str | None = None
 
 
 class Scope(BaseModel):

@@ -218,6 +218,12 @@ def _schedule(event: dict[str, Any], watched: list[WatchedCluster], now: datetim
     clusters = tick.clusters if tick.clusters is not None else watched
     if not clusters:
         return Rejection(reason="schedule tick but no cluster is watched", event_id=tick.id)
+    # A schedule input is only trusted for the clusters of the watched configuration: anyone who
+    # may invoke the trigger must not be able to point the sweep (and its probes) elsewhere.
+    foreign = [f"{c.name[:100]!r} in {c.region[:30]!r}" for c in clusters if c not in watched]
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        return Rejection(reason=f"schedule input names unwatched cluster(s): {shown}", event_id=tick.id)
     return [
         TriggerRequest(
             trigger_id=f"{tick.id}@{tick.time}",

@@ -36,10 +36,27 @@ WsgiEnviron = dict[str, Any]
 StartResponse = Callable[..., Any]
 WsgiApp = Callable[[WsgiEnviron, StartResponse], Iterable[bytes]]
 
-# Hook the SSM simulation installs: (target, document, parameters) -> StartSession response.
-StartSessionHandler = Callable[[str, str | None, dict[str, Any]], dict[str, Any]]
+# Hook the SSM simulation installs: (target, document name, the command the agent runs, resolved
+# from the document as the agent would) -> StartSession response.
+StartSessionHandler = Callable[[str, str, str], dict[str, Any]]
+# AWS managed Session documents the emulation knows, reduced to what StartSession and the agent
+# read: the declared parameters and the command template.
+MANAGED_SESSION_DOCUMENTS: dict[str, dict[str, Any]] = {
+    "AWS-StartNonInteractiveCommand": {
+        "schemaVersion": "1.0",
+        "sessionType": "NonInteractiveCommands",
+        "parameters": {"command": {"type": "String"}},
+        "properties": {"linux": {"commands": "{{command}}"}},
+    }
+}
+_COMMAND_SESSION_TYPES = frozenset({"InteractiveCommands", "NonInteractiveCommands"})
+_DOCUMENT_PARAMETER = re.compile(r"\{\{\s*([A-Za-z0-9_]+)\s*\}\}")
+# CreateDocument: "The content of the document must not exceed 64KB".
+MAX_DOCUMENT_BYTES = 64 * 1024
 _start_session_handlers: dict[str, StartSessionHandler] = {}
 _terminated_sessions: list[str] = []
+# (target, document name) of every StartSession the emulation accepted.
+_started_sessions: list[tuple[str, str]] = []
 
 
 @dataclass
@@ -69,6 +86,11 @@ def register_start_session_handler(account_region: str, handler: StartSessionHan
     _start_session_handlers[account_region] = handler
 
 
+def started_sessions() -> list[tuple[str, str]]:
+    """(target, document name) of each session StartSession opened (the emulation's own record)."""
+    return list(_started_sessions)
+
+
 def terminated_sessions() -> list[str]:
     """Session ids TerminateSession was called for (the emulation's own record)."""
     return list(_terminated_sessions)
@@ -91,6 +113,7 @@ def install_moto_extensions() -> None:
         _patch_sagemaker()
         _patch_ssm()
         _patch_logs()
+        _patch_sns()
         _installed = True
 
 
@@ -120,6 +143,39 @@ def _patch_logs() -> None:
             return any(term in message for term in self.any_terms)
 
     logs_models.EventMessageFilter = AnyTermFilter  # type: ignore[misc]
+    # Pages, tokens and stream selection as strict as the service (simulation/logs.py).
+    from hyperpod_nccl.simulation.logs import install_filter_log_events
+
+    install_filter_log_events()
+
+
+def _patch_sns() -> None:
+    """SNS's 256 KiB limit as AWS applies it: UTF-8 bytes of the whole message (with
+    MessageStructure=json, every protocol's body) plus the subject and the message attributes.
+    moto counts the message's characters only, so a message of multi-byte text passes it."""
+    from moto.sns import models as sns_models
+    from moto.sns.exceptions import InvalidParameterValue
+
+    from hyperpod_nccl.monitor.notify import SNS_MESSAGE_MAX_BYTES, sns_message_bytes
+    from hyperpod_nccl.sanitize import is_valid_sns_subject
+
+    original = sns_models.SNSBackend.publish
+
+    def publish(self: Any, message: str, *args: Any, **kwargs: Any) -> str:
+        attributes = {
+            name: {"DataType": value.get("Type", ""), "StringValue": value.get("Value", "")}
+            for name, value in (kwargs.get("message_attributes") or {}).items()
+        }
+        arguments = {"Message": message, "Subject": kwargs.get("subject"), "MessageAttributes": attributes}
+        if kwargs.get("phone_number") is None and sns_message_bytes(arguments) > SNS_MESSAGE_MAX_BYTES:
+            raise InvalidParameterValue("Invalid parameter: Message too long")
+        # moto checks only the Subject's length; AWS also refuses control and non-ASCII characters.
+        subject = kwargs.get("subject")
+        if subject is not None and not is_valid_sns_subject(subject):
+            raise InvalidParameterValue("Invalid parameter: Subject")
+        return str(original(self, message, *args, **kwargs))
+
+    setattr(sns_models.SNSBackend, "publish", publish)  # noqa: B010 - patching a class
 
 
 def _patch_sagemaker() -> None:
@@ -212,15 +268,26 @@ def _in_window(when: datetime, after: Any, before: Any) -> bool:
 def _patch_ssm() -> None:
     from moto.ssm.responses import SimpleSystemManagerResponse
 
+    base_create_document = SimpleSystemManagerResponse.create_document
+
+    def create_document(self: Any) -> Any:
+        content = self._get_param("Content") or ""
+        if len(content.encode("utf-8")) > MAX_DOCUMENT_BYTES:
+            return _json_error(self, "MaxDocumentSizeExceeded", "The size limit of a document is 64 KB.")
+        return base_create_document(self)
+
     def start_session(self: Any) -> str:
         target = self._get_param("Target")
         handler = _start_session_handlers.get(f"{self.current_account}/{self.region}")
         if handler is None:
             return _json_error(self, "TargetNotConnected", f"{target} is not connected.")
+        name = self._get_param("DocumentName")
         try:
-            response = handler(target, self._get_param("DocumentName"), self._get_param("Parameters") or {})
+            command = session_command(self.current_account, self.region, name, self._get_param("Parameters") or {})
+            response = handler(target, name, command)
         except SessionRefused as refused:
             return _json_error(self, refused.code, refused.message)
+        _started_sessions.append((target, name))
         return json.dumps(response)
 
     def terminate_session(self: Any) -> str:
@@ -228,8 +295,56 @@ def _patch_ssm() -> None:
         _terminated_sessions.append(session_id)
         return json.dumps({"SessionId": session_id})
 
+    setattr(SimpleSystemManagerResponse, "create_document", create_document)  # noqa: B010
     setattr(SimpleSystemManagerResponse, "start_session", start_session)  # noqa: B010
     setattr(SimpleSystemManagerResponse, "terminate_session", terminate_session)  # noqa: B010
+
+
+def _session_document(account: str, region: str, name: str | None) -> dict[str, Any]:
+    """The content of the Session document StartSession names: an AWS managed one, or one of the
+    account's own (it must exist there and be of type Session), else InvalidDocument."""
+    from moto.ssm.exceptions import InvalidDocument
+    from moto.ssm.models import ssm_backends
+
+    if not name:
+        # The default SSM-SessionManagerRunShell opens an interactive shell: nothing to emulate.
+        raise SessionRefused("InvalidDocument", "the emulation runs command sessions only: name a document")
+    if name in MANAGED_SESSION_DOCUMENTS:
+        return MANAGED_SESSION_DOCUMENTS[name]
+    try:
+        document = ssm_backends[account][region]._get_documents(name).get_default_version()
+    except InvalidDocument as missing:
+        raise SessionRefused("InvalidDocument", f"Document {name} does not exist in this account.") from missing
+    if document.document_type != "Session":
+        raise SessionRefused("InvalidDocument", f"Document {name} is not of type Session.")
+    content = document.content if isinstance(document.content, dict) else json.loads(document.content)
+    return dict(content)
+
+
+def session_command(account: str, region: str, name: str | None, parameters: dict[str, Any]) -> str:
+    """The command the agent runs for a StartSession request: the document's
+    `properties.linux.commands` with its `{{parameter}}` placeholders filled from `parameters`. A
+    parameter the document does not declare, or a declared one without a value or default, is
+    refused: a document without parameters runs its embedded command and nothing else."""
+    content = _session_document(account, region, name)
+    if content.get("schemaVersion") != "1.0" or content.get("sessionType") not in _COMMAND_SESSION_TYPES:
+        raise SessionRefused("InvalidDocument", f"Document {name} is not a command Session document (schema 1.0).")
+    declared: dict[str, Any] = content.get("parameters") or {}
+    unknown = sorted(set(parameters) - set(declared))
+    if unknown:
+        # [unverified] the exact code AWS answers with; the product treats it like InvalidDocument.
+        raise SessionRefused("ValidationException", f"Parameters {unknown} are not defined in document {name}.")
+    values: dict[str, str] = {}
+    for key, spec in declared.items():
+        given = parameters.get(key)
+        if given is None and "default" not in spec:
+            raise SessionRefused("ValidationException", f"Parameter {key} of document {name} needs a value.")
+        chosen = given if given is not None else spec["default"]
+        values[key] = " ".join(chosen) if isinstance(chosen, list) else str(chosen)
+    template = ((content.get("properties") or {}).get("linux") or {}).get("commands")
+    if not isinstance(template, str) or not template:
+        raise SessionRefused("InvalidDocument", f"Document {name} has no linux commands.")
+    return _DOCUMENT_PARAMETER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
 
 
 class SessionRefused(Exception):
@@ -443,6 +558,7 @@ class EmulatedAws:
         _extras.clear()
         _start_session_handlers.clear()
         _terminated_sessions.clear()
+        _started_sessions.clear()
         self.faults.set_faults([])
 
     def session(self, region: str | None = None) -> boto3.Session:
