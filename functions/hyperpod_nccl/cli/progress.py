@@ -6,6 +6,8 @@ import sys
 import threading
 from typing import TextIO
 
+from hyperpod_nccl.sanitize import one_line
+
 
 class ProgressLine:
     """Rewrites one stderr line with the current step; silent when stderr is not a TTY."""
@@ -19,7 +21,9 @@ class ProgressLine:
         if not self.enabled:
             return
         with self._lock:
-            self.stream.write(f"\r\033[K… {message[:100]}")
+            # Progress names nodes and pods (cluster data): escaped, cut to one terminal row, then
+            # our own codes.
+            self.stream.write(f"\r\033[K… {one_line(message)[:100]}")
             self.stream.flush()
 
     def clear(self) -> None:

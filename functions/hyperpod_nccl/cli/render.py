@@ -8,6 +8,7 @@ from typing import TextIO
 
 from hyperpod_nccl.checks import REGISTRY
 from hyperpod_nccl.models.findings import DegradedSource, Finding, Priority, Status, SweepResult
+from hyperpod_nccl.sanitize import one_line
 
 SECTION_TITLES = {
     "control_plane": "HyperPod control plane",
@@ -41,13 +42,17 @@ class TextReport:
         label = f"[{status.value}]"
         return f"\033[{_COLOURS[status]}m{label}\033[0m" if self.colour else label
 
-    def _line(self, text: str = "") -> None:
-        self.stream.write(text + "\n")
+    def _line(self, text: str = "", *, status: Status | None = None, indent: str = "") -> None:
+        # Every line is written here. Its text (titles, evidence, host names: cluster data) goes
+        # through `one_line` so that an escape sequence shows as `\x1b[...` and no value can start
+        # a line of its own (a forged "[PASS]"); our own colour codes are added after it.
+        label = f"{self._label(status)} " if status is not None else ""
+        self.stream.write(f"{indent}{label}{one_line(text)}\n")
 
     def finding(self, finding: Finding, *, indent: str = "") -> None:
         """One finding: label, priority, title, detail, evidence, pointer."""
         priority = f"{finding.priority.value} " if finding.priority and finding.is_issue else ""
-        self._line(f"{indent}{self._label(finding.status)} {priority}{finding.title}")
+        self._line(f"{priority}{finding.title}", status=finding.status, indent=indent)
         if finding.detail:
             self._line(f"{indent}       {finding.detail}")
         for line in finding.evidence[:5]:
@@ -57,7 +62,7 @@ class TextReport:
 
     def degraded(self, source: DegradedSource) -> None:
         """A source that could not be read."""
-        self._line(f"{self._label(Status.WARN)} {source.source}: {source.reason}")
+        self._line(f"{source.source}: {source.reason}", status=Status.WARN)
         pointer = f" ({source.reference.pointer})" if source.reference else ""
         self._line(f"       fix: {source.fix}{pointer}")
 
@@ -68,11 +73,13 @@ class TextReport:
             findings = [f for f in result.findings if _source_of(f) == source]
             if not findings:
                 continue
-            self._line(f"\n== {title} ==")
+            self._line()
+            self._line(f"== {title} ==")
             for finding in _ordered(findings):
                 self.finding(finding)
         if result.degraded_sources:
-            self._line("\n== Sources not fully read ==")
+            self._line()
+            self._line("== Sources not fully read ==")
             for degraded in result.degraded_sources:
                 self.degraded(degraded)
         self._summary(result)
@@ -95,11 +102,14 @@ class TextReport:
     def _summary(self, result: SweepResult) -> None:
         cov = result.coverage
         issues = result.issues
-        self._line("\n==== Summary ====")
+        self._line()
+        self._line("==== Summary ====")
         self._line(
             f"Nodes: {cov.nodes_total} total, {cov.nodes_probed} probed, "
             f"{cov.nodes_unreachable} unreachable, {cov.nodes_skipped} not probed"
         )
+        if cov.probe_access_note:
+            self._line(cov.probe_access_note, status=Status.WARN)
         if result.degraded_sources:
             self._line(f"Sources not fully read: {len(result.degraded_sources)} (the report is partial)")
         self._line(f"Issues Found: {len(issues)}")
@@ -107,7 +117,8 @@ class TextReport:
             group = [f for f in issues if f.priority is priority]
             if not group:
                 continue
-            self._line(f"\n{PRIORITY_HEADINGS[priority]}: {len(group)}")
+            self._line()
+            self._line(f"{PRIORITY_HEADINGS[priority]}: {len(group)}")
             for number, finding in enumerate(group, 1):
                 self._line(f"  {number}. [{finding.status.value}] {finding.title} → {finding.reference.pointer}")
         if not issues:
@@ -129,9 +140,11 @@ class TextReport:
                     lines.append(f"  #   precondition: {command.preconditions}")
                 if command.blast_radius:
                     lines.append(f"  #   blast radius: {command.blast_radius}")
-                lines.append(f"  {command.command}")
+                # Our multi-line commands are split here, so that each of their lines is shown.
+                lines.extend(f"  {part}" for part in command.command.split("\n"))
         if lines:
-            self._line("\nSuggested commands (run yourself):")
+            self._line()
+            self._line("Suggested commands (run yourself):")
             for line in lines:
                 self._line(line)
 

@@ -7,14 +7,14 @@ result and its inventory.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TextIO
 
 from pydantic import TypeAdapter
 
 from hyperpod_nccl import thresholds
+from hyperpod_nccl.bounded import loads_json
 from hyperpod_nccl.collectors import collect
 from hyperpod_nccl.collectors.aws import AwsClients
 from hyperpod_nccl.collectors.context import CollectionContext, ProgressSink
@@ -27,6 +27,7 @@ from hyperpod_nccl.incidents.models import Incident
 from hyperpod_nccl.models.findings import SweepResult
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.request import DiagnoseRequest
+from hyperpod_nccl.sanitize import one_line
 
 INCIDENT_LIST = TypeAdapter(list[Incident])
 
@@ -70,7 +71,9 @@ def run_incidents(
 
 def load_history(text: str) -> list[Incident]:
     """Incidents of an earlier run (`incidents --format json` output, or its `incidents` list)."""
-    document = json.loads(text)
+    # The operator's own file, so no size cap; still bounded in depth (UnreadableData is the
+    # ValueError the command reports), since what it holds came from the cluster.
+    document = loads_json(text, max_bytes=None)
     if isinstance(document, dict):
         document = document.get("incidents", [])
     return INCIDENT_LIST.validate_python(document)
@@ -99,12 +102,26 @@ def _limited(items: list[str]) -> str:
     return ", ".join(shown) + (f" … and {more} more" if more > 0 else "")
 
 
+def _line_writer(stream: TextIO) -> Callable[..., None]:
+    """`line(text)` writes `text` as one line of a report meant for people.
+
+    Titles, summaries, timeline text and names are cluster data: `one_line` shows their control
+    characters escaped and keeps each on its own line, so no value can drive the terminal or
+    forge a line of the report.
+    """
+
+    def line(text: str = "") -> None:
+        stream.write(one_line(text) + "\n")
+
+    return line
+
+
 def write_incident(stream: TextIO, incident: Incident) -> None:
     """One incident: headline, root cause with its runbook, affected set, outcome, timeline."""
-    line = stream.write
-    line(f"[{incident.priority.value}] {incident.id}  {incident.title}\n")
-    line(f"      root cause: {incident.root_cause.summary}\n")
-    line(f"       → {incident.root_cause.reference.pointer}\n")
+    line = _line_writer(stream)
+    line(f"[{incident.priority.value}] {incident.id}  {incident.title}")
+    line(f"      root cause: {incident.root_cause.summary}")
+    line(f"       → {incident.root_cause.reference.pointer}")
     affected = incident.affected
     parts = [
         ("instances", affected.instance_ids),
@@ -117,41 +134,46 @@ def write_incident(stream: TextIO, incident: Incident) -> None:
     ]
     for label, values in parts:
         if values:
-            line(f"      {label}: {_limited(values)}\n")
-    line(f"      outcome: {incident.outcome}\n")
+            line(f"      {label}: {_limited(values)}")
+    line(f"      outcome: {incident.outcome}")
     if incident.recurrence:
-        line(f"      RECURRENCE ({incident.recurrence.kind}): {incident.recurrence.detail}\n")
-        line(f"        {incident.recurrence.advice}\n")
-    line("      timeline:\n")
+        line(f"      RECURRENCE ({incident.recurrence.kind}): {incident.recurrence.detail}")
+        line(f"        {incident.recurrence.advice}")
+    line("      timeline:")
     for entry in incident.timeline:
         when = f"{entry.time:%Y-%m-%d %H:%M:%S}" if entry.time else "at sweep".ljust(19)
-        line(f"        {when}  {entry.source:<15} {entry.kind:<9} {entry.text[:200]}\n")
+        line(f"        {when}  {entry.source:<15} {entry.kind:<9} {entry.text[:200]}")
 
 
 def write_escalations(stream: TextIO, escalations: list[Escalation]) -> None:
     """The five situations and which apply."""
-    stream.write("Escalate to AWS Support when (skill.md):\n")
+    line = _line_writer(stream)
+    line("Escalate to AWS Support when (skill.md):")
     for item in escalations:
         mark = {"applies": "APPLIES", "confirm": "CONFIRM", "no": "no"}[item.verdict]
-        stream.write(f"  {item.number}. [{mark}] {item.situation}\n       {item.why}\n")
+        line(f"  {item.number}. [{mark}] {item.situation}")
+        line(f"       {item.why}")
 
 
 def render_incidents_text(stream: TextIO, run: IncidentRun) -> None:
     """The text report of `hyperpod-nccl incidents`."""
     result = run.result
-    stream.write("hyperpod-nccl incidents (READ-ONLY: nothing on the cluster is changed)\n")
-    stream.write(f"Cluster: {result.cluster_name}" + (f"  ({result.cluster_arn})" if result.cluster_arn else "") + "\n")
-    stream.write(f"Region:  {result.region}\n")
-    stream.write(f"Window:  {result.window_start:%Y-%m-%d %H:%M:%S} → {result.window_end:%Y-%m-%d %H:%M:%S} UTC\n")
-    stream.write(f"Incidents: {len(run.incidents)}\n\n")
+    line = _line_writer(stream)
+    line("hyperpod-nccl incidents (READ-ONLY: nothing on the cluster is changed)")
+    line(f"Cluster: {result.cluster_name}" + (f"  ({result.cluster_arn})" if result.cluster_arn else ""))
+    line(f"Region:  {result.region}")
+    line(f"Window:  {result.window_start:%Y-%m-%d %H:%M:%S} → {result.window_end:%Y-%m-%d %H:%M:%S} UTC")
+    line(f"Incidents: {len(run.incidents)}")
+    line()
     for incident in run.incidents:
         write_incident(stream, incident)
-        stream.write("\n")
+        line()
     if not run.incidents:
-        stream.write("No incidents: no node fault, health-agent detection or job hang in the window.\n\n")
+        line("No incidents: no node fault, health-agent detection or job hang in the window.")
+        line()
     for degraded in result.degraded_sources:
-        stream.write(f"[WARN] {degraded.source}: {degraded.reason} (fix: {degraded.fix})\n")
+        line(f"[WARN] {degraded.source}: {degraded.reason} (fix: {degraded.fix})")
     applicable = [e for e in run.escalations if e.verdict != "no"]
     if applicable:
-        stream.write("\n")
+        line()
         write_escalations(stream, applicable)

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from hyperpod_nccl.cli.commands.diagnose import add_scope_arguments, build_request, run_diagnosis
+from hyperpod_nccl.sanitize import one_line
 from hyperpod_nccl.simulation.scenario import available_scenarios, load_scenario
 
 NAME = "demo"
@@ -44,14 +45,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         scenarios = [load_scenario(name) for name in names]
     except ValueError as error:
-        sys.stderr.write(f"hyperpod-nccl demo: error: {error}\n")
+        sys.stderr.write(f"hyperpod-nccl demo: error: {one_line(str(error))}\n")
         return 2
     worst = 0
     for index, scenario in enumerate(scenarios):
         if index and args.format == "text":
             sys.stdout.write("\n" + "=" * 78 + "\n\n")
         if args.format == "text":
-            sys.stdout.write(f"Simulated scenario '{scenario.name}': {scenario.description}\n\n")
+            # A scenario may come from any file (--scenario PATH): its text is shown escaped.
+            sys.stdout.write(f"Simulated scenario '{one_line(scenario.name)}': {one_line(scenario.description)}\n\n")
         with SimulatedCluster(scenario) as simulation:
             request = build_request(args, scenario.cluster.name, scenario.region)
             code = run_diagnosis(request, simulation.clients(), args)

@@ -15,6 +15,7 @@ from hyperpod_nccl.engine import diagnose
 from hyperpod_nccl.errors import DiagnosisAborted
 from hyperpod_nccl.models.findings import Priority, Scope, SweepResult
 from hyperpod_nccl.models.request import DiagnoseRequest
+from hyperpod_nccl.sanitize import one_line
 
 NAME = "diagnose"
 HELP = "Diagnose NCCL problems on a HyperPod cluster (read-only)."
@@ -77,10 +78,11 @@ def resolve_region(args: argparse.Namespace, command: str) -> str | None:
 def report_aborted(aborted: DiagnosisAborted, progress: ProgressLine) -> None:
     """Print why a diagnosis stopped (exit 1): the message, its details and the fix."""
     progress.clear()
-    sys.stderr.write(f"[FAIL] {aborted.message}\n")
+    # The message may quote an AWS error or a cluster value: shown escaped, one line each.
+    sys.stderr.write(f"[FAIL] {one_line(aborted.message)}\n")
     for line in aborted.details:
-        sys.stderr.write(f"       {line}\n")
-    sys.stderr.write(f"       fix: {aborted.fix}\n")
+        sys.stderr.write(f"       {one_line(line)}\n")
+    sys.stderr.write(f"       fix: {one_line(aborted.fix)}\n")
 
 
 def build_request(args: argparse.Namespace, cluster: str, region: str) -> DiagnoseRequest:

@@ -26,6 +26,7 @@ from hyperpod_nccl.incidents.report import (
     run_incidents,
 )
 from hyperpod_nccl.models.request import DiagnoseRequest
+from hyperpod_nccl.sanitize import for_terminal
 
 NAME = "incidents"
 HELP = "Show the cluster's failures as incidents with timelines (read-only)."
@@ -55,7 +56,8 @@ def read_history(path: Path | None, command: str) -> list[Incident] | None:
     try:
         return load_history(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
-        sys.stderr.write(f"hyperpod-nccl {command}: error: cannot read --history {path}: {error}\n")
+        # A validation error quotes the file's values (cluster text): escaped like any report.
+        sys.stderr.write(f"hyperpod-nccl {command}: error: cannot read --history {path}: {for_terminal(str(error))}\n")
         return None
 
 

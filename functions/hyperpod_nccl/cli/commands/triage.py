@@ -19,6 +19,7 @@ import sys
 from typing import Any, BinaryIO, cast
 
 from hyperpod_nccl.classifier import Scanner, ScanResult, SignatureHit, hit_status, load_catalog
+from hyperpod_nccl.sanitize import one_line
 
 NAME = "triage"
 HELP = "Classify error strings or log files (NCCL, EFA, CUDA, driver, kernel) and point at the runbook."
@@ -87,7 +88,7 @@ def render_text(source: str, result: ScanResult) -> str:
     out = [f"== {source} ({result.lines_scanned} lines) =="]
     if not result.hits:
         out.append("[PASS] no NCCL/EFA/CUDA/driver failure signature found")
-        return "\n".join(out)
+        return "\n".join(map(one_line, out))
     for hit in result.hits:
         status = hit_status(hit).value
         when = ""
@@ -107,7 +108,9 @@ def render_text(source: str, result: ScanResult) -> str:
             out.append("       next (read-only):")
             out.extend(f"         {command}" for command in failure_class.confirm)
         out.append(f"       → {hit.reference.pointer}")
-    return "\n".join(out)
+    # Evidence, fields and the file name are the input's own text: each line is shown escaped,
+    # so that a log line cannot drive the terminal or add a line of its own.
+    return "\n".join(map(one_line, out))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -122,12 +125,12 @@ def run(args: argparse.Namespace) -> int:
                 with open(name, "rb") as handle:
                     result = scan_binary(handle, name)
         except NotText as error:
-            sys.stderr.write(f"hyperpod-nccl triage: {error}\n")
+            sys.stderr.write(f"hyperpod-nccl triage: {one_line(str(error))}\n")
             failed = True
             continue
         except (OSError, EOFError) as error:  # missing, unreadable, a directory, a truncated gzip
             reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
-            sys.stderr.write(f"hyperpod-nccl triage: {name}: cannot read ({reason})\n")
+            sys.stderr.write(f"hyperpod-nccl triage: {one_line(name)}: cannot read ({one_line(reason)})\n")
             failed = True
             continue
         if args.format == "json":
