@@ -29,6 +29,7 @@ from hyperpod_nccl.models.cluster import (
     SecurityGroupRule,
 )
 from hyperpod_nccl.models.findings import DegradedSource
+from hyperpod_nccl.redaction import scrub, scrub_optional
 from hyperpod_nccl.references import CLUSTER_EVENTS
 
 AwsError = (ClientError, BotoCoreError)
@@ -101,7 +102,7 @@ def parse_cluster(raw: dict[str, Any]) -> ClusterDescription:
         name=raw.get("ClusterName", "?"),
         arn=raw.get("ClusterArn", ""),
         status=raw.get("ClusterStatus", "Unknown"),
-        failure_message=raw.get("FailureMessage") or None,
+        failure_message=scrub_optional(raw.get("FailureMessage") or None),
         instance_groups=groups,
         security_group_ids=list(vpc.get("SecurityGroupIds", [])),
         subnet_ids=list(vpc.get("Subnets", [])),
@@ -147,7 +148,7 @@ def list_nodes(ctx: CollectionContext, cluster: str) -> tuple[list[ClusterNode] 
                         instance_group=summary.get("InstanceGroupName", "?"),
                         instance_type=summary.get("InstanceType", "?"),
                         status=status.get("Status", "Unknown"),
-                        message=status.get("Message") or None,
+                        message=scrub_optional(status.get("Message") or None),
                         launch_time=summary.get("LaunchTime"),
                         private_dns_hostname=summary.get("PrivateDnsHostname"),
                     )
@@ -186,7 +187,8 @@ def list_events(ctx: CollectionContext, cluster: str) -> tuple[list[ClusterEvent
                         resource_type=raw.get("ResourceType"),
                         instance_group=raw.get("InstanceGroupName"),
                         instance_id=raw.get("InstanceId"),
-                        description=raw.get("Description", ""),
+                        # Event text can quote a lifecycle script's output: redacted as it enters.
+                        description=scrub(raw.get("Description", "")),
                     )
                 )
     except AwsError as error:

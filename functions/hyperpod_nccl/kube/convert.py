@@ -1,5 +1,7 @@
-"""Kubernetes JSON → inventory models. Secret-looking env values are redacted here, at the
-first moment they exist in our process, so no later step can leak them."""
+"""Kubernetes JSON → inventory models. Secrets are redacted here, at the first moment they exist
+in our process, so no later step can leak them: env and ConfigMap values by name or shape (a URL
+keeps its host, only its userinfo goes), free text (condition, status and state messages,
+annotations, command lines) by `redaction.scrub`."""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ from hyperpod_nccl.models.kubernetes import (
     VolumeMount,
     instance_id_from_provider_id,
 )
-from hyperpod_nccl.redaction import REDACTED, is_secret_name
+from hyperpod_nccl.redaction import redact_argv, redact_value, scrub, scrub_optional
 
 Json = dict[str, Any]
 
@@ -59,13 +61,15 @@ def node(obj: Json) -> K8sNode:
         instance_id=instance_id_from_provider_id(provider_id),
         instance_type=next((labels[k] for k in INSTANCE_TYPE_LABELS if labels.get(k)), None),
         labels=labels,
-        annotations={k: v for k, v in strings(meta.get("annotations")).items() if k.startswith(HEALTH_LABEL_PREFIX)},
+        annotations={
+            k: scrub(v) for k, v in strings(meta.get("annotations")).items() if k.startswith(HEALTH_LABEL_PREFIX)
+        },
         conditions=[
             NodeCondition(
                 type=c.get("type", ""),
                 status=c.get("status", "Unknown"),
                 reason=c.get("reason"),
-                message=c.get("message"),
+                message=scrub_optional(c.get("message")),
             )
             for c in status.get("conditions") or []
         ],
@@ -94,9 +98,7 @@ def _env(item: Json) -> EnvVar:
     elif "resourceFieldRef" in value_from:
         source = f"resourceFieldRef:{value_from['resourceFieldRef'].get('resource')}"
     value = item.get("value")
-    if value is not None and is_secret_name(name):
-        value = REDACTED
-    return EnvVar(name=name, value=None if value is None else str(value), value_from=source)
+    return EnvVar(name=name, value=None if value is None else redact_value(name, str(value)), value_from=source)
 
 
 def _env_from(item: Json) -> EnvFromSource | None:
@@ -118,8 +120,8 @@ def _container(item: Json) -> Container:
     return Container(
         name=str(item.get("name", "")),
         image=item.get("image"),
-        command=[str(c) for c in item.get("command") or []],
-        args=[str(a) for a in item.get("args") or []],
+        command=redact_argv([str(c) for c in item.get("command") or []]),
+        args=redact_argv([str(a) for a in item.get("args") or []]),
         env=[_env(e) for e in item.get("env") or []],
         env_from=[ref for ref in (_env_from(e) for e in item.get("envFrom") or []) if ref is not None],
         volume_mounts=[
@@ -143,7 +145,7 @@ def _state(state: Json | None) -> ContainerState | None:
             return ContainerState(
                 state=kind,
                 reason=detail.get("reason"),
-                message=(detail.get("message") or None) and str(detail["message"])[:500],
+                message=(detail.get("message") or None) and scrub(str(detail["message"]))[:500],
                 exit_code=detail.get("exitCode"),
                 signal=detail.get("signal"),
                 finished_at=detail.get("finishedAt"),
@@ -189,10 +191,10 @@ def pod(obj: Json) -> Pod:
         subdomain=spec.get("subdomain"),
         phase=status.get("phase"),
         reason=status.get("reason"),
-        message=status.get("message"),
+        message=scrub_optional(status.get("message")),
         pod_ip=status.get("podIP"),
         host_ip=status.get("hostIP"),
-        unschedulable_message=scheduled.get("message") if scheduled.get("status") == "False" else None,
+        unschedulable_message=scrub_optional(scheduled.get("message")) if scheduled.get("status") == "False" else None,
         containers=[_container(c) for c in spec.get("containers") or []],
         init_containers=[_container(c) for c in spec.get("initContainers") or []],
         container_statuses=[_container_status(c) for c in status.get("containerStatuses") or []],
@@ -301,10 +303,10 @@ def network_policy(obj: Json) -> NetworkPolicy:
 
 
 def config_map(obj: Json) -> ConfigMapEnv:
-    """A ConfigMap's data, secret-looking keys redacted."""
+    """A ConfigMap's data, secret values (by key name or value shape) redacted."""
     meta = _meta(obj)
     return ConfigMapEnv(
         namespace=meta.get("namespace", "default"),
         name=meta.get("name", ""),
-        data={k: REDACTED if is_secret_name(k) else v for k, v in strings(obj.get("data")).items()},
+        data={k: redact_value(k, v) for k, v in strings(obj.get("data")).items()},
     )

@@ -23,7 +23,8 @@ from hyperpod_nccl.cli.commands.incidents import add_history_argument, incident_
 from hyperpod_nccl.cli.render import TextReport, render_json
 from hyperpod_nccl.incidents.report import IncidentRun, incidents_json, write_escalations, write_incident
 from hyperpod_nccl.models.findings import SweepResult
-from hyperpod_nccl.redaction import redact_value
+from hyperpod_nccl.redaction import REDACTED, count_redacted, redact_value, scrub
+from hyperpod_nccl.sanitize import for_terminal
 
 NAME = "support-bundle"
 HELP = "Write a local bundle with everything an AWS Support case needs (read-only)."
@@ -107,8 +108,18 @@ def _controller(run_: IncidentRun) -> str:
     return f"Slurm controller group {', '.join(groups) or 'unknown'}" + (f" ({', '.join(nodes)})" if nodes else "")
 
 
-def case_summary(run_: IncidentRun, files: list[str]) -> str:
-    """case.md: the text to paste into the AWS Support case."""
+def _fenced(text: str) -> str:
+    """`text` as a Markdown code block that no line of it can close: CommonMark closes a fence
+    only with a run of backticks at least as long as the opening one, so the fence is one longer
+    than the longest run in the (cluster-written) text."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text}\n{fence}\n"
+
+
+def case_summary(run_: IncidentRun, files: list[str], redacted: dict[str, int] | None = None) -> str:
+    """case.md: the text to paste into the AWS Support case; `redacted` counts the secret-looking
+    values replaced in each file (listed with the files)."""
     result: SweepResult = run_.result
     start, end = failure_window(run_)
     out = io.StringIO()
@@ -135,21 +146,27 @@ def case_summary(run_: IncidentRun, files: list[str]) -> str:
         if applicable
         else "\nNo escalation situation applies on this evidence alone (see CONFIRM lines).\n"
     )
-    w("\n## Verbatim NCCL / libfabric error lines\n\n```\n")
-    w("\n".join(error_lines(run_)) or "(none found in the window)")
-    w("\n```\n\n## Incidents\n\n```\n")
+    w("\n## Verbatim NCCL / libfabric error lines\n\n")
+    w(_fenced("\n".join(error_lines(run_)) or "(none found in the window)"))
+    w("\n## Incidents\n\n")
+    incidents = io.StringIO()
     for incident in run_.incidents:
-        write_incident(out, incident)
-    if not run_.incidents:
-        w("(no incident in the window)\n")
-    w("```\n\n## NCCL / FI / TORCH environment in effect (secrets redacted)\n\n```\n")
+        write_incident(incidents, incident)
+    w(_fenced(incidents.getvalue().removesuffix("\n") or "(no incident in the window)"))
+    w("\n## NCCL / FI / TORCH environment in effect (secrets redacted)\n\n")
     w(
-        "\n".join(nccl_environment(run_))
-        or "(not readable from outside the job: run `printenv | grep -E '^NCCL|^FI_|^TORCH_'` in one pod)"
+        _fenced(
+            "\n".join(nccl_environment(run_))
+            or "(not readable from outside the job: run `printenv | grep -E '^NCCL|^FI_|^TORCH_'` in one pod)"
+        )
     )
-    w("\n```\n\n## Files in this bundle\n\n")
+    w("\n## Files in this bundle\n\n")
     for name in files:
-        w(f"- {name}\n")
+        count = (redacted or {}).get(name, 0)
+        w(f"- {name}" + (f" ({count} secret-looking value(s) redacted)" if count else "") + "\n")
+    if redacted is not None:
+        w(f"\nSecret-looking values redacted in this bundle: {sum(redacted.values())} (keys, tokens, passwords, ")
+        w("URL credentials), each replaced where it was read, before anything was stored.\n")
     w("\nUpload the directory to S3 and put the S3 URI in the case (this tool never uploads).\n")
     return out.getvalue()
 
@@ -168,10 +185,20 @@ def write_bundle(run_: IncidentRun, directory: Path) -> list[Path]:
         "nccl-env.txt": "\n".join(nccl_environment(run_)) + "\n",
         "error-lines.txt": "\n".join(error_lines(run_)) + "\n",
     }
-    files["case.md"] = case_summary(run_, [*files, "case.md"])
+    # Everything was redacted where it entered; this directory leaves the account, so one last
+    # pass here, and the count of what is redacted goes into case.md (and to the terminal).
+    files = {name: scrub(content) for name, content in files.items()}
+    redacted = {name: count_redacted(content) for name, content in files.items()}
+    names = [*files, "case.md"]
+    redacted["case.md"] = count_redacted(scrub(case_summary(run_, names)))  # the count lines hold none
+    files["case.md"] = scrub(case_summary(run_, names, redacted))
     written = []
     for name, content in files.items():
         path = directory / name
+        if name.endswith((".md", ".txt")):
+            # Files meant for people quote evidence, env values and names verbatim: escape their
+            # control characters here, once for all (JSON files are escaped by json.dumps).
+            content = for_terminal(content)
         path.write_text(content, encoding="utf-8")
         written.append(path)
     return written
@@ -190,8 +217,12 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"hyperpod-nccl {NAME}: error: cannot write {directory}: {error}\n")
         return 1
     sys.stdout.write(f"Support bundle written to {directory}/ (nothing was uploaded)\n")
+    total = 0
     for path in written:
-        sys.stdout.write(f"  {path.name}\n")
+        count = count_redacted(path.read_text(encoding="utf-8"))
+        total += count
+        sys.stdout.write(f"  {path.name}" + (f" ({count} redacted)" if count else "") + "\n")
+    sys.stdout.write(f"{total} secret-looking value(s) redacted, shown as {REDACTED}\n")
     applicable = [e for e in outcome.escalations if e.verdict != "no"]
     if applicable:
         sys.stdout.write("\n")
