@@ -1,29 +1,59 @@
 """The CloudWatch scan against the AWS emulation: the seeded log group of each scenario, the
-missing group, denied and throttled FilterLogEvents, and pagination over many events."""
+missing group, denied and throttled FilterLogEvents, pagination over many events, a crafted flood
+that must not hide a P0, the call budget and pacing, and the emulation's FilterLogEvents limits."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
 import pytest
+from botocore.exceptions import ClientError, ParamValidationError
 
 from hyperpod_nccl.checks import discover
-from hyperpod_nccl.classifier import load_catalog
+from hyperpod_nccl.classifier import load_catalog, scan_lines
 from hyperpod_nccl.collectors import logs as logs_collector
 from hyperpod_nccl.collectors.context import CollectionContext
 from hyperpod_nccl.collectors.control_plane import collect_control_plane
 from hyperpod_nccl.collectors.logs import any_term_patterns, collect_logs, parse_hma, stream_identity
-from hyperpod_nccl.models.findings import Finding, Status
+from hyperpod_nccl.models.findings import Finding, Priority, Status
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.logs import LogInventory
 from hyperpod_nccl.models.request import DiagnoseRequest
+from hyperpod_nccl.pacing import RateLimiter
 from hyperpod_nccl.simulation.logs import LogLineSpec, LogsSpec, LogStreamSpec
 from hyperpod_nccl.simulation.scenario import FaultSpec, Scenario
+from hyperpod_nccl.thresholds import LOG_FILTER_CALLS_PER_SECOND, LOG_FILTER_MAX_CALLS
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "log_corpus" / "corpus.json"
 LOG_CHECKS = ("logs.cloudwatch", "logs.signatures", "logs.hma_detections", "logs.nccl_versions")
+
+
+class _VirtualClock:
+    """Time for the scan's pacer: sleeping advances it at once, and the total is what a real scan
+    would have waited."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def time(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture(autouse=True)
+def pacing(monkeypatch: pytest.MonkeyPatch) -> Iterator[_VirtualClock]:
+    """The FilterLogEvents pacer on a virtual clock, so the tests do not wait out the quota."""
+    clock = _VirtualClock()
+    limiter = RateLimiter(
+        LOG_FILTER_CALLS_PER_SECOND, burst=int(LOG_FILTER_CALLS_PER_SECOND), clock=clock.time, sleep=clock.sleep
+    )
+    monkeypatch.setattr(logs_collector, "FILTER_LIMITER", limiter)
+    yield clock
 
 
 def _scan(sim) -> tuple[LogInventory | None, CollectionContext]:  # type: ignore[no-untyped-def]
@@ -151,7 +181,10 @@ def test_throttling_after_some_terms_keeps_partial_results(simulate) -> None:  #
     assert "throttled" in degraded.reason and degraded.missing_action is None
     assert logs is not None and logs.truncated
     found = _findings(sim, logs)
-    assert any(f.status is Status.WARN and "incomplete" in f.title for f in found["logs.cloudwatch"])
+    [incomplete] = found["logs.cloudwatch"]
+    assert incomplete.status is Status.WARN and "incomplete" in incomplete.title
+    # An API failure, not the cluster's output: its degraded source carries it, the finding stays P2.
+    assert incomplete.priority is Priority.P2 and logs.flooded_streams == []
 
 
 def _noisy_worker1(*later: LogLineSpec):  # type: ignore[no-untyped-def]
@@ -240,7 +273,8 @@ def test_any_term_pattern_is_filtered_server_side(simulate) -> None:  # type: ig
 
 def test_an_overflowing_pattern_is_read_again_term_by_term(simulate, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     # 2500 "Using network Socket" lines overflow a pattern's cap (lowered to 1200 here) before the
-    # later Xid line of the same pattern is read: each of its terms is then read alone.
+    # later Xid line of the same pattern is read: the flooding stream is read from its newest end
+    # and for the terms its flood lines lack.
     monkeypatch.setattr(logs_collector, "LOG_EVENTS_PER_TERM", 1200)
     xid = LogLineSpec(minutes_ago=30, message="NVRM: Xid (PCI:0000:53:00): 79, GPU has fallen off the bus.")
     sim = simulate("healthy-eks", edit=_noisy_worker1(xid))
@@ -251,3 +285,112 @@ def test_an_overflowing_pattern_is_read_again_term_by_term(simulate, monkeypatch
     assert {h.cls for h in scan.hits} >= {"tcp_fallback", "xid"}, scan.hits
     assert logs.truncated and "Using network Socket" in (logs.truncation_reason or "")
     assert sim.emulation.faults.calls.count("logs:FilterLogEvents") > len(any_term_patterns(logs.filter_terms))
+
+
+def _ecc_example() -> str:
+    """The corpus's own real uncorrectable-ECC line (a P0 of the catalog's `ecc` class)."""
+    corpus = json.loads(CORPUS.read_text(encoding="utf-8"))["excerpts"]
+    return next(e["text"] for e in corpus if e["cls"] == "ecc" and e["text"].startswith("RuntimeError: CUDA error"))
+
+
+def _flood(*, ecc_elsewhere: bool = True):  # type: ignore[no-untyped-def]
+    """A scenario edit: worker:1's training stream prints one crafted line carrying every filter
+    term 5,001 times, then a real ECC line; worker:2's stream prints the ECC line after the flood
+    began (so a read of the whole group reaches its cap first)."""
+    crafted = " ".join(load_catalog().cloudwatch_terms)
+    ecc = _ecc_example()
+
+    def edit(scenario: Scenario) -> None:
+        assert scenario.logs is not None
+        flood = LogLineSpec(minutes_ago=90, repeat=5001, every_seconds=0.01, message=crafted)
+        after = LogLineSpec(minutes_ago=30, message=ecc)
+        scenario.logs.streams.append(LogStreamSpec(node="worker:1", kind="training", lines=[flood, after]))
+        if ecc_elsewhere:
+            other = LogLineSpec(minutes_ago=60, message=ecc)
+            scenario.logs.streams.append(LogStreamSpec(node="worker:2", kind="training", lines=[other]))
+
+    return edit
+
+
+def test_a_crafted_flood_does_not_hide_a_p0(simulate, pacing: _VirtualClock) -> None:  # type: ignore[no-untyped-def]
+    crafted = " ".join(load_catalog().cloudwatch_terms)
+    # The crafted line is no ECC line itself: an ECC finding can only come from the real lines.
+    assert "ecc_uncorrectable" not in {h.id for h in scan_lines([crafted]).hits}
+    sim = simulate("healthy-eks", edit=_flood())
+    sim.emulation.faults.calls.clear()
+    logs, ctx = _scan(sim)
+    assert logs is not None and ctx.degraded == []
+    flooder = f"{sim.instance_id('worker:1')}/training"
+    other = f"{sim.instance_id('worker:2')}/training"
+
+    found = _findings(sim, logs)
+    signatures = _signatures(found["logs.signatures"])
+    for stream in (flooder, other):
+        ecc = signatures[f"ecc_uncorrectable@{stream}"]
+        assert ecc.status is Status.FAIL and ecc.priority is Priority.P0
+    [incomplete] = found["logs.cloudwatch"]
+    assert incomplete.status is Status.WARN and incomplete.priority is Priority.P1
+    assert flooder in incomplete.title and "the evidence may be incomplete" in (incomplete.detail or "")
+    assert f"stream {flooder} printed at least" in (incomplete.detail or "")
+    assert {r.id for r in incomplete.resources} >= {flooder, sim.instance_id("worker:1")}
+    [flood] = logs.flooded_streams
+    assert flood.stream == flooder and 1000 <= flood.matched_at_least <= 5001 and not flood.complete
+
+    # Bounded: a handful of calls per pattern, far from one per flood line, and paced under the
+    # quota (every call past the burst waited its turn on the pacer).
+    calls = sim.emulation.faults.calls.count("logs:FilterLogEvents")
+    assert calls == logs.filter_calls <= 40
+    assert pacing.now >= (calls - int(LOG_FILTER_CALLS_PER_SECOND)) / LOG_FILTER_CALLS_PER_SECOND - 1e-6
+
+
+def test_the_call_budget_stops_the_scan_and_says_so(simulate, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(logs_collector, "LOG_FILTER_MAX_CALLS", 3)
+    sim = simulate("healthy-eks", edit=_flood(ecc_elsewhere=False))
+    sim.emulation.faults.calls.clear()
+    logs, _ = _scan(sim)
+    assert logs is not None and logs.truncated and logs.filter_calls == 3
+    assert sim.emulation.faults.calls.count("logs:FilterLogEvents") == 3
+    assert "stopped after 3 FilterLogEvents calls" in (logs.truncation_reason or "")
+    [incomplete] = _findings(sim, logs)["logs.cloudwatch"]
+    assert incomplete.priority is Priority.P1 and "incomplete" in incomplete.title
+    assert LOG_FILTER_MAX_CALLS >= 40  # the real budget leaves room for the flood case above
+
+
+def _group(sim) -> str:  # type: ignore[no-untyped-def]
+    return f"/aws/sagemaker/Clusters/{sim.scenario.cluster.name}/{sim.cluster_arn.rsplit('/', 1)[-1]}"
+
+
+def test_emulated_filter_log_events_pages_like_the_service(simulate) -> None:  # type: ignore[no-untyped-def]
+    sim = simulate("healthy-eks", edit=_flood(ecc_elsewhere=False))
+    client = sim.clients().client("logs")
+    group, stream = _group(sim), f"{sim.instance_id('worker:1')}/training"
+    # 5,002 events of ~1 KB (and the chatter): the 1 MB page limit binds before the 10,000-event one.
+    pages, token, seen = [], None, []
+    while True:
+        kwargs = {"logGroupName": group, "logStreamNames": [stream], **({"nextToken": token} if token else {})}
+        page = client.filter_log_events(**kwargs)
+        pages.append(page)
+        seen += page["events"]
+        token = page.get("nextToken")
+        if not token:
+            break
+    assert len(seen) >= 5002 and len({e["eventId"] for e in seen}) == len(seen)
+    assert all(sum(len(e["message"].encode()) + 26 for e in p["events"]) <= 1_048_576 for p in pages)
+    assert len(pages) >= 5 and all(p["searchedLogStreams"] == [] for p in pages)
+    assert [e["timestamp"] for e in seen] == sorted(e["timestamp"] for e in seen)
+    # Newest first: the real ECC line after the flood comes first; the token keeps the direction.
+    newest = client.filter_log_events(logGroupName=group, logStreamNames=[stream], startFromHead=False, limit=2)
+    assert "uncorrectable ECC" in newest["events"][0]["message"]
+    more = client.filter_log_events(logGroupName=group, logStreamNames=[stream], nextToken=newest["nextToken"], limit=2)
+    assert more["events"][0]["timestamp"] <= newest["events"][-1]["timestamp"]
+    # The service's parameter rules.
+    for bad in (
+        {"logStreamNames": [stream], "logStreamNamePrefix": "i-"},
+        {"logStreamNames": [f"s{i}" for i in range(101)]},
+        {"limit": 10001},
+        {"nextToken": "not-a-token"},
+    ):
+        with pytest.raises((ClientError, ParamValidationError)) as raised:
+            client.filter_log_events(logGroupName=group, **bad)
+        if isinstance(raised.value, ClientError):
+            assert raised.value.response["Error"]["Code"] == "InvalidParameterException"

@@ -14,6 +14,7 @@ from hyperpod_nccl.kube import (
     KubeUnreachable,
     eks_bearer_token,
 )
+from hyperpod_nccl.simulation.kubernetes import PodVariation
 from hyperpod_nccl.simulation.scenario import Scenario
 
 
@@ -57,7 +58,7 @@ def test_typed_errors(simulate) -> None:
         with pytest.raises(KubeNotFound):
             client.get_json("/api/v1/namespaces/training/configmaps/no-such-map")
         with pytest.raises(KubeServerError) as bad:
-            client.get_text("/api/v1/namespaces/training/pods/llama-pretrain-worker-0/log", {"previous": True})
+            client.get_log("/api/v1/namespaces/training/pods/llama-pretrain-worker-0/log", {"previous": True}, 1024)
         assert bad.value.status == 400
     with _client(sim, token="not-an-eks-token") as client, pytest.raises(KubeUnauthorized):
         client.list("/api/v1/nodes")
@@ -72,7 +73,44 @@ def test_pod_logs_tail_and_previous(simulate) -> None:
     sim = simulate("eks-p5")
     path = "/api/v1/namespaces/training/pods/llama-pretrain-worker-3/log"
     with _client(sim) as client:
-        current = client.get_text(path, {"container": "pytorch", "tailLines": 2}).splitlines()
-        previous = client.get_text(path, {"container": "pytorch", "previous": True}).splitlines()
+        current = client.get_log(path, {"container": "pytorch", "tailLines": 2}, 1 << 20).text.splitlines()
+        previous = client.get_log(path, {"container": "pytorch", "previous": True}, 1 << 20).text.splitlines()
     assert len(current) == 2 and current[-1] == "step 410 loss=2.913"
     assert any("Memory cgroup out of memory" in line for line in previous)
+
+
+def _long_log(ignore_limit_bytes: bool, line_bytes: int):  # type: ignore[no-untyped-def]
+    """A scenario edit: worker-3's container prints 500 lines of `line_bytes` bytes each."""
+
+    def edit(scenario: Scenario) -> None:
+        assert scenario.kubernetes is not None
+        scenario.kubernetes.ignore_limit_bytes = ignore_limit_bytes
+        job = scenario.kubernetes.jobs[0]
+        job.pods = [p for p in job.pods if p.index != 3]
+        job.pods.append(PodVariation(index=3, log=[f"{i:05d} " + "x" * (line_bytes - 7) for i in range(500)]))
+
+    return edit
+
+
+@pytest.mark.parametrize("ignore_limit_bytes", [False, True], ids=["server-honours", "server-ignores"])
+def test_pod_log_is_read_with_a_byte_limit(simulate, ignore_limit_bytes: bool) -> None:  # type: ignore[no-untyped-def]
+    # 500 lines of 40 KB = 20 MB, far over the limit: what reaches the caller is at most the limit,
+    # whether the API server applies limitBytes or (a proxy, a hostile server) ignores it.
+    sim = simulate("eks-p5", edit=_long_log(ignore_limit_bytes, 40_000))
+    path = "/api/v1/namespaces/training/pods/llama-pretrain-worker-3/log"
+    with _client(sim) as client:
+        read = client.get_log(path, {"container": "pytorch", "tailLines": 500}, 100_000)
+    assert read.truncated and len(read.text.encode()) <= 100_000
+    assert read.text.startswith("00000 ")  # limitBytes counts from the start of the tail
+    assert any("limitBytes=100000" in r for r in sim._kubernetes.requests if r.startswith(path))
+
+
+def test_pod_log_under_the_limit_is_whole_and_not_truncated(simulate) -> None:  # type: ignore[no-untyped-def]
+    sim = simulate("eks-p5", edit=_long_log(True, 100))
+    path = "/api/v1/namespaces/training/pods/llama-pretrain-worker-3/log"
+    with _client(sim) as client:
+        read = client.get_log(path, {"container": "pytorch", "tailLines": 500}, 100_000)
+        with pytest.raises(KubeServerError) as invalid:  # the API server's PodLogOptions validation
+            client.get_log(path, {"container": "pytorch"}, 0)
+    assert not read.truncated and len(read.text.splitlines()) == 500 and len(read.text) == 50_000
+    assert invalid.value.status == 422 and "limitBytes" in invalid.value.message

@@ -11,6 +11,7 @@ from hyperpod_nccl.classifier import hits_to_findings, scan_lines
 from hyperpod_nccl.models.findings import Finding, Priority
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.references import PAT_RUNTIME
+from hyperpod_nccl.thresholds import K8S_LOG_MAX_BYTES, K8S_LOG_TAIL_LINES
 
 
 @check(
@@ -45,6 +46,21 @@ def pod_logs(inv: Inventory) -> Iterator[Finding]:
             )
             finding.fields["container"] = log.container
             finding.fields["previous"] = log.previous
+            finding.fields["truncated"] = log.truncated
             yield finding
+        if log.truncated:
+            yield pod_logs.info(
+                f"{which}: log tail cut at {K8S_LOG_MAX_BYTES // 1024} KiB",
+                detail=(
+                    f"the last {K8S_LOG_TAIL_LINES} lines went past the {K8S_LOG_MAX_BYTES}-byte read limit: "
+                    "the newest lines were not read or classified (kubectl logs shows them)"
+                ),
+                resources=resources,
+                fields={"signature": f"truncated@{log.container}" + ("/previous" if log.previous else "")},
+            )
     if scanned and not found:
-        yield pod_logs.passed(f"no failure signature in {scanned} container log tail(s)")
+        cut = sum(1 for log in k8s.logs if log.lines and log.truncated)
+        yield pod_logs.passed(
+            f"no failure signature in {scanned} container log tail(s)"
+            + (f" ({cut} cut at the byte limit)" if cut else "")
+        )

@@ -2,7 +2,8 @@
 
 One finding per signature per stream (counts, first/last time, evidence, extracted fields), the
 health-monitoring agent's detection events as node findings, NCCL version drift across streams,
-and an INFO when CloudWatch is not enabled for the cluster (operations.md § 4).
+an INFO when CloudWatch is not enabled for the cluster (operations.md § 4), and a P1 when the scan
+was cut short (naming the streams that flooded it).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from hyperpod_nccl.references import DBG_VERSION_MISMATCH, NODE_HARDWARE, OPS_CL
 _HMA_SIGNATURE = "hma_detection"
 # Drift inside one stream is reported per stream; across streams by `logs.nccl_versions`.
 _DRIFT_SIGNATURE = "nccl_version_drift"
+# Flooding streams (and their nodes) named as resources of the incomplete-scan finding.
+_FLOOD_RESOURCES = 10
 
 
 def _stream_resources(scan: StreamScan) -> list[Resource]:
@@ -59,11 +62,29 @@ def cloudwatch_group(inv: Inventory) -> Iterator[Finding]:
         f"{logs.events_matched} candidate event(s), {len(logs.filter_terms)} filter terms"
     )
     if logs.truncated:
+        # Cut short by what the cluster printed (a flood, the call budget): P1, not the check's
+        # P2, since what was not read may hold a P0 and a job can flood the group on purpose. An
+        # API failure alone stays P2: its degraded source already says what is missing and why.
+        floods = [f for f in logs.flooded_streams if not f.complete]
+        by_volume = bool(floods) or logs.budget_spent
+        resources = [Resource(kind="cluster", id=inv.cluster_name)]
+        for flood in floods[:_FLOOD_RESOURCES]:
+            if flood.instance_id:
+                resources.append(Resource(kind="node", id=flood.instance_id))
+            resources.append(Resource(kind="log_stream", id=flood.stream))
+        more = f" and {len(floods) - 1} more" if len(floods) > 1 else ""
         yield cloudwatch_group.warn(
-            "CloudWatch scan incomplete",
+            f"CloudWatch scan incomplete: stream {floods[0].stream}{more} flooded the log group"
+            if floods
+            else "CloudWatch scan incomplete",
             detail=f"{logs.truncation_reason or 'cut short'}; {summary}",
-            resources=[Resource(kind="cluster", id=inv.cluster_name)],
-            fields={"signature": "truncated"},
+            resources=resources,
+            priority=Priority.P1 if by_volume else None,
+            fields={
+                "signature": "truncated",
+                "flooded_streams": len(floods),
+                "filter_calls": logs.filter_calls,
+            },
         )
         return
     yield cloudwatch_group.passed(f"scanned {logs.log_group}", detail=summary)

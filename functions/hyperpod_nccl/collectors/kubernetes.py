@@ -40,6 +40,7 @@ from hyperpod_nccl.models.kubernetes import (
     KubernetesInventory,
     Pod,
 )
+from hyperpod_nccl.redaction import scrub
 from hyperpod_nccl.references import OPS_CLUSTER_NAMES, OPS_IAM
 
 SOURCE = "kubernetes"
@@ -400,7 +401,10 @@ class _Reader:
             log.error = f"skipped: the API server did not answer GET {slow.path} in time"
             return log
         try:
-            log.lines = self.client.get_text(path, params).splitlines()[-thresholds.K8S_LOG_TAIL_LINES :]
+            read = self.client.get_log(path, params, thresholds.K8S_LOG_MAX_BYTES)
+            log.truncated = read.truncated
+            tail = read.text.splitlines()[-thresholds.K8S_LOG_TAIL_LINES :]
+            log.lines = scrub("\n".join(tail)).splitlines()  # redacted where the job's output enters
         except KubeTimeout as error:
             self._note_timeout(error, "pod logs")
             log.error = str(error)

@@ -7,6 +7,9 @@ Time is bounded three ways: a connect timeout, a read timeout per request (a rea
 out is not retried: the server answered nothing in that time, asking again only multiplies the
 wait), and a budget for all the reads of one client, after which every request fails at once.
 The read timeout defaults to $HYPERPOD_NCCL_KUBE_READ_TIMEOUT seconds when that is set.
+
+Pod logs are written by the job, so their size is too: `get_log` asks for `limitBytes` and reads
+no more than that from the socket itself, whatever the server (or a proxy) sends.
 """
 
 from __future__ import annotations
@@ -35,6 +38,16 @@ READ_TIMEOUT_ENV = "HYPERPOD_NCCL_KUBE_READ_TIMEOUT"
 DEFAULT_BUDGET_SECONDS = 120.0
 # A list must not page forever (a server that keeps returning `continue`).
 MAX_PAGES = 1000
+# What is read of an error answer to a size-capped request (a Status object is far smaller).
+STATUS_BODY_MAX_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class LogText:
+    """A log read up to a byte limit; `truncated` when the log went on past it (the rest unread)."""
+
+    text: str
+    truncated: bool
 
 
 class KubeError(Exception):
@@ -97,7 +110,7 @@ def _status_message(body: bytes) -> str:
         document = json.loads(body)
         if isinstance(document, dict) and document.get("message"):
             return str(document["message"])
-    except ValueError:
+    except (ValueError, RecursionError):  # json raises RecursionError on deep nesting
         pass
     return body[:200].decode("utf-8", "replace")
 
@@ -153,7 +166,11 @@ class KubeClient:
             self._pool = urllib3.PoolManager(**options)
         return self._pool
 
-    def _get(self, path: str, params: dict[str, str | int | bool] | None, accept: str) -> bytes:
+    def _get(
+        self, path: str, params: dict[str, str | int | bool] | None, accept: str, max_bytes: int | None = None
+    ) -> bytes:
+        """The body of a 200 answer; with `max_bytes`, at most `max_bytes` + 1 bytes of it are read
+        (the connection is dropped with the rest unread), so the caller can tell it went on."""
         query = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (params or {}).items()}
         left = self._deadline - time.monotonic()
         if left <= 0:
@@ -166,14 +183,23 @@ class KubeClient:
                 fields=query or None,
                 headers={"Authorization": f"Bearer {self.token}", "Accept": accept},
                 timeout=urllib3.Timeout(connect=min(self.connect_timeout, left), read=read),
+                preload_content=max_bytes is None,
             )
+            if max_bytes is None:
+                body = bytes(response.data)
+            else:
+                try:
+                    body = response.read(max_bytes + 1 if response.status == 200 else STATUS_BODY_MAX_BYTES)
+                finally:
+                    response.close()  # unread bytes must not stay on a pooled connection
+                    response.release_conn()
         except ReadTimeoutError as error:
             raise KubeTimeout(path, 0, f"no answer within {read:g} s (read timeout)") from error
         except Urllib3Error as error:
             raise KubeUnreachable(path, 0, f"{type(error).__name__}: {error}") from error
         if response.status == 200:
-            return bytes(response.data)
-        message = _status_message(response.data)
+            return body
+        message = _status_message(body)
         error_type: type[KubeError] = {
             401: KubeUnauthorized,
             403: KubeForbidden,
@@ -186,15 +212,19 @@ class KubeClient:
         body = self._get(path, params, "application/json")
         try:
             document = json.loads(body)
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:  # json raises RecursionError on deep nesting
             raise KubeServerError(path, 200, f"answer is not JSON: {error}") from error
         if not isinstance(document, dict):
             raise KubeServerError(path, 200, "answer is not a JSON object")
         return document
 
-    def get_text(self, path: str, params: dict[str, str | int | bool] | None = None) -> str:
-        """GET a plain-text resource (pod logs)."""
-        return self._get(path, params, "text/plain, */*").decode("utf-8", "replace")
+    def get_log(self, path: str, params: dict[str, str | int | bool] | None, max_bytes: int) -> LogText:
+        """GET a pod log with `limitBytes=max_bytes`, reading at most `max_bytes` + 1 bytes from the
+        socket (a server that ignores limitBytes cannot exhaust memory). Truncated when more than
+        `max_bytes` arrived, or exactly that many: the API server stops at the limit without saying
+        so, and a log of exactly that size is the rare case that errs on the side of "cut"."""
+        body = self._get(path, {**(params or {}), "limitBytes": max_bytes}, "text/plain, */*", max_bytes=max_bytes)
+        return LogText(text=body[:max_bytes].decode("utf-8", "replace"), truncated=len(body) >= max_bytes)
 
     def iter_list(self, path: str, params: dict[str, str | int | bool] | None = None) -> Iterator[dict[str, Any]]:
         """Every item of a list, following `metadata.continue` page by page."""

@@ -7,11 +7,13 @@ carry them.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Literal
 
 from pydantic import BaseModel, Field
+
+from hyperpod_nccl import thresholds
+from hyperpod_nccl.bounded import loads_json
 
 HEALTH_LABEL_PREFIX = "sagemaker.amazonaws.com/"
 NODE_HEALTH_LABEL = HEALTH_LABEL_PREFIX + "node-health-status"
@@ -185,7 +187,8 @@ class K8sNode(BaseModel):
         if not raw:
             return []
         try:
-            parsed = json.loads(raw)
+            # Anyone who can annotate the node writes this: bounded in size and depth.
+            parsed = loads_json(raw, max_bytes=thresholds.K8S_ANNOTATIONS_MAX_BYTES)
         except ValueError:
             return [{"message": raw}]
         if isinstance(parsed, dict):
@@ -449,6 +452,8 @@ class ContainerLog(BaseModel):
     previous: bool = False
     lines: list[str] = Field(default_factory=list)
     error: str | None = None
+    # True when the tail went past K8S_LOG_MAX_BYTES: the lines after the cut were not read.
+    truncated: bool = False
 
 
 class KubernetesInventory(BaseModel):

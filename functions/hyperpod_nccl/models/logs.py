@@ -15,6 +15,8 @@ from hyperpod_nccl.models.findings import Priority
 from hyperpod_nccl.references import Reference
 
 StreamKind = Literal["health_agent", "lifecycle", "deep_health_check", "nccl", "training", "other"]
+# Flood terms a FloodedStream keeps.
+FLOOD_TERMS_KEPT = 10
 
 
 class SignatureHit(BaseModel):
@@ -56,6 +58,26 @@ class StreamScan(BaseModel):
     hits: list[SignatureHit] = Field(default_factory=list)
 
 
+class FloodedStream(BaseModel):
+    """A log stream whose matching lines overflowed a scan query (one job can print any line)."""
+
+    stream: str
+    instance_id: str | None = None
+    # Matching events of this stream in its largest overflowing read: a lower bound of what it
+    # printed in the window.
+    matched_at_least: int = 0
+    # Terms carried by many of its flooding lines (the first few, in catalog order).
+    flood_terms: list[str] = Field(default_factory=list)
+    # True when its newest-first reads reached its oldest lines too: nothing of it was skipped.
+    complete: bool = False
+
+    def note_terms(self, terms: list[str]) -> None:
+        """Remember flood terms, the first FLOOD_TERMS_KEPT of them (they are for people to read)."""
+        self.flood_terms += [t for t in terms if t not in self.flood_terms][
+            : max(0, FLOOD_TERMS_KEPT - len(self.flood_terms))
+        ]
+
+
 class LogInventory(BaseModel):
     """What the CloudWatch scan found. Extended by the log-intelligence collector."""
 
@@ -72,6 +94,11 @@ class LogInventory(BaseModel):
     hma_detections: list[HmaDetection] = Field(default_factory=list)
     # NCCL version → streams that announced it (cluster-wide drift analysis).
     nccl_versions: dict[str, list[str]] = Field(default_factory=dict)
-    # True when a cap stopped the scan early (events per term, streams) or a page failed.
+    # True when a cap stopped the scan early (a flooding stream, the call budget) or a page failed.
     truncated: bool = False
     truncation_reason: str | None = None
+    # Streams that flooded a query, and the FilterLogEvents calls the scan made.
+    flooded_streams: list[FloodedStream] = Field(default_factory=list)
+    filter_calls: int = 0
+    # True when the scan stopped at its FilterLogEvents call budget (LOG_FILTER_MAX_CALLS).
+    budget_spent: bool = False

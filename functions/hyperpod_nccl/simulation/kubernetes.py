@@ -117,6 +117,9 @@ class KubernetesScenario(_Strict):
         default_factory=list, description="the resources latency_seconds applies to, e.g. pods/log; empty = all"
     )
     unreachable: bool = Field(default=False, description="point the EKS endpoint at a closed port")
+    ignore_limit_bytes: bool = Field(
+        default=False, description="pod logs are served whole whatever limitBytes says (a server or proxy ignoring it)"
+    )
 
 
 _KINDS = {
@@ -531,10 +534,30 @@ class _Api:
                     400, "BadRequest", f'previous terminated container "{container}" in pod "{meta["name"]}" not found'
                 )
             lines = []
-        tail = int(request.args.get("tailLines") or 0)
-        if tail:
-            lines = lines[-tail:]
-        return Response("".join(f"{line}\n" for line in lines), content_type="text/plain")
+        # The API server's PodLogOptions rules: integers, tailLines >= 0, limitBytes > 0 (422).
+        options: dict[str, int] = {}
+        for option in ("tailLines", "limitBytes"):
+            raw = request.args.get(option)
+            if raw is None:
+                continue
+            try:
+                options[option] = int(raw)
+            except ValueError:
+                return _status(400, "BadRequest", f'{option}: Invalid value: "{raw}": must be an integer')
+        for option, lowest, bound in (
+            ("tailLines", 0, "greater than or equal to 0"),
+            ("limitBytes", 1, "greater than 0"),
+        ):
+            if options.get(option, lowest) < lowest:
+                invalid = f"{option}: Invalid value: {options[option]}: must be {bound}"
+                return _status(422, "Invalid", f'PodLogOptions "{meta["name"]}" is invalid: {invalid}')
+        if "tailLines" in options:
+            lines = lines[-options["tailLines"] :] if options["tailLines"] else []
+        body = "".join(f"{line}\n" for line in lines).encode("utf-8")
+        # limitBytes counts from the start of what tailLines selected (the kubelet's limited writer).
+        if "limitBytes" in options and not self.store.spec.ignore_limit_bytes:
+            body = body[: options["limitBytes"]]
+        return Response(body, content_type="text/plain")
 
 
 class KubernetesApi:
