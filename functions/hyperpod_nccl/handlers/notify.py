@@ -8,7 +8,12 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hyperpod_nccl.handlers import connect_store, naming_aws_failures, powertools, sdk_client
-from hyperpod_nccl.monitor.settings import METRIC_DIMENSION_CLUSTER, METRIC_NOTIFICATIONS, MonitorSettings
+from hyperpod_nccl.monitor.settings import (
+    METRIC_ALERTS_DROPPED,
+    METRIC_DIMENSION_CLUSTER,
+    METRIC_NOTIFICATIONS,
+    MonitorSettings,
+)
 from hyperpod_nccl.monitor.sweep import SweepState, run_notify
 
 logger, tracer, metrics = powertools("notify")
@@ -30,5 +35,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # Incident messages are their own; alerts of earlier sweeps left unpublished go out first.
     sent = output.incident_messages + (1 if output.message_id else 0) + output.earlier_alerts
     metrics.add_metric(name=METRIC_NOTIFICATIONS, unit=MetricUnit.Count, value=sent)
+    if output.dropped_alerts:
+        metrics.add_metric(name=METRIC_ALERTS_DROPPED, unit=MetricUnit.Count, value=output.dropped_alerts)
     logger.info("notify", extra=output.model_dump())
     return output.model_dump(mode="json")

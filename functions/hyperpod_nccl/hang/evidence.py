@@ -106,17 +106,21 @@ def hang_evidence(inventory: Inventory) -> HangEvidence:
             except RasParseError:
                 continue
     files: list[tuple[str, bytes]] = []
+    not_stored: dict[str, str] = {}
     for instance_id, dump in _recent_dumps(inventory, results):
+        if dump.not_stored:  # the monitor kept the node's parsed sections, not this raw dump
+            not_stored[f"{instance_id}:{dump.path}"] = dump.not_stored
+            continue
         try:
             files.append((f"{instance_id}:{dump.path}", base64.b64decode(dump.data_base64, validate=True)))
         except (binascii.Error, ValueError):
             continue
         if dump.rank is not None:
             evidence.dump_nodes[dump.rank] = instance_id
-    if files:
+    if files or not_stored:
         # The restricted loader (plain data only); refused dumps are kept with the reason.
         dumps, refused = load_dumps(files)
-        evidence.analysis = analyze(dumps, refused)
+        evidence.analysis = analyze(dumps, {**not_stored, **refused})
     if evidence.ras is None and evidence.analysis is None:
         return evidence
     evidence.mapping = _rank_map(inventory, results)

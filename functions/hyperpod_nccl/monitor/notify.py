@@ -10,6 +10,7 @@ description, nextSteps, keywords) and `metadata` (threadId groups one cluster's 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -18,12 +19,36 @@ from hyperpod_nccl.incidents.models import Incident, TimelineEntry
 from hyperpod_nccl.models.findings import Finding, Priority, Resource
 from hyperpod_nccl.monitor.diff import Change, SweepDiff
 from hyperpod_nccl.monitor.incidents import IncidentChange, IncidentSweep
+from hyperpod_nccl.sanitize import email_subject, for_slack, one_line
 
 # Listing every change of a large first sweep would exceed chat limits; the rest is counted.
 MAX_DETAILED_CHANGES = 15
 MAX_LISTED_CHANGES = 40
 # An incident message shows the latest timeline entries; the full story is in the table and CLI.
 MAX_TIMELINE_ENTRIES = 15
+# A change names this many resources, then counts the rest ("… and 912 more nodes").
+MAX_LISTED_RESOURCES = 20
+MAX_DEGRADED_LINES = 10
+MAX_NEXT_STEPS = 10
+# A suggested command longer than this is not put in chat's nextSteps (a cut command must never
+# be offered to paste); the e-mail keeps it whole.
+NEXT_STEP_MAX_CHARS = 1_000
+
+# --- delivery limits: one definition each (the emulation refuses what AWS refuses) -------------
+# SNS Publish: the message, with its attributes, is at most 256 KiB counted in UTF-8 bytes; with
+# MessageStructure=json that is the whole JSON document, every protocol's body included.
+SNS_MESSAGE_MAX_BYTES = 262_144
+# Amazon Q Developer in chat applications (AWS Chatbot) custom notifications: a title of at most
+# 250 characters, a description of at most 8,000 (the custom-notification schema's bounds as we
+# know them; to be re-checked against the schema page when it changes). Slack's own limit on a
+# message's text, 40,000 characters, is far above both.
+CHATBOT_TITLE_MAX_CHARS = 250
+CHATBOT_DESCRIPTION_MAX_CHARS = 8_000
+# E-mail body: Gmail clips a message body over 102 KB behind a link, other clients slow down.
+EMAIL_MAX_BYTES = 100_000
+# SNS error codes that the same message gets again on every retry (SNS refused the message
+# itself); throttling, outages, KMS and permission errors pass or get fixed, and are retried.
+PERMANENT_PUBLISH_ERRORS = ("InvalidParameter", "InvalidParameterValue")
 INCIDENT_EVENT_TYPES = {
     "new": "HyperPodNcclIncidentOpened",
     "changed": "HyperPodNcclIncidentUpdated",
@@ -86,6 +111,57 @@ def resource_ids(finding: Finding) -> list[str]:
     return [f"{r.kind} {r.id}" + (f" ({r.name})" if r.name and r.name != r.id else "") for r in picked]
 
 
+_KIND_PLURAL = {
+    "node": "nodes",
+    "pod": "pods",
+    "security_group": "security groups",
+    "k8s_node": "Kubernetes nodes",
+    "slurm_node": "Slurm nodes",
+    "gpu": "GPUs",
+    "instance_group": "instance groups",
+    "namespace": "namespaces",
+}
+
+
+def more_count(counts: dict[str, int]) -> str:
+    """What a cut list left out, with the exact count per kind: "… and 912 more nodes, 1 more pod"."""
+    parts = [
+        f"{n} more {_KIND_PLURAL.get(kind, kind) if n != 1 else kind.replace('_', ' ')}" for kind, n in counts.items()
+    ]
+    return "… and " + ", ".join(parts)
+
+
+def listed_resources(finding: Finding, limit: int = MAX_LISTED_RESOURCES) -> str:
+    """The ids a finding names, the first `limit` of them, then the count of the rest by kind."""
+    ids = resource_ids(finding)
+    if len(ids) <= limit:
+        return ", ".join(ids)
+    rest: dict[str, int] = {}
+    for resource in [r for r in finding.resources if r.kind in _ID_KINDS][limit:]:
+        rest[resource.kind] = rest.get(resource.kind, 0) + 1
+    return ", ".join(ids[:limit]) + " " + more_count(rest)
+
+
+class _Markup(str):
+    """A line of our own chat markup (bold, link, code fence) whose cluster values were escaped
+    when it was built; `_escaped` passes it through, every other line is escaped there."""
+
+
+def _chat(value: str) -> str:
+    """A cluster value inside one line of our chat markup."""
+    return for_slack(one_line(value))
+
+
+def _escaped(lines: list[str], *, markdown: bool) -> list[str]:
+    """The body lines as they may be sent: cluster text in them (titles, evidence, names) shows
+    its control characters escaped and cannot start a line of its own; in chat, it also cannot
+    form a mention, a link or a code fence. Escaping is idempotent, so a line escaped twice is
+    unchanged."""
+    if not markdown:
+        return [one_line(line) for line in lines]
+    return [line if isinstance(line, _Markup) else _chat(line) for line in lines]
+
+
 def _priority(finding: Finding) -> str:
     return finding.priority.value if finding.priority else "--"
 
@@ -134,18 +210,19 @@ def _detail_lines(change: Change, base_url: str, *, markdown: bool) -> list[str]
     if change.kind == "priority_raised" and change.previous_priority:
         head += f" (was {change.previous_priority.value})"
     link = finding.reference.url(base_url)
-    lines = [f"*{head}*" if markdown else head]
-    ids = resource_ids(finding)
+    lines = [_Markup(f"*{_chat(head)}*") if markdown else head]
+    ids = listed_resources(finding)
     if ids:
-        lines.append(("  Resources: " if not markdown else "Resources: ") + ", ".join(ids))
+        lines.append(("  Resources: " if not markdown else "Resources: ") + ids)
     if markdown:
-        lines.append(f"Runbook: <{link}|{finding.reference.pointer}>")
+        lines.append(_Markup(f"Runbook: <{for_slack(link)}|{_chat(finding.reference.pointer)}>"))
     else:
         lines.append(f"  Runbook: {finding.reference.pointer} - {link}")
     if change.kind != "resolved":
         for command in finding.suggested_commands:
             if markdown:
-                lines.append(f"{command.description}:\n```{command.command}```")
+                # Inside the fence a newline is harmless: the command keeps its own lines.
+                lines.append(_Markup(f"{_chat(command.description)}:\n```{for_slack(command.command)}```"))
             else:
                 lines.append(f"  Suggested ({command.description}): {command.command}")
                 if command.preconditions:
@@ -167,8 +244,10 @@ def _body(diff: SweepDiff, base_url: str, *, markdown: bool) -> list[str]:
     else:
         lines.append(_counts_line(diff))
         lines.append(_coverage_line(diff))
-    for source in diff.degraded_sources:
+    for source in diff.degraded_sources[:MAX_DEGRADED_LINES]:
         lines.append(f"Degraded source: {source.source}: {source.reason} -> {source.fix}")
+    if len(diff.degraded_sources) > MAX_DEGRADED_LINES:
+        lines.append(f"… and {len(diff.degraded_sources) - MAX_DEGRADED_LINES} more degraded sources")
     ordered = [*diff.of_kind("new"), *diff.of_kind("priority_raised"), *diff.of_kind("resolved")]
     detailed = [c for c in ordered if _is_detailed(c)]
     brief = [c for c in ordered if not _is_detailed(c)]
@@ -181,11 +260,11 @@ def _body(diff: SweepDiff, base_url: str, *, markdown: bool) -> list[str]:
         lines.append("")
     for change in brief[:MAX_LISTED_CHANGES]:
         label = {"new": "NEW", "priority_raised": "RAISED", "resolved": "RESOLVED"}[change.kind]
-        ids = ", ".join(resource_ids(change.finding))
+        ids = listed_resources(change.finding)
         lines.append(f"[{label}] [{_priority(change.finding)}] {change.finding.title}" + (f" ({ids})" if ids else ""))
     if len(brief) > MAX_LISTED_CHANGES:
         lines.append(f"... and {len(brief) - MAX_LISTED_CHANGES} more")
-    return lines
+    return _escaped(lines, markdown=markdown)
 
 
 def build_alert(diff: SweepDiff, base_url: str) -> Alert:
@@ -199,7 +278,8 @@ def build_alert(diff: SweepDiff, base_url: str) -> Alert:
     next_steps: list[str] = []
     for change in diff.changes:
         if _is_detailed(change):
-            next_steps.extend(f"{c.description}: {c.command}" for c in change.finding.suggested_commands)
+            steps = (for_slack(f"{c.description}: {c.command}") for c in change.finding.suggested_commands)
+            next_steps.extend(step for step in steps if len(step) <= NEXT_STEP_MAX_CHARS)
     email_lines = [
         headline,
         _cluster_line(diff.cluster, diff.region, diff.cluster_arn),
@@ -212,20 +292,20 @@ def build_alert(diff: SweepDiff, base_url: str) -> Alert:
     chatbot = ChatbotNotification(
         id=diff.sweep_id,
         content=ChatbotContent(
-            title=f"{emoji} {headline}",
+            title=_chat(f"{emoji} {headline}"),
             description="\n".join(_body(diff, base_url, markdown=True)),
-            nextSteps=next_steps[:10],
-            keywords=["hyperpod", "nccl", diff.cluster],
+            nextSteps=next_steps[:MAX_NEXT_STEPS],
+            keywords=["hyperpod", "nccl", _chat(diff.cluster)],
         ),
         metadata=ChatbotMetadata(
             threadId=thread_id(diff.region, diff.cluster),
-            summary=headline,
+            summary=_chat(headline),
             eventType="HyperPodNcclSweepFailed" if failed else "HyperPodNcclFindingsChanged",
             relatedResources=[diff.cluster_arn] if diff.cluster_arn else [],
             additionalContext={"clusterName": diff.cluster, "region": diff.region, "sweepId": diff.sweep_id},
         ),
     )
-    return Alert(subject=headline[:100], email="\n".join(email_lines), chatbot=chatbot)
+    return Alert(subject=email_subject(headline), email="\n".join(map(one_line, email_lines)), chatbot=chatbot)
 
 
 def _cluster_line(cluster: str, region: str, arn: str | None) -> str:
@@ -248,7 +328,9 @@ def _affected_line(incident: Incident) -> str:
         ("GPUs", affected.gpus),
     ]
     listed = [
-        f"{name} {', '.join(values[:10])}" + (" ..." if len(values) > 10 else "") for name, values in parts if values
+        f"{name} {', '.join(values[:10])}" + (f" … and {len(values) - 10} more" if len(values) > 10 else "")
+        for name, values in parts
+        if values
     ]
     return "Affected: " + ("; ".join(listed) if listed else "no node, pod or rank named")
 
@@ -258,7 +340,11 @@ def _incident_body(change: IncidentChange, base_url: str, *, markdown: bool) -> 
     reference = incident.root_cause.reference
     link = reference.url(base_url)
     lines = [f"Root cause: {incident.root_cause.summary}"]
-    lines.append(f"Runbook: <{link}|{reference.pointer}>" if markdown else f"Runbook: {reference.pointer} - {link}")
+    lines.append(
+        _Markup(f"Runbook: <{for_slack(link)}|{_chat(reference.pointer)}>")
+        if markdown
+        else f"Runbook: {reference.pointer} - {link}"
+    )
     lines.append(f"Outcome: {incident.outcome}")
     lines.append(_affected_line(incident))
     if change.what:
@@ -277,8 +363,8 @@ def _incident_body(change: IncidentChange, base_url: str, *, markdown: bool) -> 
     if incident.evidence and change.kind == "new":
         lines.append("")
         lines.append("Evidence:")
-        lines.extend(f"```{line}```" if markdown else f"  {line}" for line in incident.evidence[:5])
-    return lines
+        lines.extend(_Markup(f"```{_chat(line)}```") if markdown else f"  {line}" for line in incident.evidence[:5])
+    return _escaped(lines, markdown=markdown)
 
 
 def build_incident_alert(sweep: IncidentSweep, change: IncidentChange, base_url: str) -> Alert:
@@ -304,14 +390,14 @@ def build_incident_alert(sweep: IncidentSweep, change: IncidentChange, base_url:
     chatbot = ChatbotNotification(
         id=f"{sweep.sweep_id}-{incident.id}",
         content=ChatbotContent(
-            title=f"{emoji} {headline}"[:250],
+            title=_chat(f"{emoji} {headline}")[:250],
             description="\n".join(_incident_body(change, base_url, markdown=True)),
-            nextSteps=[incident.recurrence.advice] if incident.recurrence and change.kind != "resolved" else [],
-            keywords=["hyperpod", "nccl", "incident", sweep.cluster],
+            nextSteps=[_chat(incident.recurrence.advice)] if incident.recurrence and change.kind != "resolved" else [],
+            keywords=["hyperpod", "nccl", "incident", _chat(sweep.cluster)],
         ),
         metadata=ChatbotMetadata(
             threadId=incident.id,
-            summary=headline,
+            summary=_chat(headline),
             eventType=INCIDENT_EVENT_TYPES[change.kind],
             relatedResources=related,
             additionalContext={
@@ -322,14 +408,132 @@ def build_incident_alert(sweep: IncidentSweep, change: IncidentChange, base_url:
             },
         ),
     )
-    return Alert(subject=headline[:100], email="\n".join(email_lines), chatbot=chatbot)
+    return Alert(subject=email_subject(headline), email="\n".join(map(one_line, email_lines)), chatbot=chatbot)
 
 
 def sns_message(alert: Alert) -> dict[str, Any]:
-    """Publish arguments: one SNS message with a body per protocol."""
+    """Publish arguments: one SNS message with a body per protocol, fitted to every delivery
+    limit first (`fit_alert`), so SNS never refuses it for its size."""
+    return _publish_arguments(fit_alert(alert))
+
+
+def _publish_arguments(alert: Alert) -> dict[str, Any]:
     chat = alert.chatbot.model_dump_json()
-    return {
-        "Subject": alert.subject,
+    arguments = {
         "MessageStructure": "json",
-        "Message": json.dumps({"default": chat, "email": alert.email, "email-json": chat}),
+        # UTF-8 as is rather than \uXXXX escapes: SNS counts bytes, an escape costs up to six.
+        "Message": json.dumps({"default": chat, "email": alert.email, "email-json": chat}, ensure_ascii=False),
     }
+    if alert.subject:  # SNS refuses an empty Subject; without one, e-mail shows its default
+        arguments["Subject"] = alert.subject
+    return arguments
+
+
+def sns_message_bytes(arguments: dict[str, Any]) -> int:
+    """The size SNS checks against SNS_MESSAGE_MAX_BYTES: the UTF-8 bytes of the message (the
+    whole JSON structure) and of the subject, with each message attribute's name, type and value."""
+    size = len(str(arguments.get("Message", "")).encode()) + len(str(arguments.get("Subject") or "").encode())
+    for name, attribute in (arguments.get("MessageAttributes") or {}).items():
+        value = attribute.get("StringValue") or attribute.get("BinaryValue") or b""
+        size += len(name.encode()) + len(str(attribute.get("DataType", "")).encode())
+        size += len(value if isinstance(value, bytes) else str(value).encode())
+    return size
+
+
+def _cut_lines(text: str, limit: int, size: Callable[[str], int], *, keep_last: str = "") -> str:
+    """`text` cut at a line boundary so that `size(result) <= limit`, ending with how many lines
+    were left out (then `keep_last`, when the text ends with that line: the e-mail's read-only
+    footer survives any cut). A line is kept whole or not at all (a half command must never be
+    shown); a code fence left open by the cut is closed."""
+    if size(text) <= limit:
+        return text
+    lines = text.split("\n")
+    tail = [lines.pop()] if keep_last and lines and lines[-1] == keep_last else []
+    room = limit - size(_cut_marker(len(lines))) - size("\n```\n") - sum(size(t) + 1 for t in tail)
+    kept: list[str] = []
+    for line in lines:
+        room -= size(line) + 1
+        if room < 0:
+            break
+        kept.append(line)
+    left = len(lines) - len(kept)
+    if "\n".join(kept).count("```") % 2:
+        kept.append("```")
+    return "\n".join([*kept, _cut_marker(left), *tail])
+
+
+def _cut_marker(lines: int) -> str:
+    return f"… {lines} more lines not shown (message size limit); the full sweep is in the monitor's table"
+
+
+def _chars(text: str) -> int:
+    return len(text)
+
+
+def _utf8(text: str) -> int:
+    return len(text.encode())
+
+
+def _with_bodies(alert: Alert, *, email_bytes: int, description_chars: int) -> Alert:
+    content = alert.chatbot.content
+    metadata = alert.chatbot.metadata
+    chatbot = alert.chatbot.model_copy(
+        update={
+            "content": content.model_copy(
+                update={
+                    "title": content.title[:CHATBOT_TITLE_MAX_CHARS],
+                    "description": _cut_lines(content.description, description_chars, _chars),
+                    "nextSteps": [s for s in content.nextSteps if len(s) <= NEXT_STEP_MAX_CHARS][:MAX_NEXT_STEPS],
+                }
+            ),
+            "metadata": metadata.model_copy(update={"summary": metadata.summary[:CHATBOT_TITLE_MAX_CHARS]}),
+        }
+    )
+    email = _cut_lines(alert.email, email_bytes, _utf8, keep_last=READ_ONLY_FOOTER)
+    return alert.model_copy(update={"email": email, "chatbot": chatbot})
+
+
+def fit_alert(alert: Alert) -> Alert:
+    """`alert` within every delivery limit: the chat title and description, the e-mail body and
+    the whole SNS message (SNS_MESSAGE_MAX_BYTES as SNS counts it: both chat copies, the e-mail
+    and the subject). Text is cut at line boundaries with the number of lines left out; when even
+    short bodies do not fit (huge metadata), the alert is reduced to its headline."""
+    email_bytes, description_chars = EMAIL_MAX_BYTES, CHATBOT_DESCRIPTION_MAX_CHARS
+    while email_bytes >= 1_000 and description_chars >= 500:
+        fitted = _with_bodies(alert, email_bytes=email_bytes, description_chars=description_chars)
+        if sns_message_bytes(_publish_arguments(fitted)) <= SNS_MESSAGE_MAX_BYTES:
+            return fitted
+        # The e-mail is sent once, the chat JSON twice (default and email-json): shrink the
+        # e-mail first, then both.
+        if email_bytes > 8 * description_chars:
+            email_bytes //= 2
+        else:
+            email_bytes, description_chars = email_bytes // 2, description_chars // 2
+    return undeliverable_alert(alert, "the alert did not fit the SNS message limit")
+
+
+def undeliverable_alert(alert: Alert, reason: str) -> Alert:
+    """A short stand-in for an alert SNS refused or that cannot fit: the same headline, thread and
+    event type, saying why and where the full content is; bounded whatever `alert` holds."""
+    content, metadata = alert.chatbot.content, alert.chatbot.metadata
+    sweep = metadata.additionalContext.get("sweepId", alert.chatbot.id)
+    text = (
+        f"The full alert could not be delivered ({one_line(reason[:300])}). Its findings are stored by the "
+        f"monitor: sweep {one_line(sweep[:200])}."
+    )
+    context = {k: v[:200] for k, v in list(metadata.additionalContext.items())[:10]}
+    chatbot = ChatbotNotification(
+        id=alert.chatbot.id[:200],
+        content=ChatbotContent(
+            title=content.title[:CHATBOT_TITLE_MAX_CHARS], description=for_slack(text), keywords=content.keywords[:5]
+        ),
+        metadata=ChatbotMetadata(
+            threadId=metadata.threadId[:200],
+            summary=metadata.summary[:CHATBOT_TITLE_MAX_CHARS],
+            eventType=metadata.eventType,
+            relatedResources=metadata.relatedResources[:1],
+            additionalContext=context,
+        ),
+    )
+    headline = alert.email.split("\n", 1)[0][:CHATBOT_TITLE_MAX_CHARS]
+    return Alert(subject=alert.subject, email=f"{headline}\n\n{text}\n\n{READ_ONLY_FOOTER}", chatbot=chatbot)

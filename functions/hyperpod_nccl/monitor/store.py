@@ -10,20 +10,28 @@ Keys (pk / sk; `C` = `<region>#<cluster name>`), one line per access pattern:
   `CLUSTER#C` / `FINDING#<fingerprint>`
 - open findings of a cluster: GSI `gsi1` `OPEN#C` / `<priority>#<fingerprint>` (sparse: removed on resolve)
 - a finding's occurrences: `FINDING#C#<fingerprint>` / `OCC#<started ISO>#<sweep id>`
+- a finding too long for its item (thousands of resources), whole, per sweep that saw it (TTL):
+  `FINDING#C#<fingerprint>` / blob `BODY#<sweep id>#<chunk>`, named by the item's `finding_body`
 - per-node fault history (survives replacement): `NODE#<instance id>` / `FAULT#<ISO>#<sweep id>#<fingerprint>`
 - per-GPU fault history (serial/UUID): `GPU#<serial or uuid>` / `FAULT#<ISO>#<sweep id>#<fingerprint>`
 - an incident (status open/resolved, first/last seen, timeline; monitor/incidents.py): `CLUSTER#C` / `INCIDENT#<id>`
 - alerts a failed Notify left unpublished, sent by the next sweep (TTL): `CLUSTER#C` / `ALERT_PENDING#<sweep id>`
-- one sweep's scratch (collector outputs, TTL): `SWEEP#<sweep id>` / `REQUEST`, `TARGET#<id>`, `PROBE#<id>`,
+- a pending alert SNS refused for good, dropped so it blocks nothing (TTL): `CLUSTER#C` / `ALERT_DROPPED#<sweep id>`
+- one sweep's scratch (collector outputs, TTL): `SWEEP#<sweep id>` / `REQUEST`, `TARGET#<id>`,
   `DEGRADED#<step>`, `NOTIFIED`, `NOTIFIED#INCIDENT#<id>` and blobs `<NAME>#<chunk>` (CONTROL_PLANE, PLAN, LOGS,
-  KUBERNETES, RESULT, DIFF, INCIDENTS)
+  KUBERNETES, RESULT, DIFF, INCIDENTS, `PROBE#<id>`: one per node)
 
 Node and GPU history are keyed by the hardware, not by cluster membership, so a node replaced
 by HyperPod keeps its record and a GPU UUID that reappears is recognised.
 
 Idempotency: every write that a retried Lambda may repeat is either an overwrite of the same
-value (scratch items) or conditional on the sweep id (occurrences, fault history, finding
-counters, the stored diff), so a retry never duplicates a finding or an occurrence.
+value (scratch items, fault history keyed by the sweep id, finding bodies) or conditional on the
+sweep id (occurrences, finding counters, the stored diff), so a retry never duplicates a finding
+or an occurrence.
+
+Size: no item may pass DynamoDB's 400 KB (DYNAMODB_ITEM_MAX_BYTES). Collector outputs, probe
+results and diffs are compressed blobs in chunks; a finding naming thousands of resources keeps a
+shortened copy in its item and its whole text in a blob, which `open_findings` reads back.
 """
 
 from __future__ import annotations
@@ -37,10 +45,16 @@ from typing import Any
 from boto3.dynamodb.conditions import Attr, Key
 from botocore.exceptions import ClientError
 
+from hyperpod_nccl.models.findings import Finding
 from hyperpod_nccl.monitor.settings import GSI1, SCRATCH_RETENTION_SECONDS
 
-# DynamoDB items are limited to 400 KB; blobs are compressed and split well below that.
+# DynamoDB's item limit: 400 KB, attribute names and values together (UTF-8 and binary bytes).
+DYNAMODB_ITEM_MAX_BYTES = 400 * 1024
+# Blobs are compressed and split well below the item limit (the key and attributes add a little).
 BLOB_CHUNK_BYTES = 300_000
+# A finding's JSON kept in its FINDING item; a longer one (a finding naming thousands of nodes) is
+# stored whole as a blob and the item keeps a shortened copy (`Store.put_finding_body`).
+FINDING_INLINE_MAX_BYTES = 64 * 1024
 
 
 def cluster_key(region: str, cluster: str) -> str:
@@ -71,6 +85,33 @@ def is_conditional_failure(error: ClientError) -> bool:
 def epoch(moment: datetime) -> int:
     """Seconds since the epoch (the TTL attribute's format)."""
     return int(moment.timestamp())
+
+
+def shortened_finding(finding: Finding, max_bytes: int) -> str:
+    """`finding` as JSON of at most `max_bytes`: its lists (resources, evidence) cut to their first
+    entries, then its detail, never its check, status, priority or title. For the copy kept in a
+    FINDING item when the whole finding is in a blob."""
+    keep = max(len(finding.resources), len(finding.evidence))
+    detail = finding.detail
+    while True:
+        short = finding.model_copy(
+            update={"resources": finding.resources[:keep], "evidence": finding.evidence[:keep], "detail": detail}
+        )
+        text = short.model_dump_json()
+        if len(text.encode()) <= max_bytes:
+            return text
+        if keep:
+            keep //= 2
+        elif detail:
+            detail = detail[: len(detail) // 2]
+        else:
+            return text  # check, title and commands alone: bounded by the checks that write them
+
+
+def _chunk(item: dict[str, Any]) -> bytes:
+    """A blob chunk's bytes (boto3 returns Binary attributes wrapped)."""
+    data = item["data"]
+    return bytes(data.value if hasattr(data, "value") else data)
 
 
 class Store:
@@ -184,13 +225,33 @@ class Store:
         head = self.get(pk, f"{name}#0000")
         if head is None:
             return None
-        parts = [bytes(head["data"].value if hasattr(head["data"], "value") else head["data"])]
+        parts = [_chunk(head)]
         for index in range(1, int(head.get("chunks", 1))):
             item = self.get(pk, f"{name}#{index:04d}")
             if item is None:
                 return None
-            parts.append(bytes(item["data"].value if hasattr(item["data"], "value") else item["data"]))
+            parts.append(_chunk(item))
         return zlib.decompress(b"".join(parts)).decode()
+
+    def blobs(self, pk: str, prefix: str) -> dict[str, str]:
+        """Every complete blob of a partition whose name starts with `prefix`, read with one query
+        (name -> text). A blob missing a chunk, or whose chunks do not decode (two writers
+        interleaved), is left out: to the reader it was never stored."""
+        chunks: dict[str, dict[int, dict[str, Any]]] = {}
+        for item in self.query(pk, prefix):
+            name, _, index = str(item["sk"]).rpartition("#")
+            if "data" in item and index.isdigit():
+                chunks.setdefault(name, {})[int(index)] = item
+        found: dict[str, str] = {}
+        for name, parts in chunks.items():
+            count = int(parts.get(0, {}).get("chunks", 0))
+            if count == 0 or any(i not in parts for i in range(count)):
+                continue
+            try:
+                found[name] = zlib.decompress(b"".join(_chunk(parts[i]) for i in range(count))).decode()
+            except (zlib.error, UnicodeDecodeError):
+                continue
+        return found
 
     # --- sweep scratch ------------------------------------------------------------------------
     def put_scratch(self, sweep_id: str, sk: str, payload: Any, *, now: datetime) -> None:
@@ -217,10 +278,30 @@ class Store:
         """The open findings of a cluster, read from the sparse index, with their stored state.
 
         The index is eventually consistent, so each hit is re-read from the table: a finding
-        resolved a moment ago must not be reported open again."""
+        resolved a moment ago must not be reported open again. `finding` is the whole finding's
+        JSON, read from its body blob when the item holds a shortened copy."""
         result = []
         for hit in self.query(open_index_key(region, cluster), index=GSI1):
             item = self.get(hit["pk"], hit["sk"])
             if item is not None and item.get("state") == "open":
+                body = str(item.get("finding_body") or "")
+                if body:
+                    fingerprint = str(item["sk"]).split("#", 1)[1]
+                    # An expired body (a finding kept open, unseen, past the history) leaves the copy.
+                    whole = self.get_blob(finding_history_key(region, cluster, fingerprint), body)
+                    item["finding"] = whole if whole is not None else item["finding"]
                 result.append(item)
         return result
+
+    def put_finding_body(
+        self, region: str, cluster: str, fingerprint: str, finding: Finding, sweep_id: str, expires_at: int
+    ) -> tuple[str, str]:
+        """What a FINDING item stores of `finding`: (its JSON, "") when it fits the item, else (a
+        shortened copy, the name of the blob now holding it whole). The blob is written first, so
+        an item never names a body that is not there."""
+        text = finding.model_dump_json()
+        if len(text.encode()) <= FINDING_INLINE_MAX_BYTES:
+            return text, ""
+        name = f"BODY#{sweep_id}"
+        self.put_blob(finding_history_key(region, cluster, fingerprint), name, text, expires_at=expires_at)
+        return shortened_finding(finding, FINDING_INLINE_MAX_BYTES), name
