@@ -104,3 +104,11 @@ def hang_attribution(inv: Inventory) -> Iterator[Finding]:
                 "source": head.source,
             },
         )
+    if refused and not by_rank:
+        # Dumps were written but none could be analysed (unreadable: malformed, past a bound,
+        # hostile; or not kept): say so, or the hang evidence silently shrinks to nothing.
+        yield hang_attribution.info(
+            f"{len(refused)} Flight Recorder dump(s) not analysed: no rank could be attributed from them",
+            detail="The reason is given per file; the ranks of these dumps are not judged.",
+            evidence=[f"Flight Recorder dump not analysed ({name}): {why}" for name, why in list(refused.items())[:5]],
+        )

@@ -34,6 +34,7 @@ from hyperpod_nccl import xid as xid_facts
 from hyperpod_nccl.classifier.catalog import Catalog, Signature, group_fields, load_catalog
 from hyperpod_nccl.models.findings import Priority
 from hyperpod_nccl.models.logs import SignatureHit
+from hyperpod_nccl.redaction import scrub
 from hyperpod_nccl.references import NODE_GPU, NODE_HARDWARE, NODE_ROW_REMAP, Reference
 
 # Keywords and regexes only see the head of a line: evidence worth reading is at the start, and
@@ -44,6 +45,10 @@ EVIDENCE_CHARS = 500
 MAX_FIELD_VALUES = 16
 MAX_SPLIT_GROUPS = 64
 BLOCK_BYTES = 1 << 20
+# A line end that never comes (a `\r`-only progress bar, a binary blob) must not grow the carried
+# partial line without bound: past this many bytes the rest of the line is counted, not kept.
+# (Only its first MAX_MATCH_BYTES are ever matched.)
+MAX_LINE_BYTES = 64 * 1024
 
 # A line carrying this marker is NCCL's INFO chatter: only `allow_info` signatures apply to it.
 INFO_MARKER = b"NCCL INFO"
@@ -224,21 +229,56 @@ class Scanner:
         self._lines = 0
         self._bytes = 0
         self._pending = b""
+        # The last block ended in "\r": a "\n" opening the next one completes that "\r\n".
+        self._after_cr = False
 
     # ------------------------------------------------------------------ input
     def feed_text(self, text: str) -> None:
         """Scan a block of text (any number of lines; a trailing partial line is carried over)."""
-        self.feed_bytes(text.encode("utf-8", errors="replace"))
+        # Encoded a block at a time: a huge text never needs a second, encoded copy of itself.
+        for offset in range(0, len(text), BLOCK_BYTES):
+            self.feed_bytes(text[offset : offset + BLOCK_BYTES].encode("utf-8", errors="replace"))
 
     def feed_bytes(self, data: bytes) -> None:
-        """Scan a block of UTF-8 bytes (a trailing partial line is carried over)."""
-        cut = data.rfind(b"\n")
+        """Scan UTF-8 bytes of any size, a block at a time (a trailing partial line is carried over).
+
+        A line ends at "\n", "\r\n" or a lone "\r" (a terminal's carriage return: progress bars
+        redraw themselves with it and may never print a newline); a line longer than
+        `MAX_LINE_BYTES` keeps only its head. Memory stays bounded by the block size whatever the
+        input looks like."""
+        for offset in range(0, len(data), BLOCK_BYTES):
+            self._feed_block(data[offset : offset + BLOCK_BYTES])
+
+    def _feed_block(self, data: bytes) -> None:
+        if self._after_cr:
+            self._after_cr = False
+            if data[:1] == b"\n":
+                data = data[1:]  # the "\n" of a "\r\n" cut between two blocks ends no more lines
+                self._bytes += 1
+        if not data:
+            return
+        self._after_cr = data.endswith(b"\r")
+        cut = max(data.rfind(b"\n"), data.rfind(b"\r"))
         if cut < 0:
-            self._pending += data
+            self._carry(data)
             return
         block = self._pending + data[: cut + 1] if self._pending else data[: cut + 1]
-        self._pending = data[cut + 1 :]
+        self._pending = b""
+        self._carry(data[cut + 1 :])
+        if b"\r" in block:
+            size = len(block)
+            block = block.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            self._bytes += size - len(block)  # bytes_scanned counts the input, not the newlines made
         self._scan_block(block)
+
+    def _carry(self, tail: bytes) -> None:
+        """Keep the start of an unfinished line, at most `MAX_LINE_BYTES` of it; count the rest."""
+        room = max(MAX_LINE_BYTES - len(self._pending), 0)
+        if len(tail) > room:
+            self._bytes += len(tail) - room
+            tail = tail[:room]
+        if tail:
+            self._pending += tail
 
     def feed_line(self, line: str, timestamp: str | None = None) -> None:
         """Scan one line; `timestamp` overrides the one parsed from the text (CloudWatch events)."""
@@ -347,6 +387,10 @@ class Scanner:
             self._record(signature, head, fields, timestamp)
 
     def _record(self, signature: Signature, line: str, fields: dict[str, str], timestamp: str | None) -> None:
+        # The line becomes evidence here, whoever fed the scanner (triage reads the operator's
+        # files as they are): what is kept carries no secret.
+        line = scrub(line)
+        fields = {name: scrub(value) for name, value in fields.items()}
         values = dict(signature.fields)
         prefix = _NCCL_PREFIX.search(line)
         if prefix:
@@ -373,7 +417,7 @@ class Scanner:
         if match:
             version = match.group("version")
             self._versions[version] = self._versions.get(version, 0) + 1
-            self._version_lines.setdefault(version, line[:EVIDENCE_CHARS])
+            self._version_lines.setdefault(version, scrub(line[:EVIDENCE_CHARS]))
 
     # ------------------------------------------------------------------ output
     def finish(self) -> ScanResult:

@@ -12,14 +12,21 @@ given to ``pickle.load``: `load_dump` uses an unpickler whose ``find_class`` ref
 and whose ``persistent_load`` refuses every id. With no way to obtain a callable, the REDUCE,
 NEWOBJ, INST, OBJ and EXT opcodes have nothing to call; what remains builds dicts, lists,
 tuples, sets, strings, bytes and numbers, which are then checked again, iteratively, before use.
+
+A dump is also bounded before and after decoding (`thresholds.FLIGHT_RECORDER_MAX_*`): its bytes;
+the elements it can create, counted in the opcode stream (or, for JSON, from its separators)
+before anything is built when the file is large enough to exceed the cap; its nesting depth and
+visited elements after. Anything past a bound or malformed becomes one `HostileDumpError`
+("unreadable dump: <why>"), which `load_dumps` reports per file instead of raising.
 """
 
 from __future__ import annotations
 
-import ast
 import io
 import json
+import math
 import pickle
+import pickletools
 import re
 from collections.abc import Iterable
 from typing import Any, Literal
@@ -27,18 +34,26 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from hyperpod_nccl import thresholds
+from hyperpod_nccl.bounded import UnreadableData, check_plain
 
 DEFAULT_DUMP_PREFIX = "/tmp/nccl_trace_rank_"  # PyTorch's documented default
-PLAIN_TYPES = (dict, list, tuple, str, bytes, int, float, bool, type(None))
+# Opcodes that build nothing new (framing, memo, stack and container-filling operations) or push
+# a shared singleton; every other opcode creates at most one object.
+_NON_CREATING_OPCODES = frozenset(
+    {"PROTO", "FRAME", "STOP", "MARK", "POP", "POP_MARK", "DUP", "PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"}
+    | {"GET", "BINGET", "LONG_BINGET", "APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS"}
+    | {"NONE", "NEWTRUE", "NEWFALSE"}
+)
 EntryState = Literal["scheduled", "started", "completed"]
 
 
 class HostileDumpError(ValueError):
-    """The bytes are not a Flight Recorder dump we can read safely ("hostile or unsupported dump")."""
+    """The bytes are not a Flight Recorder dump we can read safely: malformed, past a bound, or
+    carrying code ("unreadable dump: <why>")."""
 
     def __init__(self, reason: str, source: str = "") -> None:
         where = f" {source}" if source else ""
-        super().__init__(f"hostile or unsupported Flight Recorder dump{where}: {reason}")
+        super().__init__(f"unreadable dump{where}: {reason}")
         self.reason = reason
         self.source = source
 
@@ -55,47 +70,52 @@ class _PlainDataUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError("refused persistent id")
 
 
-def _check_plain(value: object, *, limit: int = thresholds.FLIGHT_RECORDER_MAX_OBJECTS) -> None:
-    """Walk the loaded value without recursion: only plain types, bounded size."""
-    stack: list[object] = [value]
-    seen = 0
-    while stack:
-        item = stack.pop()
-        seen += 1
-        if seen > limit:
-            raise pickle.UnpicklingError(f"more than {limit} objects")
-        if isinstance(item, dict):
-            for key, val in item.items():
-                stack.append(key)
-                stack.append(val)
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-        elif not isinstance(item, PLAIN_TYPES):
-            raise pickle.UnpicklingError(f"unexpected type {type(item).__name__}")
+def _count_created(data: bytes, limit: int) -> None:
+    """Refuse a pickle whose opcodes would create more than `limit` objects, before loading it.
+
+    Only needed for files longer than `limit` bytes (an opcode is at least one byte and creates at
+    most one object), so a real dump of a few MiB never pays for this pure-Python pass."""
+    if len(data) <= limit:
+        return
+    created = 0
+    for opcode, _arg, _pos in pickletools.genops(data):
+        if opcode.name not in _NON_CREATING_OPCODES:
+            created += 1
+            if created > limit:
+                raise UnreadableData(f"more than {limit} elements")
 
 
 def load_dump_data(data: bytes, *, source: str = "", max_bytes: int = thresholds.FLIGHT_RECORDER_MAX_BYTES) -> dict:
     """Decode one dump (pickle or JSON) into plain data, refusing anything else.
 
-    Raises `HostileDumpError` for oversized, truncated, code-carrying or non-dict input; the
-    dump's code is never executed.
+    Raises `HostileDumpError` for oversized, truncated, code-carrying, too deeply nested, too
+    large or non-dict input; the dump's code is never executed.
     """
     if len(data) > max_bytes:
         raise HostileDumpError(f"{len(data)} bytes exceeds the {max_bytes}-byte cap", source)
     if not data.strip():
         raise HostileDumpError("empty file", source)
     stripped = data.lstrip()
+    limit = thresholds.FLIGHT_RECORDER_MAX_OBJECTS
     try:
         if stripped[:1] in (b"{", b"["):
+            # Every JSON element but the first follows a separator or opens a container: an
+            # upper bound on what json.loads would build, at C speed, before it builds it.
+            if sum(stripped.count(char) for char in (b",", b"[", b"{")) >= limit:
+                raise UnreadableData(f"more than {limit} elements")
             loaded = json.loads(stripped.decode("utf-8"))
         else:
+            _count_created(data, limit)
             loaded = _PlainDataUnpickler(io.BytesIO(data)).load()
-        _check_plain(loaded)
-    except HostileDumpError:
-        raise
+        check_plain(loaded, max_depth=thresholds.FLIGHT_RECORDER_MAX_DEPTH, max_items=limit)
     except (pickle.UnpicklingError, EOFError) as error:
         raise HostileDumpError(str(error) or type(error).__name__, source) from None
-    except (ValueError, TypeError, AttributeError, IndexError, KeyError, RecursionError, MemoryError) as error:
+    except RecursionError:
+        raise HostileDumpError(f"nested deeper than {thresholds.FLIGHT_RECORDER_MAX_DEPTH} levels", source) from None
+    except UnreadableData as error:
+        raise HostileDumpError(str(error), source) from None
+    except (ValueError, TypeError, AttributeError, IndexError, KeyError, OverflowError, MemoryError) as error:
+        # Malformed opcode arguments surface as these from the C unpickler and from genops.
         raise HostileDumpError(f"{type(error).__name__}: {error}", source) from None
     if not isinstance(loaded, dict):
         raise HostileDumpError(f"top level is {type(loaded).__name__}, not a dict", source)
@@ -164,7 +184,10 @@ class FlightRecorderDump(BaseModel):
         return config.name if config else pg_id
 
 
-_RANK_SUFFIX = re.compile(r"(\d+)(?:\.json|\.pkl|\.pickle)?$")
+# The look-behind starts the digits at their first one only: without it a long digit run not at
+# the end retries from every position (quadratic on a crafted file name). A rank has at most 9
+# digits (int() refuses strings of thousands).
+_RANK_SUFFIX = re.compile(r"(?<!\d)(\d{1,9})(?:\.json|\.pkl|\.pickle)?$")
 
 
 def rank_from_filename(name: str) -> int | None:
@@ -173,15 +196,21 @@ def rank_from_filename(name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+_INT64 = range(-(2**63), 2**63)
+
+
 def _int(value: object, default: int | None = None) -> int | None:
+    # What PyTorch writes is int64; anything else is refused here, since a pickled integer of
+    # thousands of digits cannot even be printed (str() refuses over 4300 digits).
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, int):
-        return value
+        return value if value in _INT64 else default
     if isinstance(value, float):
-        return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
+        return int(value) if math.isfinite(value) and int(value) in _INT64 else default
+    # ASCII digits only: str.isdigit() also admits "²", which int() rejects.
+    if isinstance(value, str) and (digits := value.strip().removeprefix("-")).isascii() and digits.isdigit():
+        return int(value) if len(digits) <= 19 and int(value) in _INT64 else default
     return default
 
 
@@ -192,14 +221,37 @@ def _int_or(value: object, default: int) -> int:
 
 def _ranks(value: object) -> list[int]:
     # pg_config "ranks" is the string form of a list ("[0, 1]") in the pickle, a list in some JSON.
+    # The string is split, not evaluated: ast.literal_eval recurses on crafted text ("-" * 5000)
+    # and raises RecursionError.
     if isinstance(value, str):
-        try:
-            value = ast.literal_eval(value.strip()) if value.strip() else []
-        except (ValueError, SyntaxError):
+        text = value.strip()
+        if text[:1] + text[-1:] in ("[]", "()"):
+            text = text[1:-1]
+        if text.count(",") >= thresholds.FLIGHT_RECORDER_MAX_OBJECTS:
             return []
+        value = [part.strip().strip("'\"") for part in text.split(",") if part.strip()]
     if isinstance(value, list | tuple):
         return [r for r in (_int(v) for v in value) if r is not None]
     return []
+
+
+def _mapping(value: object) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _sequence(value: object) -> list | tuple:
+    return value if isinstance(value, list | tuple) else []
+
+
+def _sizes(value: object) -> list[Any]:
+    """``[[4096, 4096], []]``: one shape (a list of int64 dimensions, or one) per tensor, nothing else."""
+    sizes: list[Any] = []
+    for shape in _sequence(value):
+        if isinstance(shape, list | tuple):
+            sizes.append([d for d in map(_int, shape) if d is not None])
+        elif (number := _int(shape)) is not None:
+            sizes.append(number)
+    return sizes
 
 
 def _frames(value: object, limit: int = 4) -> list[str]:
@@ -231,8 +283,8 @@ def _entry(raw: dict) -> FlightRecorderEntry:
         op_id=_int_or(raw.get("op_id"), 0),
         profiling_name=str(raw.get("profiling_name") or ""),
         time_created_ns=_int(raw.get("time_created_ns")),
-        input_sizes=list(raw.get("input_sizes") or []),
-        output_sizes=list(raw.get("output_sizes") or []),
+        input_sizes=_sizes(raw.get("input_sizes")),
+        output_sizes=_sizes(raw.get("output_sizes")),
         state=state if state in ("scheduled", "started", "completed") else "scheduled",
         time_discovered_started_ns=_int(raw.get("time_discovered_started_ns")),
         time_discovered_completed_ns=_int(raw.get("time_discovered_completed_ns")),
@@ -253,21 +305,30 @@ def parse_dump(data: bytes, *, source: str = "", rank: int | None = None) -> Fli
         resolved = rank_from_filename(source)
     if resolved is None:
         raise HostileDumpError("cannot tell the rank (no 'rank' key and no rank suffix in the file name)", source)
+    try:
+        return _normalise(raw, source, resolved)
+    except (ValueError, TypeError, AttributeError, OverflowError) as error:
+        # Plain data of the wrong shape (pydantic's ValidationError is a ValueError): the dump
+        # is unreadable, and says so, rather than stopping whoever asked for the analysis.
+        raise HostileDumpError(f"malformed dump: {type(error).__name__}: {str(error)[:200]}", source) from None
+
+
+def _normalise(raw: dict, source: str, resolved: int) -> FlightRecorderDump:
     pg_config: dict[str, ProcessGroupConfig] = {}
-    for key, value in (raw.get("pg_config") or {}).items():
+    for key, value in _mapping(raw.get("pg_config")).items():
         if isinstance(value, dict):
             pg_config[str(key)] = ProcessGroupConfig(
                 name=str(value.get("name", key)), desc=str(value.get("desc", "")), ranks=_ranks(value.get("ranks"))
             )
     pg_status: dict[str, ProcessGroupStatus] = {}
-    for key, value in (raw.get("pg_status") or {}).items():
+    for key, value in _mapping(raw.get("pg_status")).items():
         if isinstance(value, dict):
             pg_status[str(key)] = ProcessGroupStatus(
                 last_enqueued_collective=_int_or(value.get("last_enqueued_collective"), -1),
                 last_started_collective=_int_or(value.get("last_started_collective"), -1),
                 last_completed_collective=_int_or(value.get("last_completed_collective"), -1),
             )
-    entries = [_entry(e) for e in raw.get("entries") or [] if isinstance(e, dict)]
+    entries = [_entry(e) for e in _sequence(raw.get("entries")) if isinstance(e, dict)]
     version = raw.get("version")
     comm_version = raw.get("comm_lib_version") or raw.get("nccl_version")
     return FlightRecorderDump(
@@ -415,12 +476,13 @@ def _diverge(
 
 
 def load_dumps(files: Iterable[tuple[str, bytes]]) -> tuple[list[FlightRecorderDump], dict[str, str]]:
-    """Parse many ``(name, bytes)`` dumps; refused ones are returned with the reason, never raised."""
+    """Parse many ``(name, bytes)`` dumps; refused ones are returned with ``unreadable dump: <why>``,
+    never raised."""
     dumps: list[FlightRecorderDump] = []
     refused: dict[str, str] = {}
     for name, data in files:
         try:
             dumps.append(parse_dump(data, source=name))
         except HostileDumpError as error:
-            refused[name] = error.reason
+            refused[name] = f"unreadable dump: {error.reason}"
     return dumps, refused

@@ -19,13 +19,13 @@ are joined with Flight Recorder and node evidence, never used alone to clear a j
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from hyperpod_nccl import thresholds
+from hyperpod_nccl.bounded import UnreadableData, loads_json
 
 DEFAULT_RAS_ADDR = "localhost:28028"
 RAS_CLIENT_PROTOCOL = 2
@@ -73,11 +73,14 @@ class RasCommunicator(BaseModel):
     def lagging_ranks(self) -> dict[int, dict[str, tuple[int, int]]]:
         """rank → {collective: (its count, the communicator's highest count)} for trailing ranks."""
         lagging: dict[int, dict[str, tuple[int, int]]] = {}
-        names = {name for rank in self.ranks for name in rank.collective_counts}
-        for name in sorted(names):
-            counts = {r.rank: r.collective_counts[name] for r in self.ranks if name in r.collective_counts}
-            if not counts:
-                continue
+        # One pass over the counts (not one per collective name over every rank: names and ranks
+        # both come from the answer, and their product is quadratic in its size).
+        by_name: dict[str, dict[int, int]] = {}
+        for known in self.ranks:
+            for name, count in known.collective_counts.items():
+                by_name.setdefault(name, {})[known.rank] = count
+        for name in sorted(by_name):
+            counts = by_name[name]
             highest = max(counts.values())
             for rank, count in counts.items():
                 if count < highest:
@@ -114,37 +117,54 @@ class RasStatus(BaseModel):
 
 
 def parse_ras_status(text: str) -> RasStatus:
-    """Parse a RAS status answer in either format (raises `RasParseError` when it is neither)."""
+    """Parse a RAS status answer in either format (raises `RasParseError` when it is neither, or
+    when it is malformed or past a bound: the answer comes from whatever listens on the port)."""
     if len(text) > thresholds.RAS_STATUS_MAX_BYTES:
         raise RasParseError(f"RAS answer of {len(text)} characters exceeds the cap")
     body = _strip_protocol(text)
-    if body.lstrip().startswith("{"):
-        return _parse_json(body)
-    if "Communicators" in body or "Job summary" in body or "NCCL version" in body:
-        return _parse_text(body)
+    try:
+        if body.lstrip().startswith("{"):
+            return _parse_json(body)
+        if "Communicators" in body or "Job summary" in body or "NCCL version" in body:
+            return _parse_text(body)
+    except ValueError as error:  # pydantic's ValidationError: a field of the wrong type
+        if isinstance(error, RasParseError):
+            raise
+        raise RasParseError(f"malformed RAS answer: {str(error)[:200]}") from None
     raise RasParseError("not an NCCL RAS status answer")
 
 
 def _strip_protocol(text: str) -> str:
     # A raw socket transcript starts with "SERVER PROTOCOL 2" and "OK" lines; ncclras prints none.
+    # Counted, then sliced once: popping the head of the list per line is quadratic on a flood.
     lines = text.splitlines()
-    while lines and (lines[0].startswith("SERVER PROTOCOL") or lines[0].strip() == "OK"):
-        lines.pop(0)
-    return "\n".join(lines)
+    start = 0
+    while start < len(lines) and (lines[start].startswith("SERVER PROTOCOL") or lines[start].strip() == "OK"):
+        start += 1
+    return "\n".join(lines[start:])
 
 
 def _opt_int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _opt_str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def _dict(value: object) -> dict[str, object]:
     return value if isinstance(value, dict) else {}
 
 
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
 def _parse_json(body: str) -> RasStatus:
     try:
-        document = json.loads(body)
-    except ValueError as error:
+        # Size was checked by the caller; nesting is bounded here (json raises RecursionError).
+        document = loads_json(body, max_bytes=None)
+    except UnreadableData as error:
         raise RasParseError(f"invalid RAS JSON: {error}") from None
     if not isinstance(document, dict) or not isinstance(document.get("communicators", []), list):
         raise RasParseError("RAS JSON without a communicators list")
@@ -153,7 +173,7 @@ def _parse_json(body: str) -> RasStatus:
         if not isinstance(raw, dict):
             continue
         ranks = []
-        for item in raw.get("ranks", []) or []:
+        for item in _list(raw.get("ranks")):
             if not isinstance(item, dict) or _opt_int(item.get("rank")) is None:
                 continue
             status = _dict(item.get("status"))
@@ -161,7 +181,7 @@ def _parse_json(body: str) -> RasStatus:
             ranks.append(
                 RasRank(
                     rank=item["rank"],
-                    host=item.get("host"),
+                    host=_opt_str(item.get("host")),
                     pid=_opt_int(item.get("pid")),
                     cuda_dev=_opt_int(item.get("cuda_dev")),
                     collective_counts={str(k): v for k, v in counts.items() if _opt_int(v) is not None},
@@ -171,14 +191,14 @@ def _parse_json(body: str) -> RasStatus:
                 )
             )
         missing = []
-        for item in raw.get("missing_ranks", []) or []:
+        for item in _list(raw.get("missing_ranks")):
             if not isinstance(item, dict) or _opt_int(item.get("rank")) is None:
                 continue
             status = _dict(item.get("status"))
             missing.append(
                 RasMissingRank(
                     rank=item["rank"],
-                    host=item.get("host"),
+                    host=_opt_str(item.get("host")),
                     pid=_opt_int(item.get("pid")),
                     cuda_dev=_opt_int(item.get("cuda_dev")),
                     unresponsive=bool(status.get("unresponsive", True)),
@@ -193,7 +213,7 @@ def _parse_json(body: str) -> RasStatus:
     ras = _dict(document.get("ras"))
     return RasStatus(
         format="json",
-        nccl_version=document.get("nccl_version"),
+        nccl_version=_opt_str(document.get("nccl_version")),
         communicators=communicators,
         timeouts=_opt_int(ras.get("timeouts_count")) or 0,
     )
@@ -221,6 +241,10 @@ def _parse_text(body: str) -> RasStatus:
     current_kind = ""
     counting: str | None = None  # collective whose counts are being listed
     group_count: int | None = None  # the count the preceding "N ranks have ..." line stated
+    # Lookups by key, not by scanning lists: a verbose answer lists every rank of the job, and a
+    # crafted one millions of them (linear scans per line would make the parse quadratic).
+    known_ranks: dict[tuple[str, int], RasRank] = {}
+    dead: set[tuple[str, str]] = set()
     for line in body.splitlines():
         if match := _VERSION.match(line):
             status.nccl_version = match.group(1)
@@ -243,6 +267,8 @@ def _parse_text(body: str) -> RasStatus:
         if section in ("INCOMPLETE", "DEAD") and (match := _PROCESS_LINE.match(line)):
             process = RasDeadProcess(pid=int(match.group("pid")), host=match.group("host"), gpus=match.group("gpus"))
             (status.dead_processes if section == "DEAD" else status.missing_processes).append(process)
+            if section == "DEAD":
+                dead.add((process.host, str(process.pid)))
             continue
         if current is None:
             continue
@@ -253,7 +279,7 @@ def _parse_text(body: str) -> RasStatus:
             group_count = int(match.group("count") or 0)
             # Without "verbose", the majority is only summarised ("N ranks have launched up to
             # operation X"), never listed: keep X on a synthetic rank -1 so outliers compare to it.
-            _count_of(current, MAJORITY_RANK).collective_counts[counting] = group_count
+            _count_of(current, MAJORITY_RANK, known_ranks).collective_counts[counting] = group_count
             continue
         if match := _RANK_LINE.match(line):
             rank = int(match.group("rank"))
@@ -266,7 +292,7 @@ def _parse_text(body: str) -> RasStatus:
                         host=host,
                         pid=int(pid) if pid else None,
                         cuda_dev=int(gpu) if gpu else None,
-                        considered_dead=any(p.host == host and str(p.pid) == pid for p in status.dead_processes),
+                        considered_dead=(host, pid) in dead,
                     )
                 )
                 continue
@@ -276,17 +302,17 @@ def _parse_text(body: str) -> RasStatus:
                     count = 0
                 if count is None:
                     continue
-                known = _count_of(current, rank)
+                known = _count_of(current, rank, known_ranks)
                 known.host, known.pid = host or known.host, int(pid) if pid else known.pid
                 known.collective_counts[counting] = count
     status.communicators = list(comms.values())
     return status
 
 
-def _count_of(comm: RasCommunicator, rank: int) -> RasRank:
-    known = next((r for r in comm.ranks if r.rank == rank), None)
+def _count_of(comm: RasCommunicator, rank: int, index: dict[tuple[str, int], RasRank]) -> RasRank:
+    known = index.get((comm.hash, rank))
     if known is None:
-        known = RasRank(rank=rank)
+        known = index[(comm.hash, rank)] = RasRank(rank=rank)
         comm.ranks.append(known)
     return known
 

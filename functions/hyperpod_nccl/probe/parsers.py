@@ -6,18 +6,19 @@ or empty, so a partial output (budget expired mid-probe) still yields what it co
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from hyperpod_nccl import thresholds
+from hyperpod_nccl.bounded import loads_json
 from hyperpod_nccl.hang.flight_recorder import rank_from_filename
 from hyperpod_nccl.models.node_probe import (
     FlightRecorderFile,
     GpuInfo,
     LoopbackLatency,
+    NcclJobChoice,
     NcclJobProcess,
     NetInterface,
     NodeProbeData,
@@ -30,6 +31,7 @@ from hyperpod_nccl.models.node_probe import (
     Versions,
     XidEvent,
 )
+from hyperpod_nccl.redaction import scrub
 from hyperpod_nccl.xid import XID_LINE
 
 _BEGIN = re.compile(r"^@@BEGIN (?P<name>[a-z0-9_]+)$")
@@ -58,7 +60,8 @@ class Section:
 
 
 def split_sections(output: str) -> dict[str, Section]:
-    """Split probe output into sections by their markers (text outside sections is ignored)."""
+    """Split probe output into sections by their markers (text outside sections is ignored),
+    secrets redacted (`redaction.scrub`) in every section but the Flight Recorder's payload."""
     sections: dict[str, Section] = {}
     current: Section | None = None
     for raw in output.replace("\r\n", "\n").split("\n"):
@@ -76,7 +79,23 @@ def split_sections(output: str) -> dict[str, Section]:
             continue
         if current is not None and line:
             current.lines.append(line)
+    for section in sections.values():
+        _redact(section)
     return sections
+
+
+# Sections whose lines are data, not text: the Flight Recorder's base64 dumps, which the
+# opaque-string rule would destroy (their `file …` lines are still scrubbed).
+_PAYLOAD_SECTIONS = frozenset({"flight_recorder"})
+
+
+def _redact(section: Section) -> None:
+    """Secrets out of a section as it is made (job env, nvvs logs, Slurm reasons, dmesg...): the
+    node's output is the job's and the node's, so nothing parsed from it may carry one."""
+    if section.name in _PAYLOAD_SECTIONS:
+        section.lines = [line if _BASE64.match(line.strip()) else scrub(line) for line in section.lines]
+    elif section.lines:
+        section.lines = scrub("\n".join(section.lines)).split("\n")
 
 
 def _int(value: str | None) -> int | None:
@@ -230,7 +249,8 @@ def parse_dcgm_health(text: str) -> tuple[str | None, list[str]]:
     overall: str | None = None
     incidents: list[str] = []
     try:
-        document = json.loads(text)
+        # Bounded in size and depth (UnreadableData is a ValueError): the node wrote this text.
+        document = loads_json(text, max_bytes=thresholds.DCGM_HEALTH_MAX_BYTES)
     except ValueError:
         match = re.search(r"Overall Health\s*[|:]\s*(\w+)", text)
         overall = match.group(1) if match else None
@@ -313,7 +333,7 @@ def parse_interfaces(addr_lines: list[str], link_lines: list[str]) -> list[NetIn
     """`ip -br addr` rows joined with the MTU of `ip -o link`."""
     mtus: dict[str, int] = {}
     for line in link_lines:
-        match = re.match(r"^\d+:\s+([^:@\s]+)(?:@\S+)?:.*\bmtu (\d+)", line)
+        match = re.match(r"^\d+:\s+([^:@\s]++)(?:@[^\s:]*+)?:.*\bmtu (\d+)", line)
         if match:
             mtus[match.group(1)] = int(match.group(2))
     interfaces = []
@@ -500,6 +520,27 @@ def parse_nccl_jobs(job_lines: list[str], env_lines: list[str]) -> list[NcclJobP
     return sorted(jobs.values(), key=lambda j: j.pid)
 
 
+_JOB_CHOICE = re.compile(
+    r"^pid=(?P<pid>\d{1,10}) uid=(?P<uid>\d{1,10}|\?) comm=(?P<comm>\S{1,15})"
+    r" candidates=(?P<n>\d{1,6}) why=(?P<why>.{0,200})$"
+)
+
+
+def parse_nccl_job(lines: list[str]) -> NcclJobChoice | None:
+    """The `nccl_job` section: which process the probe took for the job and why (None: none runs)."""
+    match = _JOB_CHOICE.match(lines[0].strip()) if lines else None
+    if match is None:
+        return None
+    uid = match["uid"]
+    return NcclJobChoice(
+        pid=int(match["pid"]),
+        uid=None if uid == "?" else int(uid),
+        command=None if match["comm"] == "?" else match["comm"],
+        candidates=int(match["n"]),
+        reason=match["why"],
+    )
+
+
 def parse_ras(section: Section | None) -> tuple[str | None, str | None]:
     """(RAS status text, why there is none). Connection refused = no RAS service (NCCL < 2.24 or
     no job); `nc` missing = the node cannot ask."""
@@ -515,7 +556,9 @@ def parse_ras(section: Section | None) -> tuple[str | None, str | None]:
 
 
 def parse_flight_recorder(lines: list[str]) -> list[FlightRecorderFile]:
-    """Each `file <mtime> <size> <path>` line followed by the file's base64 on one line.
+    """Each `file <mtime> <size> <path>` line followed by the file's base64 on one line, at most
+    `thresholds.FLIGHT_RECORDER_MAX_FILES` (the probe reads no more; a node that sends more is
+    not believed beyond them).
 
     Oversized or undecodable entries are dropped here; the bytes are never unpickled in the probe
     path (see `hang.flight_recorder.load_dump_data`).
@@ -538,7 +581,12 @@ def parse_flight_recorder(lines: list[str]) -> list[FlightRecorderFile]:
             pending.data_base64 = line
             dumps.append(pending)
             pending = None
-    return dumps
+    return dumps[: thresholds.FLIGHT_RECORDER_MAX_FILES]
+
+
+def flight_recorder_note(lines: list[str]) -> str | None:
+    """The probe's reason for reading no dump, or not the job's own prefix (`skipped: ...`)."""
+    return next((line.strip()[:300] for line in lines if line.startswith("skipped: ")), None)
 
 
 def _statuses(sections: dict[str, Section]) -> list[SectionStatus]:
@@ -620,6 +668,8 @@ def parse_node_probe(output: str) -> NodeProbeData:
         ras_status=ras_status,
         ras_error=ras_error,
         flight_recorder_dumps=parse_flight_recorder(lines("flight_recorder")),
+        nccl_job=parse_nccl_job(lines("nccl_job")),
+        flight_recorder_error=flight_recorder_note(lines("flight_recorder")),
         sections=_statuses(sections),
     )
 
@@ -655,8 +705,10 @@ def parse_squeue(lines: list[str]) -> list[SlurmQueueEntry]:
     return entries
 
 
-_SLURMCTLD = re.compile(r"Slurmctld\((?P<roles>[^)]+)\) at (?P<hosts>\S+) (?:is|are) (?P<states>[A-Z/]+)")
-_CONTACT_ERROR = re.compile(r"Unable to contact slurm controller|slurm_load_\w+: .*(?:error|failure)", re.I)
+# Bounded and possessive runs: sinfo/squeue lines carry job names anyone can choose, and an
+# unbounded run before a literal retries from every position of a crafted line (quadratic).
+_SLURMCTLD = re.compile(r"Slurmctld\((?P<roles>[^)]{1,64}+)\) at (?P<hosts>\S++) (?:is|are) (?P<states>[A-Z/]++)")
+_CONTACT_ERROR = re.compile(r"Unable to contact slurm controller|slurm_load_\w{1,64}+: .{0,400}(?:error|failure)", re.I)
 
 
 def parse_scontrol_ping(lines: list[str]) -> list[SlurmctldState]:
