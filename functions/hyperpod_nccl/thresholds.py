@@ -17,6 +17,14 @@ DEFAULT_SAMPLE_NODES = 3
 MAX_SAMPLE_NODES = 50
 # Per-node SSM budget, connection included (skill.md).
 SSM_NODE_BUDGET_SECONDS = 180
+# What one SSM session may hold of a node's answer (ssm/client.py); a node past any of these is
+# broken or hostile, and its session alone fails (kind limit_exceeded), keeping what it sent.
+# Output: one Flight Recorder dump at its cap, base64-encoded (4/3), plus the RAS status fit.
+SSM_SESSION_MAX_OUTPUT_BYTES = 64 << 20
+# Messages held while an earlier one is missing: the session-manager-plugin's own incoming buffer
+# holds 10,000 (of at most 1 KiB of output each, the agent's chunk size).
+SSM_OUT_OF_ORDER_MAX_MESSAGES = 10_000
+SSM_OUT_OF_ORDER_MAX_BYTES = 16 << 20
 # Session Manager StartSession rate per account (AWS-published hyperpod-ssm skill: 3 TPS).
 SSM_START_SESSION_PER_SECOND = 3.0
 # Parallel node probes of one CLI sweep (bounded pool; the rate limiter does the pacing).
@@ -30,6 +38,10 @@ K8S_PAGE_SIZE = 500
 K8S_LOG_TAIL_LINES = 500
 # Training pods whose logs one sweep reads (bounds the API calls of very large jobs).
 K8S_LOG_MAX_PODS = 64
+# Bytes read per container log (`limitBytes`, and a hard cap on what the client reads from the
+# socket, for a server that ignores it): 500 lines of about 1 KiB. A job printing longer lines is
+# cut here and the log says it was truncated.
+K8S_LOG_MAX_BYTES = 512 * 1024
 # Restarts above this count are reported (the original's `restartCount > 2`).
 K8S_POD_RESTARTS_WARN = 2
 # /dev/shm below this size starves NCCL's shared-memory transport and dataloader workers; the
@@ -37,22 +49,50 @@ K8S_POD_RESTARTS_WARN = 2
 DEV_SHM_MIN_BYTES = 1 << 30
 DEV_SHM_RECOMMENDED = "10Gi"
 
-# CloudWatch scan (collectors/logs.py): events kept per FilterLogEvents pattern (and per term when a
-# pattern overflows), and page size. The cap bounds memory and time on a noisy group; a term
-# hitting it marks the scan truncated.
+# CloudWatch scan (collectors/logs.py): events read per FilterLogEvents query before it counts as
+# overflowing, and page size. The cap bounds memory and time on a noisy group.
 LOG_EVENTS_PER_TERM = 5000
 LOG_FILTER_PAGE_LIMIT = 1000
-# FilterLogEvents' longest filterPattern (the API model's limit for the field).
+# A stream with this many events of one overflowing query is a flooding stream (any job can print
+# a line carrying every term): the other streams are read again without it, and it is read from
+# its newest end and for the terms its flood lacks, each read capped at this many events.
+LOG_EVENTS_PER_STREAM = 1000
+# A term in at least this share of a flooding stream's events is part of its flood.
+LOG_FLOOD_TERM_SHARE = 0.1
+# FilterLogEvents calls of one scan (2 on a quiet group); past it the scan says it is incomplete.
+LOG_FILTER_MAX_CALLS = 100
+# FilterLogEvents' quota is 5 requests per second per account and Region, not adjustable (AWS
+# knowledge center, "cloudwatch-logs-throttling"); the scan paces itself at 4 to leave room for
+# the people and tools of the same account.
+LOG_FILTER_CALLS_PER_SECOND = 4.0
+# FilterLogEvents' longest filterPattern and most logStreamNames (the API model's limits).
 FILTER_PATTERN_MAX_CHARS = 1024
+FILTER_STREAM_NAMES_MAX = 100
 
 # Hang attribution (hang/): caps on what one node hands back and what one parse accepts.
 # A Flight Recorder dump of 2000 entries with stacks is a few MiB; anything far larger is not a
 # dump we understand (or is hostile), so it is refused rather than loaded.
 FLIGHT_RECORDER_MAX_BYTES = 32 << 20
-# Containers (dicts, lists, tuples) and scalars one dump may hold before it is refused.
+# Dumps one node hands back, newest first: a node runs at most 8 local ranks of a job, and a
+# prefix on a shared file system may name every rank of it (node_probe.sh reads no more).
+FLIGHT_RECORDER_MAX_FILES = 16
+# Containers (dicts, lists, tuples) and scalars one dump may hold before it is refused, counted
+# as visited (a container the pickle memo shares is counted each time it is reached, as every
+# later walk of the data would pay for it).
 FLIGHT_RECORDER_MAX_OBJECTS = 5_000_000
+# Nesting of containers: a real dump is 5 deep (dump → entries → entry → frames → frame). Deeper
+# data is refused before anything recursive (pydantic, repr, json.dumps) ever walks it: a 5 KB
+# pickle of nested lists otherwise ends in RecursionError far from the loader.
+FLIGHT_RECORDER_MAX_DEPTH = 16
 # NCCL RAS status text/JSON of one query (a 4096-rank job's verbose JSON is a few MiB).
 RAS_STATUS_MAX_BYTES = 16 << 20
+# Nesting accepted in JSON the cluster sends (RAS status, DCGM health, annotations): real answers
+# are under 10 deep; far deeper input is refused before it reaches recursive code (bounded.py).
+UNTRUSTED_JSON_MAX_DEPTH = 32
+# `dcgmi health --check -j` of one node: a few KiB for 8 GPUs.
+DCGM_HEALTH_MAX_BYTES = 1 << 20
+# Kubernetes caps all annotations of one object together at 256 KiB (TotalAnnotationSizeLimitB).
+K8S_ANNOTATIONS_MAX_BYTES = 256 * 1024
 # Pod/node lines printed for one incident's affected set before "… and N more".
 INCIDENT_LIST_LIMIT = 10
 # A hardware fault and a job failure this close together are treated as cause and effect.

@@ -35,11 +35,18 @@ import pytest
 from hyperpod_nccl.engine import diagnose
 from hyperpod_nccl.errors import DiagnosisAborted
 from hyperpod_nccl.handlers import AwsCallFailed
+from hyperpod_nccl.models.findings import Coverage
 from hyperpod_nccl.models.request import DiagnoseRequest
+from hyperpod_nccl.monitor import sweep as monitor_sweep
+from hyperpod_nccl.monitor.diff import SweepDiff
+from hyperpod_nccl.monitor.notify import MAX_LISTED_RESOURCES, SNS_MESSAGE_MAX_BYTES, resource_ids
 from hyperpod_nccl.monitor.settings import SCHEDULE_SOURCE
-from hyperpod_nccl.monitor.store import cluster_key
+from hyperpod_nccl.monitor.store import DYNAMODB_ITEM_MAX_BYTES, cluster_key, sweep_key
+from hyperpod_nccl.simulation import hang_job
 from hyperpod_nccl.simulation.scenario import FaultSpec
 from hyperpod_nccl.simulation.serverless import LocalMonitor, SweepRun
+from tests.functional.test_monitor_faults import hanging_gpu_tools, ssm_budget, stall_aggregate_at
+from tests.functional.test_monitor_sizes import STARTED, _finding, _new
 from tests.functional.test_monitor_sweep import _store, _sweep_messages, _sweep_records, monitor  # noqa: F401
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "fault-matrix.md"
@@ -86,6 +93,7 @@ CLI_OPERATIONS: dict[str, str] = {
     "sagemaker:DescribeCluster": "eks-p5",
     "sagemaker:ListClusterEvents": "eks-p5",
     "sagemaker:ListClusterNodes": "eks-p5",
+    "ssm:GetDocument": "eks-p5",
     "ssm:StartSession": "eks-p5",
     "sts:GetCallerIdentity": "eks-p5",
 }
@@ -179,8 +187,11 @@ def _render_table(table: Table, operations: dict[str, str], faults_of: Callable[
     return lines
 
 
-def render(cli: Table, state_machine: Table) -> str:
-    """The whole page from the two tables (cells not observed yet render as `?`)."""
+def render(
+    cli: Table, state_machine: Table, sizes: dict[str, str] | None = None, timeouts: dict[str, str] | None = None
+) -> str:
+    """The whole page from the two tables, the size rows and the timeout rows (cells not observed
+    yet render as `?`)."""
     lines = [
         TITLE,
         "",
@@ -198,6 +209,8 @@ def render(cli: Table, state_machine: Table) -> str:
         SM_INTRO,
         "",
         *_render_table(state_machine, STATE_MACHINE_OPERATIONS, sm_faults),
+        *render_sizes(sizes or {}),
+        *render_timeouts(timeouts or {}),
     ]
     return "\n".join(lines) + "\n"
 
@@ -240,18 +253,137 @@ def check_cell(section: str, operation: str, fault: Fault, outcome: str) -> None
     if UPDATE:
         with _locked_doc() as stream:
             stream.seek(0)
-            cli, state_machine = parse(stream.read())
+            text = stream.read()
+            cli, state_machine = parse(text)
             table = cli if section == CLI_HEADING else state_machine
             table.setdefault(operation, {})[fault.name] = outcome
             stream.seek(0)
             stream.truncate()
-            stream.write(render(cli, state_machine))
+            stream.write(render(cli, state_machine, parse_sizes(text), parse_timeouts(text)))
         return
     assert DOC.is_file(), "docs/fault-matrix.md missing: run UPDATE_FAULT_MATRIX=1 make test"
     cli, state_machine = parse(DOC.read_text(encoding="utf-8"))
     documented = (cli if section == CLI_HEADING else state_machine).get(operation, {}).get(fault.name)
     assert documented == outcome, (
         f"docs/fault-matrix.md is stale ({section}, {operation}, {fault.name}): UPDATE_FAULT_MATRIX=1\n"
+        f"documented: {documented}\nobserved:   {outcome}"
+    )
+
+
+# --- size limits (a block of its own: one row per AWS size limit the data itself passes) ---------
+
+SIZE_HEADING = "## Size limits"
+SIZE_INTRO = (
+    "What the monitor does when the data itself passes an AWS size limit: a DynamoDB item is at most "
+    "400 KB, an SNS message (every protocol's body, the subject and the attributes, in UTF-8 bytes) at "
+    'most 256 KiB. The emulation refuses both as AWS does (`ValidationException` "Item size has exceeded '
+    'the maximum allowed size", `InvalidParameter` "Message too long"). Each row runs the real state '
+    "machine. Beyond the rows (tests/functional/test_monitor_sizes.py): a probe result past 6 MiB keeps its "
+    'parsed sections and drops its oldest raw dumps, each marked "flight recorder dump truncated" and named '
+    "as a degraded source; a finding naming 10,000 nodes keeps a shortened copy in its item and its whole "
+    "text in a blob that the open-findings read returns; an alert SNS still refuses is replaced by a short "
+    "stand-in saying so; a pending alert refused for good is dropped with an `ALERT_DROPPED#` record; one "
+    "failing for a reason that may pass stays pending while newer alerts go out."
+)
+# Limit -> the scenario its row runs.
+SIZE_ROWS: dict[str, str] = {"item > 400 KB": "hung-job", "message > 256 KB": "healthy-eks"}
+_SIZE_ROW = re.compile(r"^\| (?P<case>[^|`]+?) \| (?P<scenario>[^|]+?) \| (?P<outcome>.*) \|$")
+
+
+def render_sizes(sizes: dict[str, str]) -> list[str]:
+    """The size block of the page (rows not observed yet render as `?`)."""
+    rows = [f"| {case} | {scenario} | {_cell(sizes.get(case, '?'))} |" for case, scenario in SIZE_ROWS.items()]
+    return ["", SIZE_HEADING, "", SIZE_INTRO, "", "| limit passed | scenario | outcome |", "|---|---|---|", *rows]
+
+
+def parse_sizes(text: str) -> dict[str, str]:
+    """The observed rows of the size block of a rendered page."""
+    return _parse_block(text, SIZE_HEADING, SIZE_ROWS)
+
+
+def check_size_row(case: str, outcome: str) -> None:
+    """Compare an observed size row with the page, or (UPDATE_FAULT_MATRIX=1) write it there."""
+    _check_block_row(SIZE_HEADING, case, outcome)
+
+
+# --- Lambda killed at its timeout (a block of its own: one row per function stopped by Lambda) ----
+
+TIMEOUT_HEADING = "## Lambda killed at its timeout"
+TIMEOUT_INTRO = (
+    "What a sweep does when Lambda stops one of its functions at the function's timeout, which is its "
+    "task's `TimeoutSeconds` less 5 s (`monitor.lambda_timeouts`, as infra deploys it). The emulation enforces it as "
+    'Lambda does: the task gets the function error `Sandbox.Timedout` ("Task timed out after N seconds"), '
+    "what the invocation wrote until then stays, and it writes nothing more. Each row shortens one "
+    "function's timeout (`LocalMonitor(function_timeouts=...)`) and holds it past it: Aggregate in its "
+    "third findings update, ProbeNode in a node whose GPU tools hang (its Lambda timeout below the SSM "
+    "budget, as it was when both were 180 s), the CloudWatch scan in a FilterLogEvents call. Deployed, "
+    "ProbeNode has 25 s after the 180 s SSM budget to store what arrived "
+    "(test_monitor_faults.py: the node's partial sections are checked, its Xid 79 is found)."
+)
+# Function stopped -> the scenario its row runs.
+TIMEOUT_ROWS: dict[str, str] = {"Aggregate": "eks-p5", "ProbeNode": "healthy-eks", "CollectLogs": "healthy-eks"}
+
+
+def render_timeouts(rows: dict[str, str]) -> list[str]:
+    """The timeout block of the page (rows not observed yet render as `?`)."""
+    lines = [f"| {case} | {scenario} | {_cell(rows.get(case, '?'))} |" for case, scenario in TIMEOUT_ROWS.items()]
+    return [
+        "",
+        TIMEOUT_HEADING,
+        "",
+        TIMEOUT_INTRO,
+        "",
+        "| function stopped | scenario | outcome |",
+        "|---|---|---|",
+        *lines,
+    ]
+
+
+def parse_timeouts(text: str) -> dict[str, str]:
+    """The observed rows of the timeout block of a rendered page."""
+    return _parse_block(text, TIMEOUT_HEADING, TIMEOUT_ROWS)
+
+
+def check_timeout_row(case: str, outcome: str) -> None:
+    """Compare an observed timeout row with the page, or (UPDATE_FAULT_MATRIX=1) write it there."""
+    _check_block_row(TIMEOUT_HEADING, case, outcome)
+
+
+# --- the blocks of one row per case (sizes, timeouts) ---------------------------------------------
+
+
+def _parse_block(text: str, heading: str, cases: dict[str, str]) -> dict[str, str]:
+    """The observed rows (case -> outcome) under `heading` of a rendered page."""
+    found: dict[str, str] = {}
+    inside = False
+    for line in text.splitlines():
+        if line.startswith("## "):
+            inside = line == heading
+            continue
+        match = _SIZE_ROW.match(line) if inside else None
+        if match and match["case"] in cases and match["outcome"] != "?":
+            found[match["case"]] = match["outcome"].replace("\\|", "|")
+    return found
+
+
+def _check_block_row(heading: str, case: str, outcome: str) -> None:
+    """Compare one observed row of the block under `heading` with the page, or
+    (UPDATE_FAULT_MATRIX=1) write it there, keeping every other row and block."""
+    parsers = {SIZE_HEADING: parse_sizes, TIMEOUT_HEADING: parse_timeouts}
+    if UPDATE:
+        with _locked_doc() as stream:
+            stream.seek(0)
+            text = stream.read()
+            blocks = {h: parse_block(text) for h, parse_block in parsers.items()}
+            blocks[heading][case] = outcome
+            stream.seek(0)
+            stream.truncate()
+            stream.write(render(*parse(text), blocks[SIZE_HEADING], blocks[TIMEOUT_HEADING]))
+        return
+    assert DOC.is_file(), "docs/fault-matrix.md missing: run UPDATE_FAULT_MATRIX=1 make test"
+    documented = parsers[heading](DOC.read_text(encoding="utf-8")).get(case)
+    assert documented == outcome, (
+        f"docs/fault-matrix.md is stale ({heading}, {case}): UPDATE_FAULT_MATRIX=1\n"
         f"documented: {documented}\nobserved:   {outcome}"
     )
 
@@ -496,7 +628,8 @@ def _observe_state_machine(simulate, monitor, operation: str, fault: Fault) -> s
         assert _names(operation, cause), f"the failed execution must name {operation}: {cause}"
         named += cause
         parts.append(f"execution {run.status}: {_short(cause)}")
-        late = _next_sweep_sends(deployed, run)
+        # A failed Notify left the alert to the next sweep; a failed Aggregate's was sent.
+        late = None if _sweep_messages(run) else _next_sweep_sends(deployed, run)
     else:
         parts.append("execution SUCCEEDED")
     parts.append(_record_summary(record))
@@ -527,8 +660,161 @@ def test_state_machine_path_under_fault(simulate, monitor, operation: str, fault
     check_cell(SM_HEADING, operation, fault, outcome)
 
 
+# --- size limits: the rows ---------------------------------------------------------------------
+
+# Flight Recorder entries per simulated rank for the item row (PyTorch keeps 2000 by default): eight
+# ranks of 400 are about 0.9 MB of base64 per node, past the item limit and within what ProbeNode
+# reads of a node (settings.PROBE_NODE_OUTPUT_MAX_BYTES, 16 MiB).
+SIZE_DUMP_ENTRIES = 400
+# Nodes the oversized alert names (each id, with its host name, in every body when listed in full).
+SIZE_ALERT_NODES = 10_000
+
+
+def test_size_row_item_over_400_kb(simulate, monitor, monkeypatch) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    monkeypatch.setattr(hang_job, "ENTRIES_PER_RANK", SIZE_DUMP_ENTRIES)
+    deployed = monitor(simulate(SIZE_ROWS["item > 400 KB"]))
+    run = deployed.sweep()
+    sweep_id = run.execution_arn.rsplit(":", 1)[-1]
+    results = monitor_sweep.load_probe_results(_store(deployed), sweep_id)
+    big = [r for r in results.values() if len(r.model_dump_json().encode()) > DYNAMODB_ITEM_MAX_BYTES]
+    assert big, "the row must store a probe result past the item limit"
+    for result in big:  # read back whole: every dump with its data
+        assert result.probe is not None and result.reachable
+        assert result.probe.flight_recorder_dumps and all(d.data_base64 for d in result.probe.flight_recorder_dumps)
+    [record] = _sweep_records(deployed)
+    unreachable = sum(1 for f in _unreachable(deployed) for r in f["resources"] if r["kind"] == "node")
+    outcome = "; ".join(
+        [
+            f"execution {run.status}",
+            _record_summary(record),
+            f"{len(big)} node(s) returned over 400 KB (Flight Recorder dumps of {SIZE_DUMP_ENTRIES} entries a "
+            "rank): stored whole as compressed chunks under the item limit and read back whole",
+            f"{unreachable} node(s) reported unreachable",
+        ]
+    )
+    check_size_row("item > 400 KB", outcome)
+
+
+def test_size_row_message_over_256_kb(simulate, monitor) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    deployed = monitor(simulate(SIZE_ROWS["message > 256 KB"]))
+    store = _store(deployed)
+    cluster = deployed.simulation.scenario.cluster.name
+    # An earlier sweep whose alert, naming every node of a large cluster, stayed unpublished.
+    earlier = monitor_sweep.SweepRef(
+        sweep_id="fault-matrix-size-earlier", execution="fault-matrix-size-earlier", cluster=cluster,
+        region=deployed.region, started_at=STARTED,
+    )  # fmt: skip
+    finding = _finding(SIZE_ALERT_NODES)
+    listed = len(", ".join(resource_ids(finding)).encode())
+    assert 3 * listed > SNS_MESSAGE_MAX_BYTES, "listed in full in its three bodies, it would not fit"
+    diff = SweepDiff(
+        sweep_id=earlier.sweep_id, cluster=cluster, region=deployed.region, started_at=STARTED,
+        changes=[_new(finding)], coverage=Coverage(nodes_total=SIZE_ALERT_NODES, nodes_unreachable=SIZE_ALERT_NODES),
+    )  # fmt: skip
+    store.put_blob(sweep_key(earlier.sweep_id), monitor_sweep.DIFF, diff.model_dump_json(), expires_at=2_000_000_000)
+    monitor_sweep._keep_pending(store, earlier, None)
+    run = deployed.sweep()
+    messages = _sweep_messages(run)
+    assert [m["id"] for m in messages][:1] == [earlier.sweep_id], "the earlier alert goes first"
+    more = f"… and {SIZE_ALERT_NODES - MAX_LISTED_RESOURCES} more nodes"
+    assert more in messages[0]["content"]["description"]
+    own = [m for m in messages if m["id"] != earlier.sweep_id]
+    left = list(store.query(cluster_key(deployed.region, cluster), monitor_sweep.ALERT_PENDING))
+    outcome = "; ".join(
+        [
+            f"execution {run.status}",
+            f"an earlier unpublished alert naming {SIZE_ALERT_NODES:,} nodes ({3 * listed // 1024} KB listed in "
+            f"full in its three bodies) was sent fitted under {SNS_MESSAGE_MAX_BYTES:,} bytes: "
+            f'{MAX_LISTED_RESOURCES} ids, then "{more}"',
+            f"this sweep's own alert after it: {_alert_summary(run, cluster) if own else 'none (nothing changed)'}",
+            f"{len(left)} alert(s) left pending",
+        ]
+    )
+    check_size_row("message > 256 KB", outcome)
+
+
 @pytest.mark.skipif(UPDATE, reason="the page is being rewritten by the other tests")
 def test_page_lists_exactly_the_declared_cells() -> None:
     text = DOC.read_text(encoding="utf-8")
-    assert text == render(*parse(text)), "docs/fault-matrix.md has cells nobody observes: UPDATE_FAULT_MATRIX=1"
+    assert text == render(*parse(text), parse_sizes(text), parse_timeouts(text)), (
+        "docs/fault-matrix.md has cells nobody observes: UPDATE_FAULT_MATRIX=1"
+    )
     assert "| ? |" not in text and " ? |" not in text, "docs/fault-matrix.md has unobserved cells"
+
+
+# --- Lambda killed at its timeout: the rows ------------------------------------------------------
+
+
+def test_timeout_row_aggregate(simulate, monitor, monkeypatch) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    deployed = monitor(simulate(TIMEOUT_ROWS["Aggregate"]), function_timeouts={"aggregate": 4.0})
+    cluster = deployed.simulation.scenario.cluster.name
+    stall_aggregate_at(monkeypatch, call=3)  # two findings written, then stopped
+    run = deployed.sweep()
+    assert run.status == "FAILED"
+    [killed] = [c for c in deployed.calls_of(run, "aggregate") if c.timed_out]
+    assert killed.seconds == pytest.approx(4.0, abs=1.0)
+    [record] = _sweep_records(deployed)
+    assert record["failure"].startswith("Aggregate timed out after 4 s (Sandbox.Timedout)")
+    [alert] = _sweep_messages(run)
+    assert "Aggregate timed out after 4 s" in alert["content"]["description"]
+    # What the alert announces is what is stored: the recorder completed the stopped writes.
+    announced = int(record["changes"])
+    stored = {i["sk"]: int(i["occurrences"]) for i in _store(deployed).open_findings(deployed.region, cluster)}
+    assert announced > 2 and len(stored) == announced and set(stored.values()) == {1}
+    lock = "lock held" if _lock_held(deployed) else "lock released"
+    monkeypatch.undo()
+    second = deployed.sweep()
+    assert second.status == "SUCCEEDED" and second.output is not None
+    again = second.output["aggregate"]["changes"]
+    stored = {i["sk"]: int(i["occurrences"]) for i in _store(deployed).open_findings(deployed.region, cluster)}
+    assert again == 0 and set(stored.values()) == {2}
+    error = run.events[-1].get("executionFailedEventDetails", {}).get("error")
+    outcome = "; ".join(
+        [
+            f"execution {run.status} ({error})",
+            _record_summary(record),
+            f"{_alert_summary(run, cluster)} (its {announced} new findings stored once: the writes it had started "
+            "completed from its stored diff)",
+            lock,
+            f"next sweep: {again} changes, {_alert_summary(second, cluster)}",
+        ]
+    )
+    check_timeout_row("Aggregate", outcome)
+
+
+def test_timeout_row_probe_node(simulate, monitor, monkeypatch) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    ssm_budget(monkeypatch, 3.0)
+    sim = simulate(TIMEOUT_ROWS["ProbeNode"], edit=hanging_gpu_tools)
+    deployed = monitor(sim, function_timeouts={"probe_node": 2.0})
+    run = deployed.sweep()
+    probes = deployed.calls_of(run, "probe_node")
+    assert probes and all(p.timed_out for p in probes)
+    [record] = _sweep_records(deployed)
+    unreachable = _unreachable(deployed)
+    nodes = sum(1 for f in unreachable for r in f["resources"] if r["kind"] == "node")
+    assert nodes == len(probes)
+    outcome = "; ".join(
+        [
+            f"execution {run.status}",
+            _record_summary(record),
+            f"{nodes} node(s) unreachable: {unreachable[0]['evidence'][0]}",
+            _alert_summary(run, deployed.simulation.scenario.cluster.name),
+        ]
+    )
+    check_timeout_row("ProbeNode", outcome)
+
+
+def test_timeout_row_collect_logs(simulate, monitor) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    held = FaultSpec(operation="logs:FilterLogEvents", error_code="InternalFailure", http_status=500, delay_seconds=3)
+    deployed = monitor(simulate(TIMEOUT_ROWS["CollectLogs"], faults=[held]), function_timeouts={"collect_logs": 1.5})
+    run = deployed.sweep()
+    assert [c.timed_out for c in deployed.calls_of(run, "collect_logs")] == [True]
+    [record] = _sweep_records(deployed)
+    outcome = "; ".join(
+        [
+            f"execution {run.status}",
+            _record_summary(record),
+            _alert_summary(run, deployed.simulation.scenario.cluster.name),
+        ]
+    )
+    check_timeout_row("CollectLogs", outcome)

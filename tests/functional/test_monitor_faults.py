@@ -4,11 +4,14 @@ occurrences, and no alert lost or sent twice."""
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 from hyperpod_nccl.monitor.store import cluster_key
 from hyperpod_nccl.monitor.sweep import SweepState, run_aggregate
-from hyperpod_nccl.simulation.scenario import FaultSpec
+from hyperpod_nccl.simulation.node_behaviours import NodeBehaviour, SessionFaultSpec, XidSpec
+from hyperpod_nccl.simulation.scenario import FaultSpec, Scenario
 from tests.functional.test_monitor_sweep import _store, _sweep_messages, _sweep_records, monitor  # noqa: F401 - fixture
 
 HISTORY_SECONDS = 7 * 86400
@@ -134,7 +137,9 @@ def test_a_lock_aggregate_could_not_release_is_taken_over_by_the_next_trigger(si
     deployed.emulation.faults.add_fault(denied)
     first = deployed.sweep()
     deployed.emulation.faults.set_faults([])
-    assert first.status == "SUCCEEDED"
+    # Not even Aggregate's own failure handling could release the lock: the error escaped the
+    # function, so the execution fails (the monitor's alarm fires) after recording why.
+    assert first.status == "FAILED"
     [record] = _sweep_records(deployed)
     assert record["status"] == "failed" and "grant dynamodb:DeleteItem" in record["failure"]
     [alert] = _sweep_messages(first)  # the operator is told why
@@ -170,3 +175,103 @@ def test_a_lost_permission_alerts_once_even_on_a_healthy_cluster(simulate, monit
     deployed.emulation.faults.set_faults([denied])  # and lost again: told again
     [again] = _sweep_messages(deployed.sweep())
     assert "monitor denied logs:FilterLogEvents" in again["content"]["title"]
+
+
+# --- Lambda killed at its timeout -------------------------------------------------------------
+
+
+# (The rows "Lambda killed at its timeout" of tests/functional/test_fault_matrix.py run these
+# helpers: an Aggregate, a ProbeNode and a CloudWatch scan each stopped by Lambda.)
+
+
+def stall_aggregate_at(monkeypatch: Any, call: int) -> list[int]:
+    """Make the Aggregate hang in its `call`-th conditional update (its findings writes: the first
+    ones are the FINDING items, after the diff was stored) until the emulated Lambda ends it at
+    its timeout; later calls (the failure recorder's) run normally. Returns the calls seen."""
+    from hyperpod_nccl.monitor.store import Store
+    from hyperpod_nccl.simulation import serverless
+
+    original = Store.update_if
+    calls: list[int] = []
+
+    def update_if(store: Store, *args: Any, **kwargs: Any) -> Any:
+        frozen = getattr(serverless._sandbox, "frozen", None)
+        if frozen is not None and threading.current_thread().name.endswith("-aggregate"):
+            calls.append(len(calls) + 1)
+            if len(calls) == call:
+                frozen.wait(60)  # until the emulated Lambda ended this invocation
+        return original(store, *args, **kwargs)
+
+    monkeypatch.setattr(Store, "update_if", update_if)
+    return calls
+
+
+def hanging_gpu_tools(scenario: Scenario) -> None:
+    """Every node shows Xid 79 (a GPU fallen off the bus) and its GPU tools hang: the probe's
+    output stops before remapped_rows, the first nvidia-smi section after the kernel log."""
+    assert scenario.node_behaviours is not None
+    scenario.node_behaviours.defaults = NodeBehaviour(
+        xids=[XidSpec(gpu=2, code=79)],
+        session_faults=[SessionFaultSpec(stall_at_section="remapped_rows", stall_seconds=30)],
+    )
+
+
+def ssm_budget(monkeypatch: Any, seconds: float) -> None:
+    """The SSM budget scaled down for the test (deployed: thresholds.SSM_NODE_BUDGET_SECONDS)."""
+    from hyperpod_nccl.collectors import node_probes
+    from hyperpod_nccl.ssm.client import SessionRunner
+
+    monkeypatch.setattr(
+        node_probes, "_runner", lambda ctx: SessionRunner(ssm=ctx.aws.client("ssm"), budget_seconds=seconds)
+    )
+
+
+def open_findings(deployed: Any) -> list[dict[str, Any]]:
+    cluster = deployed.simulation.scenario.cluster.name
+    return _store(deployed).open_findings(deployed.region, cluster)
+
+
+def test_a_node_whose_gpu_tools_hang_keeps_what_it_sent(simulate, monitor, monkeypatch) -> None:  # noqa: F811
+    # Scaled down: a 2 s SSM budget in an 8 s probe state (its Lambda stops at 3 s), as 180 s in
+    # 210 s (205 s) when deployed.
+    ssm_budget(monkeypatch, 2.0)
+    deployed = monitor(simulate("healthy-eks", edit=hanging_gpu_tools), probe_timeout_seconds=8)
+    run = deployed.sweep()
+    assert run.status == "SUCCEEDED"
+    probes = deployed.calls_of(run, "probe_node")
+    assert probes and not any(p.timed_out for p in probes)
+    titles = [str(item["title"]) for item in open_findings(deployed)]
+    # What arrived before the hang is stored and checked: the kernel log's Xid 79.
+    assert sum("Xid 79" in t for t in titles) == len(probes), titles
+    cut = [t for t in titles if "probe cut at 2 s: sections remapped_rows.." in t]
+    assert len(cut) == len(probes), titles
+    assert not any("not reachable" in t or "before storing a result" in t for t in titles)
+
+
+def test_lambda_at_its_timeout_keeps_what_was_written_and_lets_nothing_more_through(emulation, monkeypatch) -> None:
+    from botocore.endpoint import Endpoint
+
+    from hyperpod_nccl.simulation import serverless
+
+    monkeypatch.setattr(Endpoint, "_send", serverless.freezing(Endpoint._send))
+    sqs = emulation.client("sqs", "us-west-2")
+    queue = sqs.create_queue(QueueName="lambda-timeout-writes")["QueueUrl"]
+    ended: list[BaseException] = []
+
+    def handler(event: Any, context: Any) -> None:
+        sqs.send_message(QueueUrl=queue, MessageBody="before the timeout")
+        time.sleep(0.6)
+        try:
+            sqs.send_message(QueueUrl=queue, MessageBody="after the timeout")
+        except BaseException as error:  # what Lambda's freeze looks like from the inside
+            ended.append(error)
+            raise
+
+    context = serverless._LambdaContext("writer", "arn:aws:lambda:us-west-2:123456789012:function:writer")
+    assert serverless.run_until(handler, {}, context, 0.3) == (False, None)
+    time.sleep(0.6)
+    received = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages", [])
+    assert [m["Body"] for m in received] == ["before the timeout"]
+    assert ended and not isinstance(ended[0], Exception)  # no `except Exception` can carry on
+    # Returning in time is unaffected.
+    assert serverless.run_until(lambda event, ctx: event["x"], {"x": 1}, context, 5) == (True, 1)

@@ -3,17 +3,29 @@
 from __future__ import annotations
 
 import importlib
+import json
 
-from hyperpod_nccl.monitor import asl_placeholders, load_definition
+import pytest
+
+from hyperpod_nccl import thresholds
+from hyperpod_nccl.monitor import (
+    LAMBDA_TIMEOUT_HEADROOM_SECONDS,
+    asl_placeholders,
+    lambda_timeouts,
+    load_definition,
+    task_timeouts,
+)
 from hyperpod_nccl.monitor.settings import (
     ASL_FUNCTION_PLACEHOLDERS,
     ASL_MAP_CONCURRENCY_PLACEHOLDER,
     ASL_PROBE_TIMEOUT_PLACEHOLDER,
     FUNCTION_ENVIRONMENT,
+    PROBE_STORE_MARGIN_SECONDS,
     PROBE_TIMEOUT_SECONDS,
     MonitorSettings,
     handler_path,
 )
+from hyperpod_nccl.monitor.sweep import SANDBOX_TIMED_OUT, TaskFailure, aggregate_failure_text
 
 
 def _substitutions() -> dict[str, str | int]:
@@ -68,3 +80,69 @@ def test_settings_read_from_environment() -> None:
     assert settings.clusters[0].name == "hp1"
     assert settings.history_seconds == 30 * 86400
     assert MonitorSettings.from_env({"NODE_COVERAGE": "all"}).node_coverage == "all"
+
+
+def test_probe_state_leaves_room_after_the_ssm_budget_to_store_what_arrived() -> None:
+    # The SSM client gives up at its budget and keeps the partial output; the state (and its
+    # Lambda, whose timeout is the state's) must outlive it to store that output.
+    assert task_timeouts()["probe_node"] == PROBE_TIMEOUT_SECONDS
+    assert PROBE_TIMEOUT_SECONDS - thresholds.SSM_NODE_BUDGET_SECONDS >= PROBE_STORE_MARGIN_SECONDS > 0
+    # The Lambda itself, stopped a little before its state, still outlives the budget.
+    assert lambda_timeouts()["probe_node"] - thresholds.SSM_NODE_BUDGET_SECONDS >= 20
+
+
+def test_lambda_stops_every_function_before_step_functions_gives_up_on_its_state() -> None:
+    # Otherwise a state timer firing first runs the Catch path (RecordAggregateFailure) while the
+    # killed function still writes.
+    states, functions = task_timeouts(), lambda_timeouts()
+    assert states.keys() == functions.keys()
+    assert all(states[h] - functions[h] == LAMBDA_TIMEOUT_HEADROOM_SECONDS > 0 for h in states)
+
+
+def test_a_stopped_aggregate_is_recorded_notified_and_fails_the_execution() -> None:
+    states = load_definition(_substitutions())["States"]
+    aggregate, record = states["Aggregate"], states["RecordAggregateFailure"]
+    [catch] = aggregate["Catch"]
+    assert catch == {"ErrorEquals": ["States.ALL"], "ResultPath": "$.aggregate_error", "Next": "RecordAggregateFailure"}
+    # Never re-run a stopped Aggregate: only Lambda's own transient failures are retried.
+    assert all(e.startswith("Lambda.") for r in aggregate["Retry"] for e in r["ErrorEquals"])
+    # The same function with the same timeout, so the function's Lambda timeout stays Aggregate's.
+    assert record["Resource"] == aggregate["Resource"] and record["TimeoutSeconds"] == aggregate["TimeoutSeconds"]
+    assert task_timeouts()["aggregate"] == aggregate["TimeoutSeconds"]
+    assert record["Next"] == "Notify" and record["Catch"][0]["Next"] == "Notify"
+    assert record["ResultPath"] == "$.aggregate"
+    done = states["Done"]
+    assert {c["Next"] for c in done["Choices"]} == {"AggregateDidNotFinish", "EarlierAggregateDidNotFinish"}
+    assert states["AggregateDidNotFinish"] == {
+        **states["AggregateDidNotFinish"],
+        "Type": "Fail",
+        "ErrorPath": "$.aggregate_error.Error",
+        "CausePath": "$.aggregate_error.Cause",
+    }
+    assert states[done["Default"]]["Type"] == "Succeed"
+
+
+@pytest.mark.parametrize(
+    ("error", "cause", "expected"),
+    [
+        (
+            SANDBOX_TIMED_OUT,
+            json.dumps(
+                {
+                    "errorType": SANDBOX_TIMED_OUT,
+                    "errorMessage": "RequestId: r Error: Task timed out after 600.00 seconds",
+                }
+            ),
+            "Aggregate timed out after 600 s (Sandbox.Timedout)",
+        ),
+        ("States.Timeout", "", f"Aggregate timed out after {task_timeouts()['aggregate']} s (States.Timeout)"),
+        (
+            "AwsCallFailed",
+            json.dumps({"errorType": "AwsCallFailed", "errorMessage": "dynamodb:Query denied"}),
+            "Aggregate failed: AwsCallFailed: dynamodb:Query denied",
+        ),
+    ],
+    ids=["lambda-timeout", "state-timeout", "error"],
+)
+def test_the_failure_of_a_stopped_aggregate_says_how_long_it_ran(error: str, cause: str, expected: str) -> None:
+    assert aggregate_failure_text(TaskFailure(Error=error, Cause=cause)).startswith(expected)

@@ -3,10 +3,12 @@ knob, plus the budget, the StartSession retry policy and the rate limiter."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 
+from hyperpod_nccl import thresholds
 from hyperpod_nccl.collectors.aws import AwsClients
 from hyperpod_nccl.simulation.aws import EmulatedAws, register_start_session_handler, terminated_sessions
 from hyperpod_nccl.simulation.node_behaviours import SessionFaultSpec
@@ -14,9 +16,11 @@ from hyperpod_nccl.simulation.scenario import FaultSpec
 from hyperpod_nccl.simulation.ssm_agent import SimulatedSsmAgent
 from hyperpod_nccl.ssm import codec
 from hyperpod_nccl.ssm.client import (
+    DataChannel,
     RateLimiter,
     SessionError,
     SessionErrorKind,
+    SessionLimits,
     SessionRunner,
     run_data_channel,
     split_exit_code,
@@ -206,3 +210,99 @@ def test_rate_limiter_gives_up_at_the_deadline() -> None:
     assert limiter.acquire(deadline=10)
     assert not limiter.acquire(deadline=0.5)
     assert clock.slept == []
+
+
+# --- a hostile agent (a compromised node) cannot grow the client's memory ---------------------
+
+
+def _fails_alone(  # type: ignore[no-untyped-def]
+    agent, faults: SessionFaultSpec, limits: SessionLimits, output: bytes = OUTPUT
+) -> SessionError:
+    """Run one hostile session next to two clean ones: the hostile one fails with a limit error,
+    never retryable (another session would meet the same agent), and the clean ones succeed."""
+    hostile = agent.add_session("hostile", output, faults)
+    clean = [agent.add_session(f"clean-{i}", OUTPUT) for i in range(2)]
+    results: dict[str, object] = {}
+
+    def run(name: str, response: dict[str, str]) -> None:
+        try:
+            results[name] = run_data_channel(
+                response["StreamUrl"], response["TokenValue"], time.monotonic() + 10, limits=limits
+            )
+        except SessionError as error:
+            results[name] = error
+
+    threads = [threading.Thread(target=run, args=(f"clean-{i}", r)) for i, r in enumerate(clean)]
+    threads.append(threading.Thread(target=run, args=("hostile", hostile)))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=15)
+    assert results["clean-0"] == results["clean-1"] == (EXPECTED, 3)
+    error = results["hostile"]
+    assert isinstance(error, SessionError), error
+    assert error.kind is SessionErrorKind.LIMIT_EXCEEDED and not error.kind.retryable
+    return error
+
+
+def test_a_frame_over_the_limit_fails_that_session_only(agent) -> None:  # type: ignore[no-untyped-def]
+    error = _fails_alone(agent, SessionFaultSpec(giant_frame_bytes=codec.MAX_FRAME_BYTES), SessionLimits())
+    assert "frame over the 65536 bytes" in error.message
+
+
+def test_an_out_of_order_flood_fails_at_the_buffer_limit(agent) -> None:  # type: ignore[no-untyped-def]
+    limits = SessionLimits(out_of_order_messages=50)
+    error = _fails_alone(agent, SessionFaultSpec(out_of_order_flood=2000), limits)
+    assert "message 2 never arrived while the agent sent 51 later ones" in error.message
+    # Held messages are bounded by bytes too, whatever their count.
+    error = _fails_alone(agent, SessionFaultSpec(out_of_order_flood=2000), SessionLimits(out_of_order_bytes=8192))
+    assert "while the agent sent 9 later ones" in error.message and "8192 bytes out of order" in error.message
+
+
+def test_output_past_the_session_cap_ends_it_keeping_what_fits(agent) -> None:  # type: ignore[no-untyped-def]
+    flood = OUTPUT * 10
+    error = _fails_alone(agent, SessionFaultSpec(), SessionLimits(output_bytes=2 * len(OUTPUT)), flood)
+    assert f"more than {2 * len(OUTPUT)} bytes of output" in error.message
+    assert error.partial_output == flood[: 2 * len(OUTPUT)]
+
+
+class _FloodingSocket:
+    """A websocket whose agent sends ever later messages, never the first one (client side only)."""
+
+    def __init__(self) -> None:
+        self.next_seq = 1
+        self.sent = 0
+
+    def recv(self, timeout: float) -> bytes:
+        message = codec.stream_message(codec.OUTPUT_STREAM_DATA, self.next_seq, codec.PayloadType.OUTPUT, b"F" * 1024)
+        self.next_seq += 1
+        return message.encode()
+
+    def send(self, frame: object) -> None:
+        self.sent += 1
+
+
+def test_the_out_of_order_buffer_never_holds_more_than_its_limits() -> None:
+    limits = SessionLimits(out_of_order_messages=300, out_of_order_bytes=100 * 1024)
+    socket = _FloodingSocket()
+    channel = DataChannel(socket, "token", limits=limits)  # type: ignore[arg-type]
+    with pytest.raises(SessionError) as raised:
+        channel.run(time.monotonic() + 10)
+    assert raised.value.kind is SessionErrorKind.LIMIT_EXCEEDED
+    assert len(channel._buffer) == 100 and channel._buffered_bytes == 100 * 1024
+    assert socket.next_seq == 102  # it stopped reading at the limit
+
+
+def test_a_sequence_number_far_ahead_is_refused_without_holding_it() -> None:
+    socket = _FloodingSocket()
+    socket.next_seq = 10**12
+    channel = DataChannel(socket, "token", limits=SessionLimits())  # type: ignore[arg-type]
+    with pytest.raises(SessionError, match="up to 1000000000000"):
+        channel.run(time.monotonic() + 10)
+    assert channel._buffer == {}
+
+
+def test_the_session_output_cap_holds_a_full_flight_recorder_dump_and_the_ras_status() -> None:
+    assert thresholds.SSM_SESSION_MAX_OUTPUT_BYTES >= (
+        thresholds.FLIGHT_RECORDER_MAX_BYTES * 4 // 3 + thresholds.RAS_STATUS_MAX_BYTES
+    )

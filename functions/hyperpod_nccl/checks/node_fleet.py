@@ -43,6 +43,7 @@ def reachability(inv: Inventory) -> Iterator[Finding]:
             account_wide[kind].append(result)
             continue
         reference, detail = OPS_SSM_TARGET, "check the SSM agent on the node and the target format"
+        title = f"{node_label(result)} not reachable over SSM ({kind.replace('_', ' ')})"
         if kind == "target_not_connected":
             reference = NODE_SSM
             detail = "the node's SSM agent is not connected: the instance is down, rebooting or being replaced"
@@ -50,10 +51,19 @@ def reachability(inv: Inventory) -> Iterator[Finding]:
                 detail += f" (HyperPod status {result.status})"
         elif kind == "budget_expired":
             detail = f"no complete answer within {thresholds.SSM_NODE_BUDGET_SECONDS:.0f} s; partial output kept"
+            if result.probe is not None or result.slurm is not None:
+                # It answered: what it sent is checked; a GPU tool that hangs (Xid 79) looks like this.
+                title = f"{node_label(result)}: {result.error}"
+                detail = (
+                    "the node answered but did not finish within the probe budget (a GPU tool that hangs, as after "
+                    "Xid 79, does this): the sections it sent are checked, the missing ones are not"
+                )
+        elif kind == "limit_exceeded":
+            detail = "the node's answer broke the probe's bounds (a broken or compromised node): inspect the node"
         elif kind == "invalid_target":
             detail = "the SSM target was rejected: check cluster id, instance group and instance id"
         yield reachability.warn(
-            f"{node_label(result)} not reachable over SSM ({kind.replace('_', ' ')})",
+            title,
             reference=reference,
             detail=detail,
             evidence=[result.error or "", f"attempts: {result.attempts}"],

@@ -22,6 +22,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     logger.append_keys(sweep_id=item.sweep_id, instance_id=item.instance_id)
     store = connect_store(settings)
     with naming_aws_failures("probe_node", store.table.meta.client):
-        output = run_probe_node(item, store, collector_clients(settings, item.region), settings.node_coverage)
+        output = run_probe_node(
+            item, store, collector_clients(settings, item.region), settings.node_coverage, settings.probe_documents
+        )
     logger.info("probed", extra={"reachable": output.reachable})
     return output.model_dump(mode="json")

@@ -41,3 +41,49 @@ def load_definition(substitutions: dict[str, str | int]) -> dict[str, Any]:
     """The rendered definition parsed to a dict (for inspection and tests)."""
     parsed: dict[str, Any] = json.loads(render_definition(substitutions))
     return parsed
+
+
+# Each function's Lambda timeout is its state's TimeoutSeconds less this: Lambda stops the function
+# first (Sandbox.Timedout) and the state's Catch runs once the function is dead. With equal
+# timeouts the state timer may fire first, and the recovery state would run while a killed
+# Aggregate still writes.
+LAMBDA_TIMEOUT_HEADROOM_SECONDS = 5
+
+
+def lambda_timeouts(probe_timeout_seconds: int | None = None) -> dict[str, int]:
+    """Each state machine function's Lambda timeout (seconds), as infra deploys it and the local
+    emulation enforces it: its `task_timeouts` less `LAMBDA_TIMEOUT_HEADROOM_SECONDS`."""
+    return {h: t - LAMBDA_TIMEOUT_HEADROOM_SECONDS for h, t in task_timeouts(probe_timeout_seconds).items()}
+
+
+def task_timeouts(probe_timeout_seconds: int | None = None) -> dict[str, int]:
+    """Each state machine function's task timeout (seconds): the shortest TimeoutSeconds of the
+    Task states that invoke it. The ASL is the one place that sets a state's budget; the Lambda
+    timeout follows from it (`lambda_timeouts`). `probe_timeout_seconds` replaces the ProbeNode
+    state's (default `settings.PROBE_TIMEOUT_SECONDS`)."""
+    from hyperpod_nccl.monitor.settings import (
+        ASL_FUNCTION_PLACEHOLDERS,
+        ASL_MAP_CONCURRENCY_PLACEHOLDER,
+        ASL_PROBE_TIMEOUT_PLACEHOLDER,
+        PROBE_TIMEOUT_SECONDS,
+    )
+
+    handler_of = {f"arn:placeholder:{p}": handler for handler, p in ASL_FUNCTION_PLACEHOLDERS.items()}
+    substitutions: dict[str, str | int] = {p: f"arn:placeholder:{p}" for p in ASL_FUNCTION_PLACEHOLDERS.values()}
+    substitutions[ASL_PROBE_TIMEOUT_PLACEHOLDER] = probe_timeout_seconds or PROBE_TIMEOUT_SECONDS
+    substitutions[ASL_MAP_CONCURRENCY_PLACEHOLDER] = 1
+    timeouts: dict[str, int] = {}
+
+    def visit(node: object) -> None:
+        if isinstance(node, dict):
+            handler = handler_of.get(str(node.get("Resource", "")))
+            if node.get("Type") == "Task" and handler and "TimeoutSeconds" in node:
+                timeouts[handler] = min(timeouts.get(handler, node["TimeoutSeconds"]), node["TimeoutSeconds"])
+            for value in node.values():
+                visit(value)
+        elif isinstance(node, list):
+            for value in node:
+                visit(value)
+
+    visit(load_definition(substitutions))
+    return timeouts

@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from hyperpod_nccl import thresholds
+
 # --- environment-variable names --------------------------------------------------------------
 FINDINGS_TABLE_ENV = "FINDINGS_TABLE_NAME"
 ALERTS_TOPIC_ENV = "ALERTS_TOPIC_ARN"
@@ -22,6 +24,9 @@ REFERENCE_BASE_URL_ENV = "REFERENCE_BASE_URL"
 NODE_COVERAGE_ENV = "NODE_COVERAGE"
 CLUSTERS_ENV = "WATCHED_CLUSTERS"
 HISTORY_DAYS_ENV = "HISTORY_RETENTION_DAYS"
+# JSON object probe role -> name of the stack's own Session document for that role
+# (`hyperpod_nccl.probe.documents`): ProbeNode starts its sessions with these and nothing else.
+PROBE_DOCUMENTS_ENV = "PROBE_SESSION_DOCUMENTS"
 # Optional, read by every handler, not set by infra: the SDK read timeout of the functions' AWS
 # clients (unset: botocore's 60 s for the table, topic and state machine, the collectors' 30 s).
 # The local emulation sets it low to turn a held call into a real client-side timeout.
@@ -34,13 +39,27 @@ FUNCTION_ENVIRONMENT: dict[str, list[str]] = {
     "discover": [FINDINGS_TABLE_ENV, NODE_COVERAGE_ENV, HISTORY_DAYS_ENV],
     "collect_logs": [FINDINGS_TABLE_ENV, HISTORY_DAYS_ENV],
     "collect_kubernetes": [FINDINGS_TABLE_ENV, HISTORY_DAYS_ENV],
-    "probe_node": [FINDINGS_TABLE_ENV, HISTORY_DAYS_ENV],
+    "probe_node": [FINDINGS_TABLE_ENV, HISTORY_DAYS_ENV, PROBE_DOCUMENTS_ENV],
     "aggregate": [FINDINGS_TABLE_ENV, HISTORY_DAYS_ENV, REFERENCE_BASE_URL_ENV],
     "notify": [FINDINGS_TABLE_ENV, ALERTS_TOPIC_ENV, REFERENCE_BASE_URL_ENV, HISTORY_DAYS_ENV],
 }
 
-# Handlers that need read/write on the table (every one: results live in the table, not in state).
-TABLE_WRITERS: tuple[str, ...] = tuple(FUNCTION_ENVIRONMENT)
+# The DynamoDB actions each handler's code path makes on the table (infra grants exactly these;
+# tests/infra/test_table_grants.py derives them from the handlers' Store calls and fails on any
+# difference). Query includes the gsi1 index (Store.open_findings).
+TABLE_ACTIONS: dict[str, tuple[str, ...]] = {
+    # start_sweep: the per-cluster lock (put/get, update on fold-in, delete on a failed start).
+    "trigger": ("GetItem", "PutItem", "UpdateItem", "DeleteItem"),
+    # run_discover: the sweep's reference and its targets in one batch.
+    "discover": ("PutItem", "BatchWriteItem"),
+    "collect_logs": ("GetItem", "PutItem"),
+    "collect_kubernetes": ("GetItem", "PutItem"),
+    "probe_node": ("GetItem", "PutItem"),
+    # run_aggregate: findings (in batches), their history, incidents, the sweep record and the lock.
+    "aggregate": ("GetItem", "PutItem", "BatchWriteItem", "Query", "UpdateItem", "DeleteItem"),
+    # run_notify: pending alerts (query, put, delete when sent) and the sweep's findings.
+    "notify": ("GetItem", "PutItem", "Query", "DeleteItem"),
+}
 
 HANDLER_MODULES: tuple[str, ...] = tuple(FUNCTION_ENVIRONMENT)
 
@@ -70,8 +89,16 @@ TTL_ATTRIBUTE = "expires_at"
 GSI1 = "gsi1"
 
 # --- time budgets ------------------------------------------------------------------------------
-# One node's probe state (the design card's 180 s budget); substituted as ${ProbeTimeoutSeconds}.
-PROBE_TIMEOUT_SECONDS = 180
+# One node's probe state, substituted as ${ProbeTimeoutSeconds} (and its Lambda's timeout): the
+# design card's 180 s SSM budget, plus the time to store what arrived when that budget ran out (a
+# node whose GPU tools hang still yields the sections before the hang). Equal to the budget, the
+# Lambda was killed while the SSM client gave up, and the partial output was lost.
+PROBE_STORE_MARGIN_SECONDS = 30
+PROBE_TIMEOUT_SECONDS = int(thresholds.SSM_NODE_BUDGET_SECONDS) + PROBE_STORE_MARGIN_SECONDS
+# What ProbeNode reads of one node's answer. Parsing and storing an answer peaks at about 4x its
+# size on top of the ~85 MB the function needs anyway (measured with tracemalloc: 16 MiB -> 64 MiB),
+# which fits ProbeNode's 256 MB (infra/constants.py); the CLI's 64 MiB would not.
+PROBE_NODE_OUTPUT_MAX_BYTES = 16 << 20
 # Default number of node probes running at once: probes start SSM sessions, whose StartSession
 # rate is account-wide (3/s), so more than rate x probe seconds only makes Lambdas wait (billed
 # time) without finishing sooner. 16 keeps a 2-5 s probe at the rate (BENCHMARKS.md).
@@ -146,6 +173,8 @@ class MonitorSettings(BaseModel):
     clusters: list[WatchedCluster] = Field(default_factory=list)
     history_days: int = 90
     sdk_read_timeout: float | None = Field(default=None, gt=0)
+    # Probe role -> the stack's Session document for it; empty: the AWS managed document.
+    probe_documents: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("node_coverage", mode="before")
     @classmethod
@@ -173,6 +202,8 @@ class MonitorSettings(BaseModel):
                 values[field_name] = env[env_name].strip()
         if env.get(CLUSTERS_ENV, "").strip():
             values["clusters"] = json.loads(env[CLUSTERS_ENV])
+        if env.get(PROBE_DOCUMENTS_ENV, "").strip():
+            values["probe_documents"] = json.loads(env[PROBE_DOCUMENTS_ENV])
         return cls.model_validate(values)
 
     def require_table(self) -> str:
@@ -236,6 +267,8 @@ METRIC_SWEEP_DURATION = "SweepDurationSeconds"
 METRIC_SWEEP_FAILED = "SweepFailed"
 METRIC_SWEEPS_COMPLETED = "SweepsCompleted"
 METRIC_NOTIFICATIONS = "NotificationsSent"
+# Earlier alerts SNS refused for good and Notify dropped (each with an ALERT_DROPPED# record).
+METRIC_ALERTS_DROPPED = "AlertsDropped"
 METRIC_TRIGGERS_REJECTED = "TriggersRejected"
 METRIC_TRIGGERS_ACCEPTED = "TriggersAccepted"
 METRIC_DIMENSION_CLUSTER = "Cluster"

@@ -17,16 +17,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import re
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hyperpod_nccl.checks import discover as registered_checks
 from hyperpod_nccl.collectors import resolve_orchestrator
-from hyperpod_nccl.collectors.aws import AwsClients
+from hyperpod_nccl.collectors.aws import AwsClients, error_message
 from hyperpod_nccl.collectors.context import CollectionContext
 from hyperpod_nccl.collectors.control_plane import collect_control_plane
 from hyperpod_nccl.collectors.kubernetes import collect_kubernetes
@@ -41,12 +43,25 @@ from hyperpod_nccl.models.kubernetes import KubernetesInventory
 from hyperpod_nccl.models.logs import LogInventory
 from hyperpod_nccl.models.node_probe import NodeProbeInventory, NodeProbeResult, ProbePlan, ProbeTarget
 from hyperpod_nccl.models.request import DiagnoseRequest
+from hyperpod_nccl.monitor import task_timeouts
 from hyperpod_nccl.monitor.diff import OpenFinding, SweepDiff, compute_changes, open_counts
 from hyperpod_nccl.monitor.events import TriggerRequest
 from hyperpod_nccl.monitor.failures import describe_aws_failure
 from hyperpod_nccl.monitor.incidents import load_incident_sweep, record_incidents
-from hyperpod_nccl.monitor.notify import build_alert, build_incident_alert, sns_message
-from hyperpod_nccl.monitor.settings import LOCK_LEASE_SECONDS, batch_targets
+from hyperpod_nccl.monitor.notify import (
+    PERMANENT_PUBLISH_ERRORS,
+    Alert,
+    build_alert,
+    build_incident_alert,
+    sns_message,
+    undeliverable_alert,
+)
+from hyperpod_nccl.monitor.settings import (
+    LOCK_LEASE_SECONDS,
+    PROBE_NODE_OUTPUT_MAX_BYTES,
+    SCRATCH_RETENTION_SECONDS,
+    batch_targets,
+)
 from hyperpod_nccl.monitor.store import (
     Store,
     cluster_key,
@@ -56,15 +71,25 @@ from hyperpod_nccl.monitor.store import (
     sweep_key,
 )
 
+_log = logging.getLogger(__name__)
+
 CONTROL_PLANE = "CONTROL_PLANE"
 PLAN = "PLAN"
 LOGS = "LOGS"
 KUBERNETES = "KUBERNETES"
 RESULT = "RESULT"
 DIFF = "DIFF"
+# A node's probe result: blob `PROBE#<instance id>#<chunk>` under the sweep.
+PROBE = "PROBE#"
+# At most this much of one node's probe result is stored (JSON bytes, before compression): the
+# storage's own bound, whatever the collector read (ProbeNode reads at most
+# settings.PROBE_NODE_OUTPUT_MAX_BYTES of a node; raw Flight Recorder dumps past this are dropped).
+PROBE_RESULT_MAX_BYTES = 6 << 20
 # Alerts a failed Notify left unpublished: `CLUSTER#C / ALERT_PENDING#<sweep id>`, kept a week.
 ALERT_PENDING = "ALERT_PENDING#"
 PENDING_ALERT_SECONDS = 7 * 24 * 3600
+# A pending alert SNS refused permanently (even as a short stand-in): `CLUSTER#C / ALERT_DROPPED#<sweep id>`.
+ALERT_DROPPED = "ALERT_DROPPED#"
 LOCK = "LOCK"
 # The IAM actions the last sweep was denied: `CLUSTER#C / PERMISSION_GAPS` (a new one alerts once).
 PERMISSION_GAPS = "PERMISSION_GAPS"
@@ -89,6 +114,16 @@ class SweepRef(BaseModel):
     since_seconds: int = DEFAULT_SINCE_SECONDS
     follow_up: int = 0
     follow_up_of: str | None = None
+    # The earlier sweep of this execution whose Aggregate did not finish: a follow-up sweep
+    # carries it so that the execution still ends FAILED (sweep.asl.json, state Done).
+    after_failure: str | None = None
+
+
+# How Step Functions names a Lambda task stopped at its timeout: the function's own timeout
+# (Lambda ends the invocation: errorType Sandbox.Timedout) or the state's (States.Timeout).
+SANDBOX_TIMED_OUT = "Sandbox.Timedout"
+TIMEOUT_ERRORS = frozenset({SANDBOX_TIMED_OUT, "States.Timeout"})
+_TIMED_OUT_AFTER = re.compile(r"timed out after (\d+(?:\.\d+)?) seconds")
 
 
 class TaskFailure(BaseModel):
@@ -182,6 +217,7 @@ class NotifyOutput(BaseModel):
     reason: str = ""
     incident_messages: int = Field(default=0, description="incident messages published by this attempt")
     earlier_alerts: int = Field(default=0, description="messages of earlier sweeps that had stayed unpublished")
+    dropped_alerts: int = Field(default=0, description="earlier alerts SNS refused for good, dropped with a record")
 
 
 class TriggerOutcome(BaseModel):
@@ -291,8 +327,17 @@ def _run_collector(
     return StepOutput(source=source, collected=collected is not None, degraded=count)
 
 
-def run_probe_node(item: ProbeItem, store: Store, aws: AwsClients, coverage: int | Literal["all"]) -> ProbeOutput:
-    """One node's state: probe it (never raises) and store the result under the sweep."""
+def run_probe_node(
+    item: ProbeItem,
+    store: Store,
+    aws: AwsClients,
+    coverage: int | Literal["all"],
+    probe_documents: dict[str, str] | None = None,
+) -> ProbeOutput:
+    """One node's state: probe it (never raises) and store the result under the sweep.
+
+    `probe_documents` are the stack's Session documents by probe role (settings.PROBE_DOCUMENTS_ENV);
+    a role without one uses the AWS managed document (the function's role may not allow it)."""
     ref = _load_ref(store, item.sweep_id)
     stored = store.get(sweep_key(item.sweep_id), f"TARGET#{item.instance_id}")
     if stored is None:
@@ -301,11 +346,70 @@ def run_probe_node(item: ProbeItem, store: Store, aws: AwsClients, coverage: int
         )
     else:
         ctx = context_for(ref, aws, coverage)
+        ctx.probe_output_max_bytes = PROBE_NODE_OUTPUT_MAX_BYTES
+        ctx.probe_documents = dict(probe_documents or {})
         result = probe_node(ctx, ProbeTarget.model_validate_json(stored["json"]))
         if ctx.degraded:
             _store_degraded(store, ref, f"probe#{item.instance_id}", ctx.degraded)
-    store.put_scratch(item.sweep_id, f"PROBE#{item.instance_id}", result.model_dump(mode="json"), now=ref.started_at)
+    store_probe_result(store, ref, result)
     return ProbeOutput(instance_id=item.instance_id, reachable=result.reachable)
+
+
+def bounded_probe_result(result: NodeProbeResult, max_bytes: int = PROBE_RESULT_MAX_BYTES) -> NodeProbeResult:
+    """`result` with at most `max_bytes` of JSON. Only raw Flight Recorder dumps are ever dropped,
+    oldest first, each one marked (`not_stored`, shown with the hang evidence); every parsed
+    section the checks read is kept."""
+    if result.probe is None or len(result.model_dump_json().encode()) <= max_bytes:
+        return result
+    dumps = [d.model_copy() for d in result.probe.flight_recorder_dumps]
+    probe = result.probe.model_copy(update={"flight_recorder_dumps": dumps})
+    bounded = result.model_copy(update={"probe": probe})
+    size = len(bounded.model_dump_json().encode())
+    for dump in sorted(dumps, key=lambda d: d.modified_epoch or 0.0):
+        if size <= max_bytes:
+            break
+        size -= len(dump.data_base64)
+        dump.not_stored = (
+            f"flight recorder dump truncated: {dump.size_bytes} bytes not stored (the monitor keeps at most "
+            f"{max_bytes // (1 << 20)} MiB of one node's probe result); read it on the node"
+        )
+        dump.data_base64 = ""
+    return bounded
+
+
+def store_probe_result(store: Store, ref: SweepRef, result: NodeProbeResult) -> None:
+    """A node's result as a compressed blob in chunks under the item limit (a node with real Flight
+    Recorder dumps returns megabytes); what did not fit the bound is named as a degraded source."""
+    bounded = bounded_probe_result(result)
+    dropped = [d for d in (bounded.probe.flight_recorder_dumps if bounded.probe else []) if d.not_stored]
+    if dropped:
+        why = DegradedSource(
+            source=f"node probe {result.instance_id}",
+            reason=f"flight recorder dump truncated: {len(dropped)} dump(s) over the per-node storage bound not stored",
+            fix="read the dumps on the node (TORCH_NCCL_DEBUG_INFO_TEMP_FILE) or run the CLI's diagnose on it",
+            partial=True,
+        )
+        _store_degraded(store, ref, f"store#{result.instance_id}", [why])
+    expires = epoch(ref.started_at) + SCRATCH_RETENTION_SECONDS
+    store.put_blob(
+        sweep_key(ref.sweep_id), f"{PROBE}{result.instance_id}", bounded.model_dump_json(), expires_at=expires
+    )
+
+
+def load_probe_results(store: Store, sweep_id: str) -> dict[str, NodeProbeResult]:
+    """The stored node results of a sweep by instance id, read with one query (blobs, and the plain
+    JSON items of a sweep started before probe results were chunked)."""
+    results: dict[str, NodeProbeResult] = {}
+    for raw in store.scratch_items(sweep_id, PROBE):
+        result = NodeProbeResult.model_validate(raw)
+        results[result.instance_id] = result
+    for text in store.blobs(sweep_key(sweep_id), PROBE).values():
+        try:
+            result = NodeProbeResult.model_validate_json(text)
+        except ValidationError:
+            continue  # unreadable: the node counts as not stored, like a probe that never finished
+        results[result.instance_id] = result
+    return results
 
 
 # --- aggregate -------------------------------------------------------------------------------
@@ -345,7 +449,7 @@ def build_inventory(store: Store, ref: SweepRef) -> tuple[Inventory, list[Degrad
     kube_done, kube = _load_optional(store, ref.sweep_id, KUBERNETES, KubernetesInventory)
     if not kube_done:
         degraded.append(_missing("Kubernetes", "the Kubernetes state failed or timed out"))
-    stored = {r["instance_id"]: NodeProbeResult.model_validate(r) for r in store.scratch_items(ref.sweep_id, "PROBE#")}
+    stored = load_probe_results(store, ref.sweep_id)
     results = []
     for target in plan.targets:
         result = stored.get(target.instance_id)
@@ -446,20 +550,27 @@ def _persist_findings(store: Store, ref: SweepRef, result: SweepResult, diff: Sw
     current: dict[str, Finding] = {}
     for finding in result.issues:
         current.setdefault(finding.fingerprint, finding)
+    # Per-node and per-GPU fault history: one item per resource (10,000 for a finding naming every
+    # node), written in batches; each key names the sweep and the finding, so a retry rewrites
+    # the same items.
+    faults: list[dict[str, Any]] = []
     for fingerprint, finding in current.items():
         priority = finding.priority.value if finding.priority else "none"
+        inline, body = store.put_finding_body(ref.region, ref.cluster, fingerprint, finding, ref.sweep_id, expires)
         store.update_if(
             ck,
             f"FINDING#{fingerprint}",
             UpdateExpression=(
-                "SET finding = :finding, check_id = :check, priority = :priority, title = :title, "
-                "#state = :open, last_seen = :now, last_sweep_id = :sweep, gsi1pk = :openpk, gsi1sk = :opensk, "
-                "first_seen = if_not_exists(first_seen, :now) ADD occurrences :one REMOVE resolved_at"
+                "SET finding = :finding, finding_body = :body, check_id = :check, priority = :priority, "
+                "title = :title, #state = :open, last_seen = :now, last_sweep_id = :sweep, gsi1pk = :openpk, "
+                "gsi1sk = :opensk, first_seen = if_not_exists(first_seen, :now) ADD occurrences :one "
+                "REMOVE resolved_at"
             ),
             ConditionExpression="attribute_not_exists(last_sweep_id) OR last_sweep_id <> :sweep",
             ExpressionAttributeNames={"#state": "state"},
             ExpressionAttributeValues={
-                ":finding": finding.model_dump_json(),
+                ":finding": inline,
+                ":body": body,
                 ":check": finding.check_id,
                 ":priority": priority,
                 ":title": finding.title,
@@ -480,21 +591,22 @@ def _persist_findings(store: Store, ref: SweepRef, result: SweepResult, diff: Sw
                 "expires_at": expires,
             }
         )
-        for resource in finding.resources:
-            if resource.kind not in ("node", "gpu"):
-                continue
-            store.put_new(
-                {
-                    "pk": f"{'NODE' if resource.kind == 'node' else 'GPU'}#{resource.id}",
-                    "sk": f"FAULT#{stamp}#{ref.sweep_id}#{fingerprint}",
-                    "check_id": finding.check_id,
-                    "priority": priority,
-                    "title": finding.title,
-                    "cluster": ref.cluster,
-                    "region": ref.region,
-                    "expires_at": expires,
-                }
-            )
+        faults.extend(
+            {
+                "pk": f"{'NODE' if resource.kind == 'node' else 'GPU'}#{resource.id}",
+                "sk": f"FAULT#{stamp}#{ref.sweep_id}#{fingerprint}",
+                "check_id": finding.check_id,
+                "priority": priority,
+                "title": finding.title,
+                "cluster": ref.cluster,
+                "region": ref.region,
+                "expires_at": expires,
+            }
+            for resource in finding.resources
+            if resource.kind in ("node", "gpu")
+        )
+    if faults:
+        store.put_many(faults)
     for change in diff.of_kind("resolved"):
         store.update_if(
             ck,
@@ -545,6 +657,21 @@ def _record_sweep(
     return duration
 
 
+def aggregate_failure_text(error: TaskFailure) -> str:
+    """What the sweep record and the alert say of an Aggregate task that did not finish: how
+    long it ran when it was stopped at its timeout, else the error that escaped it."""
+    if error.Error not in TIMEOUT_ERRORS:
+        return f"Aggregate failed: {error.message}"
+    # Lambda's cause names its timeout; a state timeout has none (then the definition's, which
+    # is also the function's: monitor.task_timeouts).
+    match = _TIMED_OUT_AFTER.search(error.Cause)
+    seconds = float(match.group(1)) if match else float(task_timeouts()["aggregate"])
+    return (
+        f"Aggregate timed out after {seconds:g} s ({error.Error}): the aggregate function was stopped before it "
+        "finished; see its logs and the execution's history"
+    )
+
+
 def _failure_text(state: SweepState) -> str | None:
     if state.discover is not None and not state.discover.discovered:
         return state.discover.reason or "discovery failed"
@@ -564,23 +691,68 @@ def run_aggregate(
 
     Whatever fails on the way (a table read, a findings update, a bug in a check) still ends
     with a stored sweep record marked failed naming the cause, a diff Notify reports, and the
-    lock handed over; only a failure of those last writes themselves escapes."""
+    lock handed over; only a failure of those last writes themselves escapes.
+
+    Given `state.aggregate_error` (state RecordAggregateFailure: the Aggregate task was killed
+    at its timeout, or an error escaped it), it only records why the sweep failed
+    (`_aggregate_did_not_finish`)."""
     now = now or datetime.now(UTC)
+    if state.aggregate_error is not None:
+        return _aggregate_did_not_finish(state, state.aggregate_error, store, history_seconds=history_seconds, now=now)
     try:
         return _aggregate(state, store, history_seconds=history_seconds, now=now)
     except Exception as error:  # noqa: BLE001 - recorded below; re-raised if even that fails
-        return _aggregate_failed(state, store, error, history_seconds=history_seconds, now=now)
+        failure = f"Aggregate failed: {describe_aws_failure('aggregate', error, (store.table.meta.client,))}"
+        return _aggregate_failed(state, store, failure, history_seconds=history_seconds, now=now)
 
 
-def _aggregate_failed(
-    state: SweepState, store: Store, error: Exception, *, history_seconds: int, now: datetime
-) -> AggregateOutput:
-    ref = state.sweep
-    failure = f"Aggregate failed: {describe_aws_failure('aggregate', error, (store.table.meta.client,))}"
-    failed = SweepDiff(
+def _failed_diff(ref: SweepRef, failure: str, now: datetime) -> SweepDiff:
+    return SweepDiff(
         sweep_id=ref.sweep_id, cluster=ref.cluster, region=ref.region, started_at=ref.started_at,
         finished_at=now, failure=failure,
     )  # fmt: skip
+
+
+def _aggregate_did_not_finish(
+    state: SweepState, error: TaskFailure, store: Store, *, history_seconds: int, now: datetime
+) -> AggregateOutput:
+    """The Aggregate of this sweep was stopped anywhere on its way. Before its diff was stored it
+    had written nothing of the findings; after, the diff is its write-ahead record, and the
+    findings writes it had started are completed from it (each is conditional on the sweep id,
+    so what was already written is not counted twice): the table then matches what the alert
+    announces, and the next sweep announces nothing twice. The sweep is on record as failed
+    first, so that even if this too is stopped, the record and the alert say why."""
+    ref = state.sweep
+    failure = aggregate_failure_text(error)
+    _record_sweep(store, ref, "failed", _failed_diff(ref, failure, now), now, history_seconds)
+    pk = sweep_key(ref.sweep_id)
+    diff_text, result_text = store.get_blob(pk, DIFF), store.get_blob(pk, RESULT)
+    if diff_text is not None and result_text is not None:
+        diff = SweepDiff.model_validate_json(diff_text)
+        if diff.failure is None:
+            result = SweepResult.model_validate_json(result_text)
+            _, gaps = _permission_gaps(store, ref, diff.degraded_sources)
+            _apply_diff(store, ref, result, diff, gaps, history_seconds)
+    # A follow-up sweep of triggers folded in meanwhile still runs; the execution ends FAILED.
+    marked = ref.model_copy(update={"after_failure": ref.after_failure or ref.sweep_id})
+    return _aggregate_failed(
+        state.model_copy(update={"sweep": marked}), store, failure, history_seconds=history_seconds, now=now
+    )
+
+
+def _apply_diff(
+    store: Store, ref: SweepRef, result: SweepResult, diff: SweepDiff, gaps: set[str], history_seconds: int
+) -> None:
+    """The table writes a stored diff stands for: the permissions denied now, the findings."""
+    store.put({"pk": cluster_key(ref.region, ref.cluster), "sk": PERMISSION_GAPS, "actions": json.dumps(sorted(gaps))})
+    _persist_findings(store, ref, result, diff, history_seconds)
+
+
+def _aggregate_failed(
+    state: SweepState, store: Store, failure: str, *, history_seconds: int, now: datetime
+) -> AggregateOutput:
+    ref = state.sweep
+    failed = _failed_diff(ref, failure, now)
     stored = _store_diff(store, failed, history_seconds)
     if stored is not failed:
         # The diff was stored before the failure (its changes may be partly applied): keep its
@@ -640,8 +812,7 @@ def _aggregate(state: SweepState, store: Store, *, history_seconds: int, now: da
         new_permission_gaps=new_gaps,
     )
     diff = _store_diff(store, diff, history_seconds)
-    store.put({"pk": cluster_key(ref.region, ref.cluster), "sk": PERMISSION_GAPS, "actions": json.dumps(sorted(gaps))})
-    _persist_findings(store, ref, result, diff, history_seconds)
+    _apply_diff(store, ref, result, diff, gaps, history_seconds)
     # Incidents join the same result and inventory the CLI's `incidents` joins; a finding kept
     # open (its node unprobed this time) keeps its incident open too.
     incidents = record_incidents(
@@ -681,30 +852,69 @@ def run_notify(state: SweepState, store: Store, sns: Any, *, topic_arn: str, bas
 
     An alert still unpublished when this attempt fails (an SNS outage outlasting the task's
     retries fails the execution) is kept as pending under the cluster; the next sweep's Notify
-    publishes it first, once (the same per-sweep markers), so no alert is lost."""
+    publishes it, once (the same per-sweep markers), so no alert is lost.
+
+    Order and isolation: earlier pending alerts go first, oldest first, then this sweep's. None
+    blocks another. An earlier alert that fails again stays pending when the failure may pass
+    (outage, throttling, a permission to fix) and is dropped with a record when it cannot (SNS
+    refuses that very message): either way this sweep's alert is still published. A message SNS
+    refuses outright is replaced by a short stand-in saying so (`_publish`), so a refusal reaches
+    the channel instead of retrying for a week."""
     ref = state.sweep
-    failure = f"Aggregate failed: {state.aggregate_error.message}" if state.aggregate_error else None
+    failure = aggregate_failure_text(state.aggregate_error) if state.aggregate_error else None
     ck = cluster_key(ref.region, ref.cluster)
     own = f"{ALERT_PENDING}{ref.sweep_id}"
+    pending = _pending_alerts(store, ck)
+    earlier = dropped = 0
+    for item in sorted((i for i in pending if i["sk"] != own), key=_pending_order):
+        sent, gone = _publish_pending(item, store, sns, topic_arn=topic_arn, base_url=base_url)
+        earlier, dropped = earlier + sent, dropped + gone
     try:
-        pending = _pending_alerts(store, ck)
-        earlier = 0
-        for item in pending:
-            if item["sk"] != own:
-                earlier += _publish_pending(item, store, sns, topic_arn=topic_arn, base_url=base_url)
         output = _publish_sweep(ref, _diff_to_notify(store, ref, failure), store, sns, topic_arn, base_url)
     except Exception:
         _keep_pending(store, ref, failure)
         raise
     if any(item["sk"] == own for item in pending):
         store.delete(ck, own)  # an earlier attempt of this Notify had left it
-    return output.model_copy(update={"earlier_alerts": earlier})
+    return output.model_copy(update={"earlier_alerts": earlier, "dropped_alerts": dropped})
+
+
+def _pending_order(item: dict[str, Any]) -> str:
+    """Oldest sweep first; an unreadable item sorts first and is dropped there."""
+    try:
+        return SweepRef.model_validate_json(item["ref"]).started_at.isoformat()
+    except (ValidationError, KeyError, TypeError):
+        return ""
+
+
+def _permanent(error: BaseException) -> bool:
+    """A publish failure that every retry of the same message gets again: SNS refused the message
+    itself (too long, an invalid parameter), or the pending item cannot be read."""
+    if isinstance(error, ClientError):
+        return error.response.get("Error", {}).get("Code") in PERMANENT_PUBLISH_ERRORS
+    return isinstance(error, ValidationError | KeyError)
+
+
+def _publish(sns: Any, topic_arn: str, alert: Alert) -> dict[str, Any]:
+    """Publish `alert` (fitted to SNS's limits by `sns_message`); when SNS still refuses that
+    message permanently, publish its short stand-in instead (`undeliverable_alert`)."""
+    try:
+        response: dict[str, Any] = sns.publish(TopicArn=topic_arn, **sns_message(alert))
+    except ClientError as error:
+        if not _permanent(error):
+            raise
+        reason = error_message(error)
+        _log.warning("SNS refused an alert; publishing its stand-in", extra={"reason": reason})
+        response = sns.publish(TopicArn=topic_arn, **sns_message(undeliverable_alert(alert, reason)))
+    return response
 
 
 def _diff_to_notify(store: Store, ref: SweepRef, failure: str | None) -> SweepDiff:
     text = store.get_blob(sweep_key(ref.sweep_id), DIFF)
     if text is not None:
-        return SweepDiff.model_validate_json(text)
+        stored = SweepDiff.model_validate_json(text)
+        # A diff stored by an Aggregate that was then stopped does not know it failed.
+        return stored if failure is None or stored.failure else stored.model_copy(update={"failure": failure})
     return SweepDiff(
         sweep_id=ref.sweep_id, cluster=ref.cluster, region=ref.region, started_at=ref.started_at,
         failure=failure or "Aggregate failed: no diff stored",
@@ -726,13 +936,35 @@ def _keep_pending(store: Store, ref: SweepRef, failure: str | None) -> None:
         )
 
 
-def _publish_pending(item: dict[str, Any], store: Store, sns: Any, *, topic_arn: str, base_url: str) -> int:
-    """Publish what an earlier sweep could not (each message once), then forget it."""
-    ref = SweepRef.model_validate_json(item["ref"])
-    diff = _diff_to_notify(store, ref, item.get("failure") or None).model_copy(update={"delivered_late": True})
-    output = _publish_sweep(ref, diff, store, sns, topic_arn, base_url)
-    store.delete(cluster_key(ref.region, ref.cluster), item["sk"])
-    return output.incident_messages + (1 if output.message_id else 0)
+def _publish_pending(item: dict[str, Any], store: Store, sns: Any, *, topic_arn: str, base_url: str) -> tuple[int, int]:
+    """Publish what an earlier sweep could not (each message once), then forget it: (messages
+    sent, alerts dropped). Never raises, so that no earlier alert blocks a later one: a failure
+    that may pass leaves it pending for the next sweep; a permanent one drops it, with a record
+    under the cluster (`ALERT_DROPPED#<sweep id>`) and a warning in the function's log."""
+    try:
+        ref = SweepRef.model_validate_json(item["ref"])
+        diff = _diff_to_notify(store, ref, item.get("failure") or None).model_copy(update={"delivered_late": True})
+        output = _publish_sweep(ref, diff, store, sns, topic_arn, base_url)
+    except Exception as error:  # noqa: BLE001 - kept or dropped below, never raised
+        reason = error_message(error)
+        if not _permanent(error):
+            _log.warning("an earlier alert is still unpublished; kept for the next sweep", extra={"reason": reason})
+            return 0, 0
+        _log.error("an earlier alert can never be published; dropped", extra={"reason": reason, "key": item["sk"]})
+        with contextlib.suppress(ClientError, BotoCoreError):  # the log line above remains
+            store.put(
+                {
+                    "pk": item["pk"],
+                    "sk": ALERT_DROPPED + str(item["sk"]).removeprefix(ALERT_PENDING),
+                    "reason": reason[:1000],
+                    "ref": str(item.get("ref", ""))[:10_000],
+                    "expires_at": int(item.get("expires_at") or 0),
+                }
+            )
+            store.delete(item["pk"], item["sk"])
+        return 0, 1
+    store.delete(item["pk"], item["sk"])
+    return output.incident_messages + (1 if output.message_id else 0), 0
 
 
 def _pending_alerts(store: Store, ck: str) -> list[dict[str, Any]]:
@@ -768,7 +1000,7 @@ def _publish_sweep(
             incident_messages=incident_messages,
         )
     try:
-        response = sns.publish(TopicArn=topic_arn, **sns_message(build_alert(diff, base_url)))
+        response = _publish(sns, topic_arn, build_alert(diff, base_url))
     except Exception:
         store.delete(marker["pk"], marker["sk"])  # let the Retry publish it
         raise
@@ -796,7 +1028,7 @@ def _publish_incidents(ref: SweepRef, store: Store, sns: Any, *, topic_arn: str,
         if not store.put_new(marker):
             continue
         try:
-            sns.publish(TopicArn=topic_arn, **sns_message(build_incident_alert(sweep, change, base_url)))
+            _publish(sns, topic_arn, build_incident_alert(sweep, change, base_url))
         except Exception:
             store.delete(marker["pk"], marker["sk"])
             raise
@@ -828,6 +1060,7 @@ def _merge_pending(ref: SweepRef, pending: list[TriggerRequest], now: datetime) 
         since_seconds=ref.since_seconds,
         follow_up=n,
         follow_up_of=ref.sweep_id,
+        after_failure=ref.after_failure,
     )
 
 

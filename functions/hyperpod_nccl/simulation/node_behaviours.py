@@ -30,9 +30,17 @@ class SessionFaultSpec(_Strict):
     reorder: bool = False
     corrupt_digest: int = 0
     stall_seconds: float = 0.0
+    stall_at_section: str | None = Field(
+        default=None, description="stall before this probe section instead of halfway (a tool that hangs)"
+    )
     close_without_channel_closed: bool = False
     disconnect_after: int | None = None
     kms: bool = False
+    # Hostile agents (a compromised node): what the client must bound.
+    out_of_order_flood: int = Field(
+        default=0, description="send this many output messages past one that never comes, instead of the output"
+    )
+    giant_frame_bytes: int = Field(default=0, description="send one output frame with a payload this big first")
 
 
 class NodeBehaviour(_Strict):

@@ -8,6 +8,15 @@ route each invocation to the handler the function is named after, exactly as Lam
 `hyperpod_nccl.handlers.<module>.handler`. A handler's exception becomes a Lambda function error,
 so the definition's Retry and Catch see what they would see in AWS.
 
+Lambda timeouts are enforced as Lambda enforces them: each function's timeout is its task's
+(`monitor.lambda_timeouts`, as infra deploys it; `function_timeouts` shortens chosen ones for
+tests). A handler still running at its timeout gets the answer Lambda gives, a function error
+`Sandbox.Timedout` "Task timed out after N seconds"; what it wrote until then stays, and the
+invocation is frozen from then on: every AWS call its thread makes (or was waiting on) raises,
+so it writes nothing more. Emulation gap: a Python thread cannot be stopped, so the handler's
+code runs on until its next AWS call, and calls from threads it started itself are not cut
+(only the Kubernetes pod-log reads use such threads, and they write nothing).
+
 Emulation gap: moto's ASL parser rejects `"ExecutionType": "EXPRESS"` in a Distributed Map's
 ProcessorConfig (AWS accepts it), so `emulation_definition` rewrites it to STANDARD when the
 definition is loaded into moto, never in the deployed definition. moto then runs each child
@@ -32,7 +41,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from hyperpod_nccl.monitor import render_definition
+from hyperpod_nccl.monitor import lambda_timeouts, render_definition
 from hyperpod_nccl.monitor.settings import (
     ALERTS_TOPIC_ENV,
     ASL_FUNCTION_PLACEHOLDERS,
@@ -44,6 +53,7 @@ from hyperpod_nccl.monitor.settings import (
     HANDLER_MODULES,
     NODE_COVERAGE_ENV,
     PROBE_BATCH_SIZE,
+    PROBE_DOCUMENTS_ENV,
     PROBE_TIMEOUT_SECONDS,
     REFERENCE_BASE_URL_ENV,
     SCHEDULE_SOURCE,
@@ -53,6 +63,9 @@ from hyperpod_nccl.monitor.settings import (
     batches_at_once,
     handler_path,
 )
+from hyperpod_nccl.monitor.sweep import SANDBOX_TIMED_OUT
+from hyperpod_nccl.probe import documents
+from hyperpod_nccl.sanitize import one_line
 from hyperpod_nccl.simulation.aws import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
 from hyperpod_nccl.simulation.runtime import SimulatedCluster
 
@@ -60,7 +73,19 @@ FUNCTION_PREFIX = "hyperpod-nccl-"
 TABLE_NAME = "hyperpod-nccl-monitor"
 TOPIC_NAME = "hyperpod-nccl-alerts"
 STATE_MACHINE_NAME = "hyperpod-nccl-sweep"
+# Lambda's default timeout, for a function no task of the definition invokes.
+DEFAULT_LAMBDA_TIMEOUT_SECONDS = 3.0
+# The emulated stack's name: its probe documents are `hyperpod-nccl-local-NodeProbe`, ...
+STACK_NAME = "hyperpod-nccl-local"
 _dispatch_lock = threading.Lock()
+# The invocation running on this thread (set on each handler's thread; the botocore patch reads it).
+_sandbox = threading.local()
+
+
+class _SandboxFrozen(BaseException):
+    """Raised into a handler that makes an AWS call after Lambda ended its invocation at the
+    timeout. A BaseException, so that no `except Exception` in the handler's code can go on
+    writing as if nothing happened (in Lambda, nothing of the invocation runs any more)."""
 
 
 @dataclass
@@ -74,9 +99,12 @@ class _LambdaContext:
     memory_limit_in_mb: int = 512
     log_group_name: str = "/aws/lambda/local"
     log_stream_name: str = "local"
+    deadline: float | None = None
 
     def get_remaining_time_in_millis(self) -> int:
-        return 300_000
+        if self.deadline is None:
+            return 300_000
+        return max(0, int((self.deadline - time.monotonic()) * 1000))
 
 
 @dataclass
@@ -87,6 +115,7 @@ class Invocation:
     started: float
     seconds: float
     event: dict[str, Any]
+    timed_out: bool = False
 
 
 @dataclass
@@ -130,6 +159,8 @@ class LocalMonitor:
     modules with a function error (an outage of that function), to exercise Retry/Catch.
     `sdk_read_timeout` sets the functions' SDK read timeout (settings.SDK_READ_TIMEOUT_ENV), so
     that a call the emulation holds (a FaultSpec delay) times out client-side as it would in AWS.
+    `function_timeouts` sets the Lambda timeout (seconds) of chosen handler modules below the
+    deployed one (their task's TimeoutSeconds), so that a test can run a function past it.
     """
 
     def __init__(
@@ -139,6 +170,7 @@ class LocalMonitor:
         map_concurrency: int = DEFAULT_MAP_MAX_CONCURRENCY,
         probe_timeout_seconds: int = PROBE_TIMEOUT_SECONDS,
         failing_functions: dict[str, str] | None = None,
+        function_timeouts: dict[str, float] | None = None,
         node_coverage: int | str = "all",
         reference_base_url: str = "https://github.com/aws-samples/hyperpod-nccl-monitor/blob/main/references",
         sdk_read_timeout: float | None = None,
@@ -152,7 +184,14 @@ class LocalMonitor:
         self.node_coverage = str(node_coverage)
         self.reference_base_url = reference_base_url
         self.sdk_read_timeout = sdk_read_timeout
+        # Each function's Lambda timeout: its task's, as deployed, or the test's shorter one.
+        self.lambda_timeouts: dict[str, float] = {
+            **lambda_timeouts(probe_timeout_seconds),
+            **(function_timeouts or {}),
+        }
+        self._original_send: Any = None
         self.function_arns: dict[str, str] = {}
+        self.probe_documents: dict[str, str] = {}
         self.state_machine_arn = ""
         self.topic_arn = ""
         self.queue_url = ""
@@ -188,6 +227,7 @@ class LocalMonitor:
                 REFERENCE_BASE_URL_ENV: self.reference_base_url,
                 NODE_COVERAGE_ENV: self.node_coverage,
                 CLUSTERS_ENV: json.dumps([{"name": self.simulation.scenario.cluster.name, "region": self.region}]),
+                PROBE_DOCUMENTS_ENV: json.dumps(self.probe_documents),
                 "POWERTOOLS_TRACE_DISABLED": "1",
                 "POWERTOOLS_METRICS_NAMESPACE": "HyperPodNccl/Local",
                 SDK_READ_TIMEOUT_ENV: "" if self.sdk_read_timeout is None else str(self.sdk_read_timeout),
@@ -203,6 +243,12 @@ class LocalMonitor:
 
             LambdaSimpleBackend.invoke = self._original_invoke  # type: ignore[method-assign]
             self._original_invoke = None
+        if self._original_send is not None:
+            from botocore.endpoint import Endpoint
+
+            endpoint: Any = Endpoint  # `_send` is botocore's private hook (not in its stubs)
+            endpoint._send = self._original_send
+            self._original_send = None
         for key, value in self._saved_env.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -258,6 +304,7 @@ class LocalMonitor:
             )
             self.function_arns[module] = created["FunctionArn"]
         self._create_table()
+        self._create_probe_documents()
         sns = self.client("sns")
         self.topic_arn = sns.create_topic(Name=TOPIC_NAME)["TopicArn"]
         sqs = self.client("sqs")
@@ -279,6 +326,19 @@ class LocalMonitor:
             definition=emulation_definition(render_definition(substitutions)),
             roleArn=role_arn,
         )["stateMachineArn"]
+
+    def _create_probe_documents(self) -> None:
+        """The stack's Session documents (infra's ProbeDocuments), created once per emulated account
+        and region: ProbeNode starts its sessions with these, as in AWS."""
+        ssm = self.client("ssm")
+        for role, name in documents.document_names(STACK_NAME).items():
+            try:
+                ssm.describe_document(Name=name)
+            except ssm.exceptions.InvalidDocument:
+                ssm.create_document(
+                    Name=name, Content=documents.content_text(role), DocumentType="Session", DocumentFormat="JSON"
+                )
+            self.probe_documents[role] = name
 
     def _create_table(self) -> None:
         schema: dict[str, Any] = TABLE_SCHEMA
@@ -315,6 +375,7 @@ class LocalMonitor:
         )
 
     def _patch_lambda(self) -> None:
+        from botocore.endpoint import Endpoint
         from moto.awslambda_simple.models import LambdaSimpleBackend
 
         monitor = self
@@ -326,6 +387,9 @@ class LocalMonitor:
             return monitor._dispatch(function_name, body, response_headers)
 
         LambdaSimpleBackend.invoke = invoke  # type: ignore[method-assign,assignment]
+        endpoint: Any = Endpoint  # `_send` is botocore's private hook (not in its stubs)
+        self._original_send = endpoint._send
+        endpoint._send = freezing(endpoint._send)
 
     def _dispatch(self, function_name: str, body: Any, response_headers: Any) -> bytes:
         name = function_name.split(":")[6] if function_name.startswith("arn:") else function_name
@@ -339,17 +403,30 @@ class LocalMonitor:
         if handler is None:
             response_headers["x-amz-function-error"] = "Unhandled"
             return json.dumps({"errorType": "ResourceNotFound", "errorMessage": f"no handler {name}"}).encode()
-        context = _LambdaContext(function_name=name, invoked_function_arn=self.function_arns.get(module, name))
+        timeout = self.lambda_timeouts.get(module, DEFAULT_LAMBDA_TIMEOUT_SECONDS)
         started = time.monotonic()
+        context = _LambdaContext(
+            function_name=name, invoked_function_arn=self.function_arns.get(module, name), deadline=started + timeout
+        )
         payload: Any = {}
+        timed_out = False
         try:
             payload = json.loads(body or "{}")
-            return json.dumps(handler(payload, context), default=str).encode()
+            finished, outcome = run_until(handler, payload, context, timeout)
+            if not finished:
+                timed_out = True
+                response_headers["x-amz-function-error"] = "Unhandled"
+                message = f"RequestId: {context.aws_request_id} Error: Task timed out after {timeout:.2f} seconds"
+                return json.dumps({"errorType": SANDBOX_TIMED_OUT, "errorMessage": message}).encode()
+            if isinstance(outcome, BaseException):
+                raise outcome
+            return json.dumps(outcome, default=str).encode()
         except Exception as error:  # noqa: BLE001 - becomes a Lambda function error, as in AWS
             response_headers["x-amz-function-error"] = "Unhandled"
             return json.dumps({"errorType": type(error).__name__, "errorMessage": str(error)}).encode()
         finally:
-            call = Invocation(module, started, time.monotonic() - started, payload if isinstance(payload, dict) else {})
+            event = payload if isinstance(payload, dict) else {}
+            call = Invocation(module, started, time.monotonic() - started, event, timed_out=timed_out)
             with _dispatch_lock:
                 self.calls.append(call)
 
@@ -428,6 +505,53 @@ class LocalMonitor:
             for message in messages:
                 received.append(json.loads(message["Body"]))
                 sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def _raise_if_frozen() -> None:
+    frozen = getattr(_sandbox, "frozen", None)
+    if frozen is not None and frozen.is_set():
+        raise _SandboxFrozen("the emulated Lambda ended this invocation at its timeout")
+
+
+def freezing(send: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """botocore's `Endpoint._send`, for an invocation that Lambda ended at its timeout: it makes
+    no AWS call any more, and the answer of a call it was waiting on never reaches it."""
+
+    def frozen_aware_send(endpoint: Any, request: Any) -> Any:
+        _raise_if_frozen()
+        response = send(endpoint, request)
+        _raise_if_frozen()
+        return response
+
+    return frozen_aware_send
+
+
+def run_until(
+    handler: Callable[[Any, Any], Any], payload: Any, context: _LambdaContext, timeout: float
+) -> tuple[bool, Any]:
+    """Run `handler` on its own thread for at most `timeout` seconds: (True, its result or the
+    exception it raised), or (False, None) when it was still running, its invocation frozen."""
+    frozen = threading.Event()
+    done = threading.Event()
+    box: list[Any] = [None]
+
+    def run() -> None:
+        _sandbox.frozen = frozen
+        try:
+            box[0] = handler(payload, context)
+        except _SandboxFrozen:
+            pass  # ended by the timeout: nobody waits for this result any more
+        except BaseException as error:  # noqa: BLE001 - handed to the caller, as Lambda reports it
+            box[0] = error
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=run, name=f"lambda-{context.function_name}", daemon=True)
+    thread.start()
+    if done.wait(timeout):
+        return True, box[0]
+    frozen.set()
+    return False, None
 
 
 def _sweep_of(event: dict[str, Any]) -> str | None:
@@ -518,7 +642,7 @@ def _print_stored(out: TextIO, monitor: LocalMonitor) -> None:
     urgent = sorted(findings, key=lambda i: (str(i.get("priority")), str(i.get("check_id"))))
     for item in urgent[:8]:
         out.write(
-            f"  [{item.get('priority')}] {item.get('check_id')}: {item.get('title')} "
+            f"  [{item.get('priority')}] {item.get('check_id')}: {one_line(str(item.get('title')))} "
             f"(first seen {str(item.get('first_seen'))[:19]}, occurrences {item.get('occurrences')})\n"
         )
     if len(urgent) > 8:
@@ -533,10 +657,11 @@ def _print_notifications(out: TextIO, notifications: list[dict[str, Any]]) -> No
         content = message.get("content", {})
         meta = message.get("metadata", {})
         out.write(f"Notification (SNS -> Chatbot JSON, thread {meta.get('threadId')}):\n")
-        out.write(f"  {content.get('title')}\n")
-        description = str(content.get("description", "")).splitlines()
+        # What the monitor sent is already escaped for chat; shown here escaped for the terminal too.
+        out.write(f"  {one_line(str(content.get('title')))}\n")
+        description = str(content.get("description", "")).split("\n")
         for line in description[:30]:
-            out.write(f"  | {line}\n")
+            out.write(f"  | {one_line(line)}\n")
         if len(description) > 30:
             out.write(f"  | ... ({len(description) - 30} more lines)\n")
 

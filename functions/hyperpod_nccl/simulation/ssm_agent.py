@@ -4,7 +4,8 @@ It accepts the client's OpenDataChannelInput (checking the token), runs the 5→
 of NonInteractiveCommands, streams the session's output in 1024-byte chunks (UTF-8 kept whole),
 acknowledges and buffers client messages, retransmits its own until acknowledged, and ends
 with `channel_closed`. Fault knobs (`SessionFaultSpec`) drop, duplicate, reorder and corrupt
-frames, stall, disconnect, skip `channel_closed` or request KMS encryption.
+frames, stall (halfway or before a named probe section), disconnect, skip `channel_closed` or
+request KMS encryption; hostile ones flood messages out of order or send a giant frame.
 
 Run `python -m hyperpod_nccl.simulation.ssm_agent` to start one on its own: it prints a
 StartSession response (StreamUrl, TokenValue, SessionId) any Session Manager client can use.
@@ -195,15 +196,27 @@ class _AgentChannel:
         self.ws.close()
 
     def _stream_output(self) -> None:
-        chunks = codec.utf8_chunks(self.session.output)
+        if self.faults.giant_frame_bytes:
+            self._send(PayloadType.OUTPUT, b"G" * self.faults.giant_frame_bytes)
+        if self.faults.out_of_order_flood:
+            self._flood_out_of_order(self.faults.out_of_order_flood)
+            return
+        before, after = self.session.output, b""
+        if self.faults.stall_at_section:
+            marker = f"@@BEGIN {self.faults.stall_at_section}\n".encode()
+            cut = self.session.output.find(marker)
+            if cut >= 0:
+                before, after = self.session.output[:cut], self.session.output[cut:]
+        chunks = codec.utf8_chunks(before)
+        stall_at = len(chunks) if after else len(chunks) // 2
+        chunks += codec.utf8_chunks(after)
         messages = [self._message(PayloadType.OUTPUT, chunk) for chunk in chunks]
         order = list(range(len(messages)))
         if self.faults.reorder:
             for i in range(0, len(order) - 1, 2):
                 order[i], order[i + 1] = order[i + 1], order[i]
-        halfway = len(order) // 2
         for position, index in enumerate(order):
-            if self.faults.stall_seconds and position == halfway:
+            if self.faults.stall_seconds and position == stall_at:
                 self._pump_until(lambda: False, time.monotonic() + self.faults.stall_seconds, retransmit=False)
             if self.faults.disconnect_after is not None and position >= self.faults.disconnect_after:
                 self.ws.close()  # a dropped connection: no channel_closed
@@ -211,6 +224,14 @@ class _AgentChannel:
             message = messages[index]
             self._transmit(message, first=True)
             self._pump_until(lambda: False, time.monotonic())  # service acks between frames
+
+    def _flood_out_of_order(self, count: int) -> None:
+        """A hostile agent: the next message never comes (not even retransmitted), `count` later
+        ones do, as fast as the socket takes them."""
+        self.out_seq += 1
+        for _ in range(count):
+            self._transmit(self._message(PayloadType.OUTPUT, b"F" * codec.STREAM_CHUNK_BYTES), first=True)
+            self._pump_until(lambda: False, time.monotonic(), retransmit=False)
 
     def _message(self, payload_type: PayloadType, payload: bytes) -> ClientMessage:
         message = codec.stream_message(

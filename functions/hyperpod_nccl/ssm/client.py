@@ -7,14 +7,15 @@ returns the command's output and exit code. The exit code comes from a marker th
 prints after the command, because that document sends no exit-code message.
 
 Everything runs within one budget per node (connection included); on expiry the session is
-terminated and the partial output is kept on the error.
+terminated and the partial output is kept on the error. What the agent sends is bounded too
+(`SessionLimits`: frame size, output kept, messages held out of order), so a hostile or broken
+node fails its own session (kind `limit_exceeded`) instead of growing the client's memory.
 """
 
 from __future__ import annotations
 
 import base64
 import re
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,10 +24,12 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+from websockets.frames import CloseCode
 from websockets.sync.client import ClientConnection, connect
 
 from hyperpod_nccl import thresholds
 from hyperpod_nccl.collectors.aws import ACCESS_DENIED_CODES, THROTTLING_CODES, error_code, error_message
+from hyperpod_nccl.pacing import RateLimiter
 from hyperpod_nccl.ssm import codec
 from hyperpod_nccl.ssm.codec import ClientMessage, PayloadType
 
@@ -41,6 +44,9 @@ _ACTION_SUCCESS, _ACTION_FAILED, _ACTION_UNSUPPORTED = 1, 2, 3
 # Retransmission timer (Jacobson/Karels as in the plugin): RTO = RTT + max(10 ms, 4 RTTVAR), <= 1 s.
 _RTO_MIN_VARIANCE, _RTO_MAX = 0.010, 1.0
 _POLL_SECONDS = 0.05
+# How long closing the websocket waits for the other side's close frame: a peer that stopped
+# reading (a flooding agent) must not hold the probe past its budget for websockets' default 10 s.
+_CLOSE_SECONDS = 1.0
 TRANSIENT_CODES = THROTTLING_CODES | {
     "ServiceUnavailable",
     "ServiceUnavailableException",
@@ -63,6 +69,8 @@ class SessionErrorKind(StrEnum):
     THROTTLED = "throttled"
     TRANSPORT = "transport"
     PROTOCOL = "protocol"
+    # The agent sent more than a session keeps (SessionLimits): another session would do the same.
+    LIMIT_EXCEEDED = "limit_exceeded"
 
     @property
     def retryable(self) -> bool:
@@ -110,65 +118,6 @@ def classify_start_error(error: BaseException) -> SessionError:
     return SessionError(kind, message, code=code)
 
 
-class RateLimiter:
-    """A thread-safe, first-come-first-served pacer: at most `rate` acquisitions per second after
-    a `burst` (the generic cell rate algorithm: each caller reserves the next free start time).
-
-    One instance is shared by every probe thread so a sweep of hundreds of nodes stays under
-    the account's StartSession rate instead of failing with throttling. Reservations keep the
-    callers' order, so a batch of probes that asked first starts first: with a token bucket
-    polled by sleepers, the last node of a batch waited for as long as every other caller's.
-    """
-
-    def __init__(
-        self,
-        rate: float,
-        burst: int = 1,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self.rate = rate
-        self.burst = burst
-        self._clock = clock
-        self._sleep = sleep
-        self._interval = 1.0 / rate
-        # How far ahead of the steady pace a burst may run.
-        self._tolerance = (max(1, burst) - 1) * self._interval
-        # The theoretical time of the next start at the steady pace.
-        self._next = clock()
-        self._lock = threading.Lock()
-
-    def _wait(self, now: float) -> tuple[float, float]:
-        """Seconds until the next start may happen, and the pace marker after it."""
-        due = max(self._next, now)
-        # The epsilon absorbs float rounding of the steps (1/3 s steps never sum exactly).
-        wait = max(0.0, due - self._tolerance - now)
-        return (0.0 if wait < 1e-9 else wait), due + self._interval
-
-    def try_acquire(self) -> float:
-        """Take a start now if one is free and return 0; otherwise return the seconds to wait
-        (without reserving anything)."""
-        with self._lock:
-            wait, after = self._wait(self._clock())
-            if wait == 0.0:
-                self._next = after
-            return wait
-
-    def acquire(self, deadline: float | None = None) -> bool:
-        """Reserve the next free start and wait for it; False (reserving nothing) when it would
-        not come before `deadline`."""
-        with self._lock:
-            now = self._clock()
-            wait, after = self._wait(now)
-            if deadline is not None and now + wait > deadline:
-                return False
-            self._next = after
-        if wait:
-            self._sleep(wait)
-        return True
-
-
 START_SESSION_LIMITER = RateLimiter(
     thresholds.SSM_START_SESSION_PER_SECOND, burst=int(thresholds.SSM_START_SESSION_PER_SECOND)
 )
@@ -206,6 +155,21 @@ class CommandResult:
         return self.output.decode("utf-8", "replace")
 
 
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):g} MiB" if size >= 1 << 20 else f"{size} bytes"
+
+
+@dataclass(frozen=True)
+class SessionLimits:
+    """What one session keeps of what the agent sends; past any of these the session fails with
+    `SessionErrorKind.LIMIT_EXCEEDED` (the output so far kept on the error)."""
+
+    frame_bytes: int = codec.MAX_FRAME_BYTES
+    output_bytes: int = thresholds.SSM_SESSION_MAX_OUTPUT_BYTES
+    out_of_order_messages: int = thresholds.SSM_OUT_OF_ORDER_MAX_MESSAGES
+    out_of_order_bytes: int = thresholds.SSM_OUT_OF_ORDER_MAX_BYTES
+
+
 @dataclass
 class _Pending:
     message: ClientMessage
@@ -234,7 +198,7 @@ class DataChannel:
     ws: ClientConnection
     token: str
     clock: Callable[[], float] = time.monotonic
-    max_output_bytes: int = 4 * 1024 * 1024
+    limits: SessionLimits = field(default_factory=SessionLimits)
     output: bytearray = field(default_factory=bytearray)
     exit_code: int | None = None
     handshake_complete: bool = False
@@ -242,6 +206,7 @@ class DataChannel:
     _out_seq: int = 0
     _expected: int = 0
     _buffer: dict[int, ClientMessage] = field(default_factory=dict)
+    _buffered_bytes: int = 0
     _outgoing: dict[int, _Pending] = field(default_factory=dict)
     _timer: _RetransmitTimer = field(default_factory=_RetransmitTimer)
 
@@ -300,7 +265,12 @@ class DataChannel:
 
     def _closed(self, closed: ConnectionClosed) -> None:
         """The peer closed the socket: fine once the exit marker arrived (only the goodbye or
-        an ack was lost), a transient transport failure otherwise."""
+        an ack was lost), a transient transport failure otherwise. A frame over the size limit
+        makes the websocket close itself (1009): that node's agent is not speaking the protocol."""
+        if closed.sent is not None and closed.sent.code == CloseCode.MESSAGE_TOO_BIG:
+            raise self._limit(
+                f"the agent sent a frame over the {_mib(self.limits.frame_bytes)} a session accepts"
+            ) from closed
         if split_exit_code(bytes(self.output))[1] is not None or self.exit_code is not None:
             return
         raise SessionError(
@@ -344,20 +314,47 @@ class DataChannel:
         if seq < self._expected or seq in self._buffer:
             return
         if seq > self._expected:
-            self._buffer[seq] = message
+            self._hold(message)
             return
         self._process(message)
         self._expected += 1
         while self._expected in self._buffer:
-            self._process(self._buffer.pop(self._expected))
+            held = self._buffer.pop(self._expected)
+            self._buffered_bytes -= len(held.payload)
+            self._process(held)
             self._expected += 1
+
+    def _hold(self, message: ClientMessage) -> None:
+        """Keep a message that arrived before an earlier one, within the limits (the agent never
+        has more unacknowledged messages in flight than the plugin buffers)."""
+        limits = self.limits
+        seq = message.sequence_number
+        if (
+            seq - self._expected > limits.out_of_order_messages
+            or len(self._buffer) >= limits.out_of_order_messages
+            or self._buffered_bytes + len(message.payload) > limits.out_of_order_bytes
+        ):
+            raise self._limit(
+                f"message {self._expected} never arrived while the agent sent {len(self._buffer) + 1} later ones "
+                f"(up to {seq}); a session holds at most {limits.out_of_order_messages} messages or "
+                f"{_mib(limits.out_of_order_bytes)} out of order"
+            )
+        self._buffer[seq] = message
+        self._buffered_bytes += len(message.payload)
+
+    def _limit(self, why: str) -> SessionError:
+        return SessionError(SessionErrorKind.LIMIT_EXCEEDED, why, partial_output=bytes(self.output))
 
     def _process(self, message: ClientMessage) -> None:
         ptype = message.payload_type
         if ptype in (PayloadType.OUTPUT, PayloadType.STDERR):
-            room = self.max_output_bytes - len(self.output)
-            if room > 0:
-                self.output.extend(message.payload[:room])
+            room = self.limits.output_bytes - len(self.output)
+            self.output.extend(message.payload[: max(0, room)])
+            if len(message.payload) > room:
+                raise self._limit(
+                    f"the node sent more than {_mib(self.limits.output_bytes)} of output; the session was ended "
+                    "and what fits was kept"
+                )
         elif ptype == PayloadType.EXIT_CODE:
             match = _EXIT_CODE.search(message.payload)
             if match:
@@ -413,18 +410,26 @@ def run_data_channel(
     deadline: float,
     *,
     clock: Callable[[], float] = time.monotonic,
-    max_output_bytes: int = 4 * 1024 * 1024,
+    limits: SessionLimits | None = None,
 ) -> tuple[bytes, int | None]:
     """Open the data channel at `stream_url`, collect the command's output until the channel
-    closes, and return (output without the RC marker, exit code)."""
+    closes, and return (output without the RC marker, exit code). `limits` bound what the agent
+    may make the client hold (default: `SessionLimits()`)."""
+    limits = limits or SessionLimits()
     remaining = deadline - clock()
     if remaining <= 0:
         raise SessionError(SessionErrorKind.BUDGET_EXPIRED, "probe budget expired before connecting")
     try:
-        ws = connect(stream_url, open_timeout=remaining, compression=None, max_size=None)
+        ws = connect(
+            stream_url,
+            open_timeout=remaining,
+            close_timeout=_CLOSE_SECONDS,
+            compression=None,
+            max_size=limits.frame_bytes,
+        )
     except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as error:
         raise SessionError(SessionErrorKind.TRANSPORT, f"cannot open the data channel: {error}") from error
-    channel = DataChannel(ws, token, clock=clock, max_output_bytes=max_output_bytes)
+    channel = DataChannel(ws, token, clock=clock, limits=limits)
     try:
         channel.open()
         channel.run(deadline)
@@ -456,15 +461,25 @@ class SessionRunner:
     backoff_seconds: float = 1.0
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
+    # What one session may make this process hold (the monitor's ProbeNode keeps less than the
+    # CLI: its Lambda has less memory).
+    limits: SessionLimits = field(default_factory=SessionLimits)
 
-    def run(self, target: str, command: str) -> CommandResult:
-        """Run `command` (already wrapped, see `wrap_command`) on `target`. Raises SessionError."""
+    def run(self, target: str, command: str | None = None, *, document: str | None = None) -> CommandResult:
+        """Run `command` (already wrapped, see `wrap_command`) on `target` through the AWS managed
+        document, or, with `document`, the one command that custom Session document embeds (it
+        takes no parameters, so nothing else can run). Raises SessionError."""
+        if (command is None) == (document is None):
+            raise ValueError("SessionRunner.run needs exactly one of command and document")
+        request: dict[str, Any] = (
+            {"DocumentName": document} if document else {"DocumentName": DOCUMENT, "Parameters": {"command": [command]}}
+        )
         deadline = self.clock() + self.budget_seconds
         attempt = 0
         while True:
             attempt += 1
             try:
-                return self._attempt(target, command, deadline, attempt)
+                return self._attempt(target, request, deadline, attempt)
             except SessionError as error:
                 error.attempts = attempt
                 delay = self.backoff_seconds * (2 ** (attempt - 1))
@@ -472,13 +487,13 @@ class SessionRunner:
                     raise
                 self.sleep(delay)
 
-    def _attempt(self, target: str, command: str, deadline: float, attempt: int) -> CommandResult:
+    def _attempt(self, target: str, request: dict[str, Any], deadline: float, attempt: int) -> CommandResult:
         if not self.limiter.acquire(deadline):
             raise SessionError(
                 SessionErrorKind.BUDGET_EXPIRED, "probe budget expired waiting for the StartSession rate limit"
             )
         try:
-            response = self.ssm.start_session(Target=target, DocumentName=DOCUMENT, Parameters={"command": [command]})
+            response = self.ssm.start_session(Target=target, **request)
         except (ClientError, BotoCoreError) as error:
             raise classify_start_error(error) from error
         if not all(response.get(key) for key in ("SessionId", "StreamUrl", "TokenValue")):
@@ -488,7 +503,7 @@ class SessionRunner:
         session_id = str(response["SessionId"])
         try:
             output, exit_code = run_data_channel(
-                response["StreamUrl"], response["TokenValue"], deadline, clock=self.clock
+                response["StreamUrl"], response["TokenValue"], deadline, clock=self.clock, limits=self.limits
             )
         except SessionError as error:
             error.session_id = session_id

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from hyperpod_nccl.bounded import loads_json
+
 HEADER_LENGTH = 116
 HEADER_SIZE = HEADER_LENGTH + 4
 SCHEMA_VERSION = 1
@@ -35,6 +37,9 @@ FLAG_SYN = 1
 FLAG_ACK = 3  # what acks and session-state messages carry in practice
 # The agent reads command output in chunks of this size (StreamDataPayloadSize).
 STREAM_CHUNK_BYTES = 1024
+# The largest frame either side accepts (the websocket's max_size, and `decode`): 64 times the
+# largest output chunk, room for the handshake's JSON; anything bigger is not this protocol.
+MAX_FRAME_BYTES = 64 * 1024
 
 
 class PayloadType(IntEnum):
@@ -103,14 +108,17 @@ class ClientMessage:
         return header + self.payload
 
     def json(self) -> Any:
-        """The payload parsed as JSON."""
-        return json.loads(self.payload.decode("utf-8"))
+        """The payload parsed as JSON (`bounded.UnreadableData`, a ValueError, when it is not JSON
+        or is nested past any real message: json itself would raise RecursionError)."""
+        return loads_json(self.payload.decode("utf-8"), max_bytes=None)
 
 
 def decode(frame: bytes) -> ClientMessage:
     """Parse a binary frame. The payload is everything after the header, as the plugin reads it."""
     if len(frame) < HEADER_SIZE:
         raise CodecError(f"frame of {len(frame)} bytes is shorter than the {HEADER_SIZE}-byte header")
+    if len(frame) > MAX_FRAME_BYTES:
+        raise CodecError(f"frame of {len(frame)} bytes is over the {MAX_FRAME_BYTES}-byte limit")
     (header_length, raw_type, schema, created, seq, flags, raw_id, digest, ptype, _length) = _HEADER.unpack_from(frame)
     if header_length != HEADER_LENGTH:
         raise CodecError(f"unexpected HeaderLength {header_length}")
