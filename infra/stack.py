@@ -65,7 +65,9 @@ class MonitorStack(Stack):
             STATE_MACHINE_ENV: state_machine_arn(self, state_machine_name),
             REFERENCE_BASE_URL_ENV: config.reference_base_url,
             NODE_COVERAGE_ENV: str(config.node_coverage),
-            CLUSTERS_ENV: json.dumps([cluster.model_dump() for cluster in config.clusters], separators=(",", ":")),
+            CLUSTERS_ENV: json.dumps(
+                [cluster.model_dump(exclude_none=True) for cluster in config.clusters], separators=(",", ":")
+            ),
             HISTORY_DAYS_ENV: str(config.history_retention_days),
             PROBE_DOCUMENTS_ENV: json.dumps(self.probe_documents.names, separators=(",", ":")),
         }
@@ -74,7 +76,7 @@ class MonitorStack(Stack):
             "Functions",
             environment_values=environment,
             log_retention_days=config.log_retention_days,
-            cluster_regions=config.cluster_regions,
+            clusters=config.clusters,
             probe_documents=self.probe_documents.names,
         )
         self.workflow = SweepWorkflow(

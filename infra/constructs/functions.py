@@ -29,7 +29,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from hyperpod_nccl.monitor import lambda_timeouts as monitor_lambda_timeouts
-from hyperpod_nccl.monitor.settings import FUNCTION_ENVIRONMENT, handler_path
+from hyperpod_nccl.monitor.settings import FUNCTION_ENVIRONMENT, WatchedCluster, handler_path
 from infra import nag
 from infra.constants import (
     DEFAULT_FUNCTION_MEMORY_MB,
@@ -151,7 +151,7 @@ class MonitorFunctions(Construct):
         *,
         environment_values: Mapping[str, str],
         log_retention_days: int,
-        cluster_regions: Sequence[str],
+        clusters: Sequence[WatchedCluster],
         probe_documents: Mapping[str, str],
     ) -> None:
         super().__init__(scope, construct_id)
@@ -159,7 +159,8 @@ class MonitorFunctions(Construct):
         if missing:
             raise ValueError(f"no value for the handlers' environment variables: {', '.join(missing)}")
         self._log_retention_days = log_retention_days
-        self._regions = list(cluster_regions) or [Stack.of(self).region]
+        self._clusters = list(clusters)
+        self._regions = sorted({c.region for c in self._clusters}) or [Stack.of(self).region]
         self._probe_documents = dict(probe_documents)
         self.layer = lambda_.LayerVersion(
             self,
@@ -259,6 +260,22 @@ class MonitorFunctions(Construct):
             for region in (self._regions if regions is None else regions)
         ]
 
+    def _cluster_arns(self, regions: Sequence[str]) -> list[str]:
+        """The HyperPod clusters the functions may read and probe in `regions`: exactly the watched
+        clusters when each has its `id` (its ARN is known), else every cluster of these regions
+        (an empty watch list sweeps any cluster whose events arrive)."""
+        slash = ArnFormat.SLASH_RESOURCE_NAME
+        if self._clusters and all(c.id for c in self._clusters):
+            stack = Stack.of(self)
+            return [
+                stack.format_arn(
+                    service="sagemaker", region=c.region, resource="cluster", resource_name=str(c.id), arn_format=slash
+                )
+                for c in self._clusters
+                if c.region in regions
+            ]
+        return self._arns("sagemaker", "cluster", "*", sep=slash, regions=regions)
+
     def _read_grants(self, handler: str) -> list[ReadGrant]:
         """The read-only AWS actions each handler's code calls (writes to our own resources come
         from the stack); tests/infra/test_security.py fails on a granted action no code calls.
@@ -266,14 +283,15 @@ class MonitorFunctions(Construct):
         Resources are narrowed to what is known at synth time: the account and the watched regions.
         """
         slash, colon = ArnFormat.SLASH_RESOURCE_NAME, ArnFormat.COLON_RESOURCE_NAME
-        clusters = self._arns("sagemaker", "cluster", "*", sep=slash)
-        by_cluster_id = (
-            "HyperPod cluster ARNs end in the cluster id, which is assigned at creation and discovered at run"
-            " time; scoped to this account and the watched regions."
-        )
         # The probe documents exist in the stack's region only (SSM documents are regional), so
         # sessions can be opened there only: a cluster of another region needs its own stack.
         stack_region = [Stack.of(self).region]
+        clusters = self._cluster_arns(self._regions)
+        by_cluster_id = (
+            "HyperPod cluster ARNs end in the cluster id, which is assigned at creation: give every watched"
+            " cluster its `id` in the config to name them; until then scoped to this account and the watched"
+            " regions."
+        )
         documents = [
             arn
             for name in self._probe_documents.values()
@@ -325,10 +343,11 @@ class MonitorFunctions(Construct):
                 # nothing else), and the document check refuses a request naming no document.
                 ReadGrant(
                     ("ssm:StartSession",),
-                    [*self._arns("sagemaker", "cluster", "*", sep=slash, regions=stack_region), *documents],
-                    "HyperPod cluster ARNs end in the cluster id, which is assigned at creation and discovered"
-                    " at run time; scoped to this account and the stack's region, and usable only with the"
-                    " stack's probe-only documents (ssm:SessionDocumentAccessCheck).",
+                    [*self._cluster_arns(stack_region), *documents],
+                    "HyperPod cluster ARNs end in the cluster id, which is assigned at creation: give every watched"
+                    " cluster its `id` in the config to name them; until then scoped to this account and the"
+                    " stack's region. Usable only with the stack's probe-only documents"
+                    " (ssm:SessionDocumentAccessCheck).",
                     SESSION_DOCUMENT_CHECK,
                 ),
                 ReadGrant(

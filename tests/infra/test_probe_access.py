@@ -307,3 +307,27 @@ def test_synth_warns_that_clusters_outside_the_stack_region_are_not_probed(synth
     elsewhere = sorted({c["region"] for c in TEST_CONTEXT["clusters"]} - {TEST_CONTEXT["region"]})
     assert elsewhere == ["us-east-1"]
     assert any("us-east-1" in w and "cannot be probed" in w for w in warnings), warnings
+
+
+def test_clusters_given_their_ids_are_the_only_ones_read_and_probed(tmp_path: Path) -> None:
+    from infra.app import build_app
+
+    ids = {"ml-cluster-a": "a1b2c3d4e5f6", "ml-cluster-b": "0123456789ab"}
+    context = {**TEST_CONTEXT, "clusters": [{**c, "id": ids[c["name"]]} for c in TEST_CONTEXT["clusters"]]}
+    build_app(context, outdir=str(tmp_path), cdk_json=None).synth()
+    template = json.loads((tmp_path / f"{STACK_NAME}.template.json").read_text())
+    account = TEST_CONTEXT["account"]
+    assert TEST_CONTEXT["region"] == "us-west-2"  # ml-cluster-a's: the only region sessions start in
+    arn = {c["name"]: f"arn:<AWS::Partition>:sagemaker:{c['region']}:{account}:cluster/{ids[c['name']]}"
+           for c in TEST_CONTEXT["clusters"]}  # fmt: skip
+    cluster_resources: dict[str, set[str]] = {}
+    for _, statement in _identity_statements(template):
+        for action in _as_list(statement["Action"]):
+            resources = {_text(r) for r in _as_list(statement["Resource"]) if ":sagemaker:" in _text(r)}
+            if resources:
+                cluster_resources.setdefault(action, set()).update(resources)
+    assert not any(r.endswith("cluster/*") for rs in cluster_resources.values() for r in rs), cluster_resources
+    # Sessions only in the stack's region, where the probe documents are.
+    assert cluster_resources["ssm:StartSession"] == {arn["ml-cluster-a"]}
+    assert cluster_resources["sagemaker:DescribeCluster"] == set(arn.values())
+    assert cluster_resources["sagemaker:ListClusterNodes"] == set(arn.values())

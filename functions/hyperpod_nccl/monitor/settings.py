@@ -152,10 +152,16 @@ ASL_PROBE_TIMEOUT_PLACEHOLDER = "ProbeTimeoutSeconds"
 
 
 class WatchedCluster(BaseModel):
-    """One cluster the monitor sweeps on schedule."""
+    """One cluster the monitor sweeps on schedule.
+
+    `id` is the last part of the cluster's ARN (`arn:aws:sagemaker:<region>:<account>:cluster/<id>`),
+    assigned by HyperPod at creation. When every watched cluster has one, the functions' SageMaker
+    reads and StartSession are granted on exactly those clusters instead of `cluster/*`.
+    """
 
     name: str
     region: str
+    id: str | None = Field(default=None, pattern=r"^[a-z0-9]{12}$")
 
 
 class MonitorSettings(BaseModel):
