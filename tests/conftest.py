@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import pytest
 
 from hyperpod_nccl.cli.main import main
-from hyperpod_nccl.simulation.aws import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, EmulatedAws
-from hyperpod_nccl.simulation.runtime import SimulatedCluster
-from hyperpod_nccl.simulation.scenario import FaultSpec, Scenario, load_scenario
+from hyperpod_nccl_sim.aws import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, EmulatedAws
+from hyperpod_nccl_sim.runtime import SimulatedCluster
+from hyperpod_nccl_sim.scenario import FaultSpec, Scenario, load_scenario
 
 # Never let a test reach real AWS with real credentials.
 for _name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):

@@ -1,5 +1,6 @@
 """The monitor's Lambda functions: one factory holds every default (runtime, arm64, Powertools, JSON
-logs with retention, X-Ray), one code asset holds the package, one layer holds its dependencies.
+logs with retention, X-Ray), one code asset holds what the handlers import (`infra.code_asset`), one
+layer holds its dependencies.
 
 Each function gets its own role with only the read-only AWS actions its handler uses; writes to the
 monitor's own table, topic and state machine are granted by the stack, which owns those resources.
@@ -31,13 +32,13 @@ from constructs import Construct
 from hyperpod_nccl.monitor import lambda_timeouts as monitor_lambda_timeouts
 from hyperpod_nccl.monitor.settings import FUNCTION_ENVIRONMENT, WatchedCluster, handler_path
 from infra import nag
+from infra.code_asset import shipped_files
 from infra.constants import (
     DEFAULT_FUNCTION_MEMORY_MB,
     FUNCTION_MEMORY_MB,
     FUNCTIONS_DIR,
     LAMBDA_PIP_PLATFORM,
     LAMBDA_PYTHON_VERSION,
-    PACKAGE_NAME,
     POWERTOOLS_ENVIRONMENT,
     REFERENCES_DIR,
     RUNTIME_REQUIREMENTS,
@@ -47,9 +48,6 @@ from infra.constants import (
 from layers.build_layer import build as build_layer
 from layers.build_layer import inputs_digest as layer_digest
 
-# Package parts the Lambda never imports: the loopback emulations (they need moto and werkzeug,
-# which the layer does not ship) and byte code.
-_PACKAGE_EXCLUDES = ("__pycache__", "*.pyc", "simulation", "*.egg-info")
 # The Lambda runtime matching LAMBDA_PYTHON_VERSION (one constant drives runtime and pip platform).
 RUNTIME = lambda_.Runtime(f"python{LAMBDA_PYTHON_VERSION}", lambda_.RuntimeFamily.PYTHON)
 # Bundling never reaches Docker (local bundling always succeeds or raises); CDK still wants an image.
@@ -59,23 +57,10 @@ CLUSTER_LOG_GROUP_PATTERN = "/aws/sagemaker/Clusters/*"
 
 
 def _package_files() -> Iterator[tuple[str, Path]]:
-    """(asset-relative path, source) of every file the code asset ships, in a stable order."""
-    ignore = shutil.ignore_patterns(*_PACKAGE_EXCLUDES)
-    package = FUNCTIONS_DIR / PACKAGE_NAME
-
-    def walk(directory: Path, prefix: str) -> Iterator[tuple[str, Path]]:
-        names = sorted(p.name for p in directory.iterdir())
-        skipped = ignore(str(directory), names)
-        for name in names:
-            if name in skipped:
-                continue
-            path = directory / name
-            if path.is_dir():
-                yield from walk(path, f"{prefix}{name}/")
-            else:
-                yield f"{prefix}{name}", path
-
-    yield from walk(package, f"{PACKAGE_NAME}/")
+    """(asset-relative path, source) of every file the code asset ships, in a stable order: the
+    handlers' import closure with its packages' data files (`infra.code_asset`), then the runbooks."""
+    for path in shipped_files():
+        yield path.relative_to(FUNCTIONS_DIR).as_posix(), path
     for path in sorted(REFERENCES_DIR.glob("*.md")):
         yield f"references/{path.name}", path
 
@@ -181,7 +166,6 @@ class MonitorFunctions(Construct):
             str(FUNCTIONS_DIR),
             asset_hash_type=AssetHashType.CUSTOM,
             asset_hash=package_digest(),
-            exclude=list(_PACKAGE_EXCLUDES),
             bundling=BundlingOptions(image=_UNUSED_IMAGE, local=_local(PackageBundling()), command=["false"]),
         )
         timeouts = lambda_timeouts()

@@ -16,7 +16,7 @@ _BASELINE = (
     "import json\n"
     "import hyperpod_nccl.handlers.{module}\n"
     "import boto3\n"
-    "from hyperpod_nccl.simulation.synthetic import peak_rss_mb\n"
+    "from hyperpod_nccl_sim.synthetic import peak_rss_mb\n"
     "boto3.client('dynamodb', region_name='us-east-1'); boto3.client('ssm', region_name='us-east-1')\n"
     "print(json.dumps(peak_rss_mb()))\n"
 )

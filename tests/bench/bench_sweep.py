@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hyperpod_nccl import thresholds
-from hyperpod_nccl.simulation.synthetic import CLUSTER_SERVICES, SweepMeasurement
+from hyperpod_nccl_sim.synthetic import CLUSTER_SERVICES, SweepMeasurement
 from tests.bench._sweeps import PROBE_LATENCY_SECONDS, cli_sweep, state_machine_sweep
 
 TITLE = "Sweep scale: wall time and AWS calls vs cluster size"

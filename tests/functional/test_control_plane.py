@@ -8,7 +8,7 @@ import json
 from hyperpod_nccl.engine import diagnose
 from hyperpod_nccl.models.findings import Priority, Status
 from hyperpod_nccl.models.request import DiagnoseRequest
-from hyperpod_nccl.simulation.scenario import FaultSpec, Scenario
+from hyperpod_nccl_sim.scenario import FaultSpec, Scenario
 
 
 def _request(sim) -> DiagnoseRequest:  # type: ignore[no-untyped-def]

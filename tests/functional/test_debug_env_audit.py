@@ -9,7 +9,7 @@ from hyperpod_nccl.engine import diagnose
 from hyperpod_nccl.models.findings import Finding, Priority, Scope, Status, SweepResult
 from hyperpod_nccl.models.request import DiagnoseRequest
 from hyperpod_nccl.references import DBG_FLIGHT_RECORDER, OPS_NCCL_ENV
-from hyperpod_nccl.simulation.scenario import Scenario
+from hyperpod_nccl_sim.scenario import Scenario
 
 
 def _diagnose(sim, **scope) -> SweepResult:  # type: ignore[no-untyped-def]

@@ -10,11 +10,11 @@ import pytest
 from hyperpod_nccl import thresholds
 from hyperpod_nccl.engine import diagnose
 from hyperpod_nccl.models.request import DiagnoseRequest
-from hyperpod_nccl.simulation import nodes as simulated_nodes
-from hyperpod_nccl.simulation.hang_job import HungJob, flight_recorder_dump
-from hyperpod_nccl.simulation.runtime import SimulatedCluster
-from hyperpod_nccl.simulation.scenario import Scenario
-from hyperpod_nccl.simulation.serverless import LocalMonitor
+from hyperpod_nccl_sim import nodes as simulated_nodes
+from hyperpod_nccl_sim.hang_job import HungJob, flight_recorder_dump
+from hyperpod_nccl_sim.runtime import SimulatedCluster
+from hyperpod_nccl_sim.scenario import Scenario
+from hyperpod_nccl_sim.serverless import LocalMonitor
 
 
 def test_malformed_kubernetes_object_degrades_only_its_resource(simulate) -> None:  # type: ignore[no-untyped-def]

@@ -30,8 +30,7 @@ from hyperpod_nccl.monitor.diff import Change, SweepDiff
 from hyperpod_nccl.monitor.incidents import IncidentChange, IncidentSweep
 from hyperpod_nccl.monitor.notify import Alert, build_alert, build_incident_alert, sns_message
 from hyperpod_nccl.sanitize import email_subject
-from hyperpod_nccl.simulation.logs import LogLineSpec
-from hyperpod_nccl.simulation.scenario import Scenario
+from hyperpod_nccl_sim.scenario import LogLineSpec, Scenario
 
 # Every trick at once; no "|" (the probe's field separator) so it survives as one field.
 TERMINAL_ATTACK = (
@@ -216,7 +215,7 @@ def test_triage_shows_hostile_lines_and_file_names_escaped(cli, tmp_path: Path) 
 
 
 def test_demo_scenario_text_is_escaped(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from hyperpod_nccl.simulation.scenario import load_scenario
+    from hyperpod_nccl_sim.scenario import load_scenario
 
     scenario = load_scenario("healthy-eks").model_dump(mode="json")
     scenario["description"] = PAYLOAD

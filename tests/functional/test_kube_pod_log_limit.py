@@ -11,9 +11,8 @@ from hyperpod_nccl.collectors.kubernetes import collect_kubernetes
 from hyperpod_nccl.models.findings import Status
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.request import DiagnoseRequest
-from hyperpod_nccl.simulation.kubernetes import PodVariation
-from hyperpod_nccl.simulation.scenario import Scenario
 from hyperpod_nccl.thresholds import K8S_LOG_MAX_BYTES, K8S_LOG_TAIL_LINES
+from hyperpod_nccl_sim.scenario import PodVariation, Scenario
 
 
 def test_an_oversized_pod_log_is_cut_and_the_check_says_so(simulate) -> None:  # type: ignore[no-untyped-def]

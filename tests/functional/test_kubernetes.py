@@ -12,10 +12,9 @@ import pytest
 from hyperpod_nccl.engine import diagnose
 from hyperpod_nccl.models.findings import Finding, Priority, Scope, Status, SweepResult
 from hyperpod_nccl.models.request import DiagnoseRequest
-from hyperpod_nccl.simulation.aws import EmulatedAws
-from hyperpod_nccl.simulation.kubernetes import PodVariation
-from hyperpod_nccl.simulation.runtime import SimulatedCluster
-from hyperpod_nccl.simulation.scenario import FaultSpec, Scenario, load_scenario
+from hyperpod_nccl_sim.aws import EmulatedAws
+from hyperpod_nccl_sim.runtime import SimulatedCluster
+from hyperpod_nccl_sim.scenario import FaultSpec, PodVariation, Scenario, load_scenario
 
 K8S_CHECKS_WITH_PASS = [
     "k8s.node_ready",

@@ -23,9 +23,8 @@ from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.logs import LogInventory
 from hyperpod_nccl.models.request import DiagnoseRequest
 from hyperpod_nccl.pacing import RateLimiter
-from hyperpod_nccl.simulation.logs import LogLineSpec, LogsSpec, LogStreamSpec
-from hyperpod_nccl.simulation.scenario import FaultSpec, Scenario
 from hyperpod_nccl.thresholds import LOG_FILTER_CALLS_PER_SECOND, LOG_FILTER_MAX_CALLS
+from hyperpod_nccl_sim.scenario import FaultSpec, LogLineSpec, LogsSpec, LogStreamSpec, Scenario
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "log_corpus" / "corpus.json"
 LOG_CHECKS = ("logs.cloudwatch", "logs.signatures", "logs.hma_detections", "logs.nccl_versions")

@@ -14,9 +14,9 @@ import pytest
 
 from hyperpod_nccl.monitor.notify import INCIDENT_EVENT_TYPES, ChatbotNotification
 from hyperpod_nccl.monitor.store import Store, cluster_key
-from hyperpod_nccl.simulation.runtime import SimulatedCluster
-from hyperpod_nccl.simulation.scenario import FaultSpec
-from hyperpod_nccl.simulation.serverless import TABLE_NAME, LocalMonitor
+from hyperpod_nccl_sim.runtime import SimulatedCluster
+from hyperpod_nccl_sim.scenario import FaultSpec
+from hyperpod_nccl_sim.serverless import TABLE_NAME, LocalMonitor
 
 EVENTS = Path(__file__).resolve().parents[1] / "data" / "events"
 MonitorFactory = Callable[..., LocalMonitor]

@@ -9,7 +9,7 @@ import logging
 from typing import Any
 
 from hyperpod_nccl.redaction import REDACTED, scrub
-from hyperpod_nccl.simulation.aws import FAKE_SECRET_KEY
+from hyperpod_nccl_sim.aws import FAKE_SECRET_KEY
 
 # Planted by the eks-p5 scenario in a ConfigMap the training pods read (WANDB_API_KEY).
 PLANTED_SECRET = "0123456789abcdef-simulated-not-real"
@@ -85,10 +85,8 @@ def _literal(text: str) -> str:
 def _plant_eks(scenario: Any) -> None:
     """Every source of an EKS cluster carries every kind: CloudWatch, pod logs, container env and
     ConfigMap values, the probe's job env and dmesg sections, cluster events, node status."""
-    from hyperpod_nccl.simulation.kubernetes import PodVariation
-    from hyperpod_nccl.simulation.logs import LogLineSpec, LogStreamSpec
-    from hyperpod_nccl.simulation.node_behaviours import XidSpec
-    from hyperpod_nccl.simulation.scenario import EventSpec, NodeOverride
+    from hyperpod_nccl_sim.node_behaviours import XidSpec
+    from hyperpod_nccl_sim.scenario import EventSpec, LogLineSpec, LogStreamSpec, NodeOverride, PodVariation
 
     lines = [LogLineSpec(minutes_ago=5 - i * 0.5, message=line) for i, line in enumerate(_carriers(NCCL_ERROR))]
     scenario.logs.streams.append(LogStreamSpec(node="worker:0", kind="nccl", lines=lines))
@@ -151,7 +149,7 @@ def _published(topic_arn: str) -> str:
 
 
 def test_planted_secrets_never_leave_any_source(simulate, cli, tmp_path, caplog, capsys) -> None:  # type: ignore[no-untyped-def]
-    from hyperpod_nccl.simulation.serverless import TABLE_NAME, LocalMonitor
+    from hyperpod_nccl_sim.serverless import TABLE_NAME, LocalMonitor
 
     sim = simulate("healthy-eks", edit=_plant_eks)
     target = ("--cluster", sim.scenario.cluster.name, "--region", sim.scenario.region)

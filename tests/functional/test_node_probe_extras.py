@@ -6,7 +6,7 @@ from __future__ import annotations
 from hyperpod_nccl.engine import diagnose
 from hyperpod_nccl.models.findings import Priority, Scope, Status
 from hyperpod_nccl.models.request import DiagnoseRequest
-from hyperpod_nccl.simulation.node_behaviours import NodeBehaviour
+from hyperpod_nccl_sim.node_behaviours import NodeBehaviour
 
 
 def _diagnose(sim, **scope):  # type: ignore[no-untyped-def]

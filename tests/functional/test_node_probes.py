@@ -136,7 +136,7 @@ def test_default_sample_and_single_node(simulate) -> None:
 
 
 def test_denied_start_session_names_the_iam_fix(simulate) -> None:
-    from hyperpod_nccl.simulation.scenario import FaultSpec
+    from hyperpod_nccl_sim.scenario import FaultSpec
 
     sim = simulate("healthy-eks", faults=[FaultSpec(operation="ssm:StartSession", error_code="AccessDeniedException")])
     result = _diagnose(sim, sample_nodes=2)

@@ -17,9 +17,9 @@ from hyperpod_nccl.engine import diagnose
 from hyperpod_nccl.models.findings import Scope
 from hyperpod_nccl.models.request import DiagnoseRequest
 from hyperpod_nccl.probe import documents
-from hyperpod_nccl.simulation.aws import MAX_DOCUMENT_BYTES, started_sessions
-from hyperpod_nccl.simulation.serverless import LocalMonitor
 from hyperpod_nccl.ssm.client import DOCUMENT, wrap_command
+from hyperpod_nccl_sim.aws import MAX_DOCUMENT_BYTES, started_sessions
+from hyperpod_nccl_sim.serverless import LocalMonitor
 
 
 def _diagnose(sim: Any) -> Any:
@@ -85,7 +85,7 @@ def test_cli_uses_the_deployed_documents_only_when_they_are_this_versions_probe(
 
 
 def test_cli_falls_back_when_the_documents_cannot_be_read(simulate) -> None:
-    from hyperpod_nccl.simulation.scenario import FaultSpec
+    from hyperpod_nccl_sim.scenario import FaultSpec
 
     sim = simulate("healthy-eks", faults=[FaultSpec(operation="ssm:GetDocument", error_code="AccessDeniedException")])
     _deploy_documents(sim, documents.DEFAULT_STACK_NAME)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -15,7 +16,7 @@ from pydantic import ValidationError
 from hyperpod_nccl.monitor.settings import FUNCTION_ENVIRONMENT, MonitorSettings
 from infra.app import _check_context_keys
 from infra.config import StageConfig
-from infra.constants import CDK_JSON, REFERENCES_DIR
+from infra.constants import CDK_JSON, FUNCTIONS_DIR, REFERENCES_DIR
 from infra.constructs.functions import PackageBundling, package_digest
 from layers.build_layer import STAMP_NAME, build, inputs_digest
 
@@ -126,7 +127,7 @@ def test_code_asset_ships_the_package_with_references_beside_it(code_asset: Path
     assert "hyperpod_nccl/monitor/sweep.asl.json" in shipped
     assert {f"references/{p.name}" for p in REFERENCES_DIR.glob("*.md")} <= shipped
     # The loopback emulations need moto/werkzeug, which the layer does not ship.
-    assert not any(p.startswith("hyperpod_nccl/simulation/") for p in shipped)
+    assert not any(p.startswith("hyperpod_nccl_sim/") for p in shipped)
     assert not any("__pycache__" in p or p.endswith(".pyc") for p in shipped)
     # In the Lambda layout, the runbook pointers resolve from the package (no env override).
     probe = (
@@ -153,6 +154,54 @@ def test_every_handler_imports_from_the_code_asset_without_test_only_packages(co
     loaded = set(json.loads(modules_line))
     # Installed in the test venv but not in the layer: a handler importing them would fail in Lambda.
     assert not loaded & {"moto", "werkzeug", "pytest", "hypothesis", "aws_cdk", "kubernetes"}
+
+
+def _source_modules(root: Path) -> set[str]:
+    return {".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__") for p in root.rglob("*.py")}
+
+
+def test_code_asset_holds_every_module_a_shipped_module_imports(code_asset: Path) -> None:
+    # Read apart from infra.code_asset (which follows byte code): every import statement of every
+    # shipped file, at module level or in a function, that names a module of the source tree.
+    source, shipped = _source_modules(FUNCTIONS_DIR), _source_modules(code_asset)
+    assert {f"hyperpod_nccl.handlers.{h}" for h in FUNCTION_ENVIRONMENT} <= shipped
+    missing = set()
+    for path in code_asset.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            missing |= {f"{path.relative_to(code_asset)}: {name}" for name in names if name in source - shipped}
+    assert not missing, sorted(missing)
+
+
+def test_code_asset_holds_what_the_handlers_load_at_run_time(code_asset: Path) -> None:
+    # What no import statement names: the checks registered by discovery, the catalog, the probe
+    # scripts. Each is loaded from the asset and compared with the source tree.
+    code = (
+        "import json; from hyperpod_nccl import checks, probe;"
+        "from hyperpod_nccl.classifier.catalog import load_catalog;"
+        "print(json.dumps([sorted(checks.discover()), len(load_catalog().signatures),"
+        " {r: len(probe.script(r)) for r in probe.SCRIPTS}]))"
+    )
+    in_asset = json.loads(_run_in_asset(code_asset, code).splitlines()[-1])
+    in_source = json.loads(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120).stdout
+    )
+    assert in_asset == in_source
+    assert len(in_asset[0]) > 50
+
+
+def test_code_asset_ships_neither_the_cli_nor_pricing_nor_the_simulation(code_asset: Path) -> None:
+    # Only the CLI and the benchmarks import them; they are in the source tree, not in the asset.
+    shipped = {p.relative_to(code_asset).as_posix() for p in code_asset.rglob("*") if p.is_file()}
+    for left_out in ("hyperpod_nccl/cli/main.py", "hyperpod_nccl/monitor/pricing.py", "hyperpod_nccl_sim/scenario.py"):
+        assert (FUNCTIONS_DIR / left_out).is_file()
+        assert left_out not in shipped
+    assert not any(p.startswith(("hyperpod_nccl/cli/", "hyperpod_nccl_sim/")) for p in shipped)
 
 
 def test_package_digest_changes_with_the_references(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,8 +12,8 @@ from hyperpod_nccl.monitor.settings import (
     batch_targets,
     batches_at_once,
 )
-from hyperpod_nccl.simulation.serverless import emulation_definition
-from hyperpod_nccl.simulation.synthetic import lower_bound_seconds, serial_seconds, synthetic_scenario
+from hyperpod_nccl_sim.serverless import emulation_definition
+from hyperpod_nccl_sim.synthetic import lower_bound_seconds, serial_seconds, synthetic_scenario
 
 
 def test_eks_scenario_has_n_identical_p5_nodes_each_probe_stalling_s() -> None:

@@ -21,7 +21,7 @@ from hyperpod_nccl.hang.flight_recorder import (
     parse_dump,
     rank_from_filename,
 )
-from hyperpod_nccl.simulation.hang_job import HungJob, flight_recorder_dump
+from hyperpod_nccl_sim.hang_job import HungJob, flight_recorder_dump
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "flight_recorder" / "hung_rank13"
 

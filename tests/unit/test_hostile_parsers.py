@@ -33,8 +33,8 @@ from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.kubernetes import FAULT_DETAILS_ANNOTATION, K8sNode
 from hyperpod_nccl.models.node_probe import FlightRecorderFile, NodeProbeData, NodeProbeInventory, NodeProbeResult
 from hyperpod_nccl.probe.parsers import parse_dcgm_health
-from hyperpod_nccl.simulation.hang_job import HungJob, flight_recorder_dump
 from hyperpod_nccl.ssm.codec import ClientMessage, PayloadType
+from hyperpod_nccl_sim.hang_job import HungJob, flight_recorder_dump
 
 PROTO = b"\x80\x02"
 

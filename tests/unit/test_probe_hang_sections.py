@@ -8,7 +8,7 @@ import pickle
 from hyperpod_nccl import thresholds
 from hyperpod_nccl.hang.flight_recorder import HostileDumpError, load_dump_data
 from hyperpod_nccl.probe.parsers import parse_node_probe
-from hyperpod_nccl.simulation.hang_job import HungJob, flight_recorder_pickle, ras_status_text
+from hyperpod_nccl_sim.hang_job import HungJob, flight_recorder_pickle, ras_status_text
 
 
 def _section(name: str, lines: list[str], rc: int = 0) -> str:
@@ -98,9 +98,9 @@ def test_a_node_sending_more_dumps_than_the_probe_reads_is_not_believed_beyond_t
 
 
 def test_the_simulated_node_prints_the_probes_job_choice() -> None:
-    from hyperpod_nccl.simulation.node_behaviours import HungJobSpec, NodeBehaviours
-    from hyperpod_nccl.simulation.nodes import render_nccl_job
-    from hyperpod_nccl.simulation.scenario import load_scenario
+    from hyperpod_nccl_sim.node_behaviours import HungJobSpec, NodeBehaviours
+    from hyperpod_nccl_sim.nodes import render_nccl_job
+    from hyperpod_nccl_sim.scenario import load_scenario
 
     scenario = load_scenario("slurm-p5en")
     key = scenario.node_keys()[0]

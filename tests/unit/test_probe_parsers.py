@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from hyperpod_nccl.probe.parsers import parse_node_probe, parse_shm, parse_slurm_controller, split_sections
-from hyperpod_nccl.simulation.node_behaviours import NodeBehaviour, XidSpec
-from hyperpod_nccl.simulation.nodes import render_node_probe
+from hyperpod_nccl_sim.node_behaviours import NodeBehaviour, XidSpec
+from hyperpod_nccl_sim.nodes import render_node_probe
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "probe"
 

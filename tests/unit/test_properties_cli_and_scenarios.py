@@ -18,7 +18,7 @@ from hyperpod_nccl.cli import validate
 from hyperpod_nccl.cli.render import TextReport, render_json
 from hyperpod_nccl.models.findings import Finding, Priority, Resource, Status, SweepResult
 from hyperpod_nccl.references import OPS_REMEDIATIONS
-from hyperpod_nccl.simulation.scenario import load_scenario
+from hyperpod_nccl_sim.scenario import load_scenario
 
 VALIDATORS = (
     validate.cluster,

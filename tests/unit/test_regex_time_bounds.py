@@ -11,7 +11,7 @@ file:
 * every ``re.compile/search/match/...`` call with a literal pattern found in those modules' source
   (patterns compiled inline inside functions).
 
-``hyperpod_nccl.simulation`` is skipped: it is the test emulation, it never reads cluster text.
+``hyperpod_nccl_sim`` is skipped: it is the test emulation, it never reads cluster text.
 
 Inputs are derived from each pattern's own parse tree: its literal fragments and class members
 repeated, and prefixes of a string that walks the pattern (the "almost matching" line that makes a
@@ -44,7 +44,7 @@ LIMIT_SECONDS = 0.010
 # took to schedule it), and a first run over this is re-measured: the verdict is the best of 3,
 # so a hiccup does not fail the test while a pattern that is really slow stays slow.
 REMEASURE_SECONDS = 0.002
-SKIPPED_PACKAGES = ("hyperpod_nccl.simulation",)
+SKIPPED_PACKAGES = ("hyperpod_nccl_sim",)
 FILLERS = ("a", "A", "0", "9", " ", "\t", ":", ".", "-", "_", "/", "=", ",", "[", "]", "(", ")", "x", "#", "\\")
 _RE_FUNCTIONS = {"compile": 1, "search": 2, "match": 2, "fullmatch": 2, "findall": 2, "finditer": 2, "split": 3}
 _RE_FUNCTIONS |= {"sub": 4, "subn": 4}  # positional index of `flags`

@@ -1,6 +1,6 @@
 """Regenerate the Flight Recorder and RAS fixtures: `.venv/bin/python tests/data/flight_recorder/generate.py`.
 
-Only plain data goes into the pickles (see hyperpod_nccl/simulation/hang_job.py); the hostile
+Only plain data goes into the pickles (see hyperpod_nccl_sim/hang_job.py); the hostile
 fixtures are built in the tests themselves, never stored.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hyperpod_nccl.simulation.hang_job import (
+from hyperpod_nccl_sim.hang_job import (
     HungJob,
     flight_recorder_pickle,
     ras_status_json,

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "action", None) != "sweep":
         sys.stderr.write("hyperpod-nccl bench: error: choose an action: sweep (see --help)\n")
         return 2
-    from hyperpod_nccl.simulation.synthetic import measure_sweep
+    from hyperpod_nccl_sim.synthetic import measure_sweep
 
     # The handlers log JSON lines for CloudWatch and moto warns about ASL fields it ignores: the
     # benchmark prints its own result only.

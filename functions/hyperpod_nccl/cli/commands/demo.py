@@ -7,11 +7,26 @@ import sys
 
 from hyperpod_nccl.cli.commands.diagnose import add_scope_arguments, build_request, run_diagnosis
 from hyperpod_nccl.sanitize import one_line
-from hyperpod_nccl.simulation.scenario import available_scenarios, load_scenario
 
 NAME = "demo"
 HELP = "Run diagnose against the embedded simulated HyperPod cluster (no AWS account needed)."
 DEFAULT_SCENARIOS = ("eks-p5", "slurm-p5en")
+# Stands for the shipped scenario names in help text, filled in only when help is shown.
+_SHIPPED = "{shipped}"
+
+
+class _ShippedScenariosFormatter(argparse.HelpFormatter):
+    """Lists the shipped scenarios when `demo --help` is printed, not when the parser is built: every
+    command builds the whole parser, and none but `demo` may import the simulation package."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = super()._get_help_string(action)
+        if text is None or _SHIPPED not in text:
+            return text
+        from hyperpod_nccl_sim.scenario import available_scenarios
+
+        # argparse %-formats help next: a name is text, never a format directive.
+        return text.replace(_SHIPPED, ", ".join(available_scenarios()).replace("%", "%%"))
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -19,8 +34,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scenario",
         action="append",
-        help=f"scenario name or file (repeatable; default: {', '.join(DEFAULT_SCENARIOS)}); "
-        f"shipped: {', '.join(available_scenarios())}",
+        help=f"scenario name or file (repeatable; default: {', '.join(DEFAULT_SCENARIOS)}); shipped: {_SHIPPED}",
     )
     parser.add_argument(
         "--serverless",
@@ -31,14 +45,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_scope_arguments(parser)
     # The simulated cluster is small and its faulty nodes are spread out: probe every node.
     parser.set_defaults(sample_nodes="all")
+    parser.formatter_class = _ShippedScenariosFormatter
 
 
 def run(args: argparse.Namespace) -> int:
     """Start the simulation for each scenario and run the very same diagnosis against it."""
-    from hyperpod_nccl.simulation.runtime import SimulatedCluster
+    # The simulation is imported here, never at CLI start-up (see _ShippedScenariosFormatter).
+    from hyperpod_nccl_sim.runtime import SimulatedCluster
+    from hyperpod_nccl_sim.scenario import load_scenario
 
     if getattr(args, "serverless", False):
-        from hyperpod_nccl.simulation.serverless import run_demo
+        from hyperpod_nccl_sim.serverless import run_demo
 
         return run_demo((args.scenario or ["eks-p5"])[0], sys.stdout)
     names = args.scenario or list(DEFAULT_SCENARIOS)

@@ -26,7 +26,7 @@ import botocore.loaders
 import botocore.session
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from hyperpod_nccl.simulation.scenario import FaultSpec
+from hyperpod_nccl_sim.scenario import FaultSpec
 
 SIM_DEBUG_ENV = "HYPERPOD_SIM_DEBUG"
 FAKE_ACCESS_KEY = "AKIDSIMULATEDCLUSTER"
@@ -143,8 +143,8 @@ def _patch_logs() -> None:
             return any(term in message for term in self.any_terms)
 
     logs_models.EventMessageFilter = AnyTermFilter  # type: ignore[misc]
-    # Pages, tokens and stream selection as strict as the service (simulation/logs.py).
-    from hyperpod_nccl.simulation.logs import install_filter_log_events
+    # Pages, tokens and stream selection as strict as the service (filter_log_events.py).
+    from hyperpod_nccl_sim.filter_log_events import install_filter_log_events
 
     install_filter_log_events()
 

@@ -7,8 +7,8 @@ import hashlib
 from datetime import datetime
 from typing import Any
 
-from hyperpod_nccl.simulation.aws import EmulatedAws, cluster_extras
-from hyperpod_nccl.simulation.scenario import EventSpec, Scenario
+from hyperpod_nccl_sim.aws import EmulatedAws, cluster_extras
+from hyperpod_nccl_sim.scenario import EventSpec, Scenario
 
 LIFECYCLE_URI = "s3://sagemaker-simulated-lifecycle/scripts/"
 EXECUTION_ROLE = "arn:aws:iam::{account}:role/SimulatedHyperPodExecutionRole"

@@ -7,7 +7,7 @@ with `channel_closed`. Fault knobs (`SessionFaultSpec`) drop, duplicate, reorder
 frames, stall (halfway or before a named probe section), disconnect, skip `channel_closed` or
 request KMS encryption; hostile ones flood messages out of order or send a giant frame.
 
-Run `python -m hyperpod_nccl.simulation.ssm_agent` to start one on its own: it prints a
+Run `python -m hyperpod_nccl_sim.ssm_agent` to start one on its own: it prints a
 StartSession response (StreamUrl, TokenValue, SessionId) any Session Manager client can use.
 """
 
@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.server import Server, ServerConnection, serve
 
-from hyperpod_nccl.simulation.node_behaviours import SessionFaultSpec
 from hyperpod_nccl.ssm import codec
 from hyperpod_nccl.ssm.codec import ClientMessage, PayloadType
+from hyperpod_nccl_sim.node_behaviours import SessionFaultSpec
 
 AGENT_VERSION = "3.3.1142.0"
 _RETRANSMIT_SECONDS = 0.2

@@ -18,108 +18,20 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlparse
 
-from pydantic import BaseModel, ConfigDict, Field
 from werkzeug.serving import BaseWSGIServer, make_server
 from werkzeug.wrappers import Request, Response
 
 from hyperpod_nccl.kube.token import CLUSTER_ID_HEADER, decode_token
 from hyperpod_nccl.models.kubernetes import EFA_RESOURCE, GPU_RESOURCE, LabelSelector, SelectorRequirement
+from hyperpod_nccl_sim.scenario import K8sNodeSpec, KubernetesScenario, PodVariation, Scenario, TrainingJobSpec
 
 if TYPE_CHECKING:
-    from hyperpod_nccl.simulation.aws import EmulatedAws
-    from hyperpod_nccl.simulation.scenario import Scenario
+    from hyperpod_nccl_sim.aws import EmulatedAws
 
 Json = dict[str, Any]
 _HEALTH = "sagemaker.amazonaws.com/"
 # HyperPod statuses whose instance has not joined the EKS cluster (yet).
 _NOT_JOINED = {"Pending", "ShuttingDown", "SystemUpdating"}
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class K8sNodeSpec(_Strict):
-    """How one node ("group:index") differs from a healthy, Ready, Schedulable node."""
-
-    node: str
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
-    ready: bool = True
-    ready_message: str | None = None
-    taints: list[Json] = Field(default_factory=list)
-
-
-class PodVariation(_Strict):
-    """How pod `index` of a job differs from its siblings."""
-
-    index: int
-    phase: str | None = None
-    image_digest: str | None = None
-    omit_shm: bool = False
-    omit_ipc_lock: bool = False
-    efa: int | None = None
-    restarts: int = 0
-    last_exit_code: int | None = None
-    last_reason: str | None = None
-    waiting_reason: str | None = None
-    unschedulable_message: str | None = None
-    log: list[str] | None = Field(default=None, description="replaces the job's log template")
-    log_append: list[str] = Field(default_factory=list)
-    previous_log: list[str] = Field(default_factory=list)
-
-
-class TrainingJobSpec(_Strict):
-    """A distributed training job: one pod per node key, rendered as real Pod objects.
-
-    Log lines and env values may use `{pod}`, `{rank}`, `{job}`, `{namespace}`, `{node}`.
-    """
-
-    name: str
-    namespace: str
-    nodes: list[str]
-    image: str = "123456789012.dkr.ecr.us-west-2.amazonaws.com/training:latest"
-    image_digest: str = "sha256:" + "a" * 64
-    container: str = "pytorch"
-    gpus: int = 8
-    efa: int | None = Field(default=None, description="EFA devices per pod; None = the instance type's count")
-    env: dict[str, str] = Field(default_factory=dict)
-    env_from_configmaps: list[str] = Field(default_factory=list)
-    command: list[str] = Field(default_factory=lambda: ["torchrun"])
-    args: list[str] = Field(default_factory=list)
-    shm_size_limit: str | None = "10Gi"
-    shm_medium: str | None = "Memory"
-    ipc_lock: bool = True
-    labels: dict[str, str] = Field(default_factory=dict)
-    headless_subdomain: str | None = Field(default=None, description="spec.subdomain (pods get hostname = name)")
-    log: list[str] = Field(default_factory=list)
-    pods: list[PodVariation] = Field(default_factory=list)
-
-
-class KubernetesScenario(_Strict):
-    """The `kubernetes` section of a scenario (`<scenario>.kubernetes.json`)."""
-
-    nodes: list[K8sNodeSpec] = Field(default_factory=list)
-    jobs: list[TrainingJobSpec] = Field(default_factory=list)
-    objects: list[Json] = Field(
-        default_factory=list,
-        description="raw manifests (Service, NetworkPolicy, ConfigMap, DaemonSet, Namespace, Pod, Endpoints)",
-    )
-    reject_tokens: bool = Field(default=False, description="401 for every call: the caller has no access entry")
-    forbidden: list[str] = Field(default_factory=list, description="resources answering 403, e.g. networkpolicies")
-    server_errors: list[str] = Field(
-        default_factory=list, description="resources answering 500 (an API server or aggregated API failing), e.g. pods"
-    )
-    latency_seconds: float = Field(
-        default=0.0, ge=0.0, description="requests are answered this long after they arrive (a slow API server)"
-    )
-    slow_resources: list[str] = Field(
-        default_factory=list, description="the resources latency_seconds applies to, e.g. pods/log; empty = all"
-    )
-    unreachable: bool = Field(default=False, description="point the EKS endpoint at a closed port")
-    ignore_limit_bytes: bool = Field(
-        default=False, description="pod logs are served whole whatever limitBytes says (a server or proxy ignoring it)"
-    )
 
 
 _KINDS = {

@@ -19,8 +19,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from hyperpod_nccl import thresholds
-from hyperpod_nccl.simulation.node_behaviours import NodeBehaviour, NodeBehaviours, SessionFaultSpec
-from hyperpod_nccl.simulation.scenario import ClusterSpec, InstanceGroupSpec, Scenario, SecurityGroupSpec
+from hyperpod_nccl_sim.node_behaviours import NodeBehaviour, NodeBehaviours, SessionFaultSpec
+from hyperpod_nccl_sim.scenario import ClusterSpec, InstanceGroupSpec, Scenario, SecurityGroupSpec
 
 SYNTHETIC_INSTANCE_TYPE = "ml.p5.48xlarge"
 WORKER_GROUP = "worker"
@@ -63,7 +63,7 @@ def synthetic_scenario(
     latency = [SessionFaultSpec(stall_seconds=probe_latency_seconds)] if probe_latency_seconds else []
     behaviours = NodeBehaviours(defaults=NodeBehaviour(session_faults=latency))
     if orchestrator == "slurm":
-        from hyperpod_nccl.simulation.node_behaviours import SlurmControllerBehaviour
+        from hyperpod_nccl_sim.node_behaviours import SlurmControllerBehaviour
 
         behaviours.slurm = SlurmControllerBehaviour()
     name = f"synthetic-{orchestrator}-{nodes}"
@@ -175,7 +175,7 @@ def measure_sweep(
     (mapMaxConcurrency; default the deployed default). `on_run`, if given, receives the state machine path's
     `(LocalMonitor, SweepRun)` before the simulation stops (the cost benchmark reads the history).
     """
-    from hyperpod_nccl.simulation.runtime import SimulatedCluster
+    from hyperpod_nccl_sim.runtime import SimulatedCluster
 
     scenario = synthetic_scenario(nodes, probe_latency_seconds, orchestrator=orchestrator)
     with SimulatedCluster(scenario) as simulation:
@@ -205,7 +205,7 @@ def measure_sweep(
 def _measure_cli(simulation: Any, calls: list[str]) -> tuple[float, list[str], int, int, str, float]:
     """The CLI's sweep in its own process against this process's emulation, as an operator runs
     it against AWS: its wall time and peak memory are its own, not the emulation's."""
-    from hyperpod_nccl.simulation.aws import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
+    from hyperpod_nccl_sim.aws import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
 
     scenario = simulation.scenario
     env = dict(os.environ)
@@ -245,7 +245,7 @@ from hyperpod_nccl.collectors.aws import AwsClients
 from hyperpod_nccl.engine import diagnose
 from hyperpod_nccl.models.findings import Scope
 from hyperpod_nccl.models.request import DiagnoseRequest
-from hyperpod_nccl.simulation.synthetic import peak_rss_mb
+from hyperpod_nccl_sim.synthetic import peak_rss_mb
 cluster, region = sys.argv[1], sys.argv[2]
 request = DiagnoseRequest(cluster=cluster, region=region, scope=Scope(sample_nodes="all"))
 aws = AwsClients(region=region)
@@ -261,7 +261,7 @@ def _measure_state_machine(
     simulation: Any, calls: list[str], concurrency: int | None, on_run: Any
 ) -> tuple[float, list[str], int, int, str]:
     from hyperpod_nccl.monitor.settings import DEFAULT_MAP_MAX_CONCURRENCY
-    from hyperpod_nccl.simulation.serverless import LocalMonitor
+    from hyperpod_nccl_sim.serverless import LocalMonitor
 
     with LocalMonitor(simulation, map_concurrency=concurrency or DEFAULT_MAP_MAX_CONCURRENCY) as monitor:
         del calls[:]

@@ -16,17 +16,17 @@ from typing import Any
 from hyperpod_nccl import instance_types
 from hyperpod_nccl.hang.flight_recorder import DEFAULT_DUMP_PREFIX
 from hyperpod_nccl.probe import script
-from hyperpod_nccl.simulation.aws import (
+from hyperpod_nccl.ssm.client import RC_MARKER
+from hyperpod_nccl_sim.aws import (
     EmulatedAws,
     SessionRefused,
     register_start_session_handler,
     terminated_sessions,
 )
-from hyperpod_nccl.simulation.hang_job import HungJob, flight_recorder_pickle, ras_status_text
-from hyperpod_nccl.simulation.node_behaviours import NodeBehaviour, NodeBehaviours, SessionFaultSpec
-from hyperpod_nccl.simulation.scenario import Scenario
-from hyperpod_nccl.simulation.ssm_agent import SimulatedSsmAgent
-from hyperpod_nccl.ssm.client import RC_MARKER
+from hyperpod_nccl_sim.hang_job import HungJob, flight_recorder_pickle, ras_status_text
+from hyperpod_nccl_sim.node_behaviours import NodeBehaviour, NodeBehaviours, SessionFaultSpec
+from hyperpod_nccl_sim.scenario import Scenario
+from hyperpod_nccl_sim.ssm_agent import SimulatedSsmAgent
 
 # HyperPod node statuses whose instance has no running agent.
 UNREACHABLE_STATUSES = {"Failure", "Pending", "ShuttingDown"}

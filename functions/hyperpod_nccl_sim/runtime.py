@@ -6,12 +6,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from hyperpod_nccl.collectors.aws import AwsClients
-from hyperpod_nccl.simulation.aws import EmulatedAws
-from hyperpod_nccl.simulation.kubernetes import KubernetesApi, start_kubernetes_api
-from hyperpod_nccl.simulation.logs import seed_logs
-from hyperpod_nccl.simulation.nodes import NodeAgents, start_node_agents
-from hyperpod_nccl.simulation.scenario import Scenario, load_scenario
-from hyperpod_nccl.simulation.seed import seed_cluster
+from hyperpod_nccl_sim.aws import EmulatedAws
+from hyperpod_nccl_sim.kubernetes import KubernetesApi, start_kubernetes_api
+from hyperpod_nccl_sim.logs import seed_logs
+from hyperpod_nccl_sim.nodes import NodeAgents, start_node_agents
+from hyperpod_nccl_sim.scenario import Scenario, load_scenario
+from hyperpod_nccl_sim.seed import seed_cluster
 
 
 class SimulatedCluster:

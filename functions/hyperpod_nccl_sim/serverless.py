@@ -42,6 +42,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from hyperpod_nccl.monitor import lambda_timeouts, render_definition
+from hyperpod_nccl.monitor.payloads import SANDBOX_TIMED_OUT
 from hyperpod_nccl.monitor.settings import (
     ALERTS_TOPIC_ENV,
     ASL_FUNCTION_PLACEHOLDERS,
@@ -63,11 +64,10 @@ from hyperpod_nccl.monitor.settings import (
     batches_at_once,
     handler_path,
 )
-from hyperpod_nccl.monitor.sweep import SANDBOX_TIMED_OUT
 from hyperpod_nccl.probe import documents
 from hyperpod_nccl.sanitize import one_line
-from hyperpod_nccl.simulation.aws import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
-from hyperpod_nccl.simulation.runtime import SimulatedCluster
+from hyperpod_nccl_sim.aws import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
+from hyperpod_nccl_sim.runtime import SimulatedCluster
 
 FUNCTION_PREFIX = "hyperpod-nccl-"
 TABLE_NAME = "hyperpod-nccl-monitor"
