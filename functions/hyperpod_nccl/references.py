@@ -2,7 +2,7 @@
 
 Checks, the log classifier and the notifier import pointers from here instead of spelling
 file names and section ids themselves, so a renamed section breaks exactly one line and the
-contract test (`tests/unit/test_references_contract.py`) says which.
+contract test (`tests/unit/test_catalog_contract.py`) says which.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hyperpod_nccl.monitor.settings import PROBE_BATCH_SIZE
-from hyperpod_nccl.simulation.synthetic import SweepMeasurement, measure_sweep
+from hyperpod_nccl_sim.synthetic import SweepMeasurement, measure_sweep
 
 PROBE_LATENCY_SECONDS = 2.0
 # The size the memory benchmark reads the aggregate step's peak at.
@@ -142,8 +142,9 @@ def _aggregate_peak_mb(monitor: Any, run: Any) -> float:
     """Python allocations at peak while the aggregate step rebuilds this sweep's inventory from
     the stored partials and evaluates every check (what its Lambda does besides writing)."""
     from hyperpod_nccl.engine import build_result
+    from hyperpod_nccl.monitor.payloads import SweepRef
+    from hyperpod_nccl.monitor.states.aggregate import build_inventory
     from hyperpod_nccl.monitor.store import Store
-    from hyperpod_nccl.monitor.sweep import SweepRef, build_inventory
 
     resource = monitor.emulation.session(monitor.region).resource(
         "dynamodb", endpoint_url=monitor.emulation.endpoint_url, region_name=monitor.region

@@ -37,14 +37,16 @@ from hyperpod_nccl.errors import DiagnosisAborted
 from hyperpod_nccl.handlers import AwsCallFailed
 from hyperpod_nccl.models.findings import Coverage
 from hyperpod_nccl.models.request import DiagnoseRequest
-from hyperpod_nccl.monitor import sweep as monitor_sweep
 from hyperpod_nccl.monitor.diff import SweepDiff
 from hyperpod_nccl.monitor.notify import MAX_LISTED_RESOURCES, SNS_MESSAGE_MAX_BYTES, resource_ids
+from hyperpod_nccl.monitor.payloads import SweepRef
 from hyperpod_nccl.monitor.settings import SCHEDULE_SOURCE
-from hyperpod_nccl.monitor.store import DYNAMODB_ITEM_MAX_BYTES, cluster_key, sweep_key
-from hyperpod_nccl.simulation import hang_job
-from hyperpod_nccl.simulation.scenario import FaultSpec
-from hyperpod_nccl.simulation.serverless import LocalMonitor, SweepRun
+from hyperpod_nccl.monitor.states.notify import _keep_pending
+from hyperpod_nccl.monitor.states.probe_node import load_probe_results
+from hyperpod_nccl.monitor.store import ALERT_PENDING, DIFF, DYNAMODB_ITEM_MAX_BYTES, cluster_key, sweep_key
+from hyperpod_nccl_sim import hang_job
+from hyperpod_nccl_sim.scenario import FaultSpec
+from hyperpod_nccl_sim.serverless import LocalMonitor, SweepRun
 from tests.functional.test_monitor_faults import hanging_gpu_tools, ssm_budget, stall_aggregate_at
 from tests.functional.test_monitor_sizes import STARTED, _finding, _new
 from tests.functional.test_monitor_sweep import _store, _sweep_messages, _sweep_records, monitor  # noqa: F401
@@ -675,7 +677,7 @@ def test_size_row_item_over_400_kb(simulate, monitor, monkeypatch) -> None:  # t
     deployed = monitor(simulate(SIZE_ROWS["item > 400 KB"]))
     run = deployed.sweep()
     sweep_id = run.execution_arn.rsplit(":", 1)[-1]
-    results = monitor_sweep.load_probe_results(_store(deployed), sweep_id)
+    results = load_probe_results(_store(deployed), sweep_id)
     big = [r for r in results.values() if len(r.model_dump_json().encode()) > DYNAMODB_ITEM_MAX_BYTES]
     assert big, "the row must store a probe result past the item limit"
     for result in big:  # read back whole: every dump with its data
@@ -700,7 +702,7 @@ def test_size_row_message_over_256_kb(simulate, monitor) -> None:  # type: ignor
     store = _store(deployed)
     cluster = deployed.simulation.scenario.cluster.name
     # An earlier sweep whose alert, naming every node of a large cluster, stayed unpublished.
-    earlier = monitor_sweep.SweepRef(
+    earlier = SweepRef(
         sweep_id="fault-matrix-size-earlier", execution="fault-matrix-size-earlier", cluster=cluster,
         region=deployed.region, started_at=STARTED,
     )  # fmt: skip
@@ -711,15 +713,15 @@ def test_size_row_message_over_256_kb(simulate, monitor) -> None:  # type: ignor
         sweep_id=earlier.sweep_id, cluster=cluster, region=deployed.region, started_at=STARTED,
         changes=[_new(finding)], coverage=Coverage(nodes_total=SIZE_ALERT_NODES, nodes_unreachable=SIZE_ALERT_NODES),
     )  # fmt: skip
-    store.put_blob(sweep_key(earlier.sweep_id), monitor_sweep.DIFF, diff.model_dump_json(), expires_at=2_000_000_000)
-    monitor_sweep._keep_pending(store, earlier, None)
+    store.put_blob(sweep_key(earlier.sweep_id), DIFF, diff.model_dump_json(), expires_at=2_000_000_000)
+    _keep_pending(store, earlier, None)
     run = deployed.sweep()
     messages = _sweep_messages(run)
     assert [m["id"] for m in messages][:1] == [earlier.sweep_id], "the earlier alert goes first"
     more = f"… and {SIZE_ALERT_NODES - MAX_LISTED_RESOURCES} more nodes"
     assert more in messages[0]["content"]["description"]
     own = [m for m in messages if m["id"] != earlier.sweep_id]
-    left = list(store.query(cluster_key(deployed.region, cluster), monitor_sweep.ALERT_PENDING))
+    left = list(store.query(cluster_key(deployed.region, cluster), ALERT_PENDING))
     outcome = "; ".join(
         [
             f"execution {run.status}",

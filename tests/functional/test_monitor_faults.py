@@ -8,10 +8,11 @@ import threading
 import time
 from typing import Any
 
+from hyperpod_nccl.monitor.payloads import SweepState
+from hyperpod_nccl.monitor.states.aggregate import run_aggregate
 from hyperpod_nccl.monitor.store import cluster_key
-from hyperpod_nccl.monitor.sweep import SweepState, run_aggregate
-from hyperpod_nccl.simulation.node_behaviours import NodeBehaviour, SessionFaultSpec, XidSpec
-from hyperpod_nccl.simulation.scenario import FaultSpec, Scenario
+from hyperpod_nccl_sim.node_behaviours import NodeBehaviour, SessionFaultSpec, XidSpec
+from hyperpod_nccl_sim.scenario import FaultSpec, Scenario
 from tests.functional.test_monitor_sweep import _store, _sweep_messages, _sweep_records, monitor  # noqa: F401 - fixture
 
 HISTORY_SECONDS = 7 * 86400
@@ -189,7 +190,7 @@ def stall_aggregate_at(monkeypatch: Any, call: int) -> list[int]:
     ones are the FINDING items, after the diff was stored) until the emulated Lambda ends it at
     its timeout; later calls (the failure recorder's) run normally. Returns the calls seen."""
     from hyperpod_nccl.monitor.store import Store
-    from hyperpod_nccl.simulation import serverless
+    from hyperpod_nccl_sim import serverless
 
     original = Store.update_if
     calls: list[int] = []
@@ -251,7 +252,7 @@ def test_a_node_whose_gpu_tools_hang_keeps_what_it_sent(simulate, monitor, monke
 def test_lambda_at_its_timeout_keeps_what_was_written_and_lets_nothing_more_through(emulation, monkeypatch) -> None:
     from botocore.endpoint import Endpoint
 
-    from hyperpod_nccl.simulation import serverless
+    from hyperpod_nccl_sim import serverless
 
     monkeypatch.setattr(Endpoint, "_send", serverless.freezing(Endpoint._send))
     sqs = emulation.client("sqs", "us-west-2")

@@ -37,7 +37,6 @@ from hyperpod_nccl.models.node_probe import (
     NodeProbeResult,
     XidEvent,
 )
-from hyperpod_nccl.monitor import sweep
 from hyperpod_nccl.monitor.diff import Change, SweepDiff, compute_changes
 from hyperpod_nccl.monitor.notify import (
     CHATBOT_DESCRIPTION_MAX_CHARS,
@@ -50,18 +49,26 @@ from hyperpod_nccl.monitor.notify import (
     sns_message,
     sns_message_bytes,
 )
+from hyperpod_nccl.monitor.payloads import NotifyOutput, SweepRef, SweepState
+from hyperpod_nccl.monitor.states.aggregate import _persist_findings, _previous_open, _record_sweep, _store_diff
+from hyperpod_nccl.monitor.states.notify import _keep_pending, run_notify
+from hyperpod_nccl.monitor.states.probe_node import PROBE_RESULT_MAX_BYTES, load_probe_results, store_probe_result
 from hyperpod_nccl.monitor.store import (
+    ALERT_DROPPED,
+    ALERT_PENDING,
     BLOB_CHUNK_BYTES,
+    DIFF,
     DYNAMODB_ITEM_MAX_BYTES,
     FINDING_INLINE_MAX_BYTES,
+    PROBE,
     Store,
     cluster_key,
     finding_history_key,
     sweep_key,
 )
 from hyperpod_nccl.references import OPS_SSM_TARGET
-from hyperpod_nccl.simulation.scenario import FaultSpec
-from hyperpod_nccl.simulation.serverless import LocalMonitor
+from hyperpod_nccl_sim.scenario import FaultSpec
+from hyperpod_nccl_sim.serverless import LocalMonitor
 from tests.functional.test_monitor_sweep import _store, monitor  # noqa: F401
 
 REGION = "us-west-2"
@@ -77,9 +84,9 @@ def deployed(simulate, monitor) -> LocalMonitor:  # type: ignore[no-untyped-def]
     return monitor(simulate("healthy-eks"))
 
 
-def _ref(sweep_id: str, minutes: int = 0) -> sweep.SweepRef:
+def _ref(sweep_id: str, minutes: int = 0) -> SweepRef:
     started = STARTED + timedelta(minutes=minutes)
-    return sweep.SweepRef(sweep_id=sweep_id, execution=sweep_id, cluster=CLUSTER, region=REGION, started_at=started)
+    return SweepRef(sweep_id=sweep_id, execution=sweep_id, cluster=CLUSTER, region=REGION, started_at=started)
 
 
 def _node(n: int) -> Resource:
@@ -174,10 +181,10 @@ def test_probe_result_of_megabytes_is_stored_in_chunks_and_read_back_whole(deplo
     ref = _ref("sweep-probe-big")
     result = _probe_result([700_000, 700_000, 700_000])  # 2.8 MB of base64: the hang case
     assert len(result.model_dump_json()) > DYNAMODB_ITEM_MAX_BYTES
-    sweep.store_probe_result(store, ref, result)
-    chunks = list(store.query(sweep_key(ref.sweep_id), sweep.PROBE))
+    store_probe_result(store, ref, result)
+    chunks = list(store.query(sweep_key(ref.sweep_id), PROBE))
     assert len(chunks) > 1 and all(_item_bytes(item) < DYNAMODB_ITEM_MAX_BYTES for item in chunks)
-    loaded = sweep.load_probe_results(store, ref.sweep_id)
+    loaded = load_probe_results(store, ref.sweep_id)
     assert loaded == {result.instance_id: result}  # whole: every dump, every parsed section
     assert loaded[result.instance_id].reachable
     assert store.scratch_items(ref.sweep_id, "DEGRADED#") == []  # nothing had to be left out
@@ -188,12 +195,12 @@ def test_probe_result_past_the_bound_keeps_parsed_sections_and_says_which_dumps_
 ) -> None:
     store = _store(deployed)
     ref = _ref("sweep-probe-huge")
-    per_dump = sweep.PROBE_RESULT_MAX_BYTES // 3  # four dumps of 4/3 x this as base64: past the bound
+    per_dump = PROBE_RESULT_MAX_BYTES // 3  # four dumps of 4/3 x this as base64: past the bound
     result = _probe_result([per_dump] * 4)
-    sweep.store_probe_result(store, ref, result)
-    [stored] = sweep.load_probe_results(store, ref.sweep_id).values()
+    store_probe_result(store, ref, result)
+    [stored] = load_probe_results(store, ref.sweep_id).values()
     assert stored.probe is not None and result.probe is not None
-    assert len(stored.model_dump_json().encode()) <= sweep.PROBE_RESULT_MAX_BYTES
+    assert len(stored.model_dump_json().encode()) <= PROBE_RESULT_MAX_BYTES
     assert stored.probe.gpus == result.probe.gpus and stored.probe.xids == result.probe.xids
     dumps = stored.probe.flight_recorder_dumps
     cut = [d for d in dumps if d.not_stored]
@@ -227,8 +234,8 @@ def test_probe_results_of_a_sweep_started_before_chunking_are_still_read(deploye
     old = NodeProbeResult(instance_id="i-0aaaaaaaaaaaaaaa1", reachable=False, error="timed out")
     store.put_scratch(ref.sweep_id, f"PROBE#{old.instance_id}", old.model_dump(mode="json"), now=STARTED)
     new = _probe_result([1000])
-    sweep.store_probe_result(store, ref, new)
-    assert sweep.load_probe_results(store, ref.sweep_id) == {old.instance_id: old, new.instance_id: new}
+    store_probe_result(store, ref, new)
+    assert load_probe_results(store, ref.sweep_id) == {old.instance_id: old, new.instance_id: new}
 
 
 # --- alerts -----------------------------------------------------------------------------------------
@@ -303,17 +310,17 @@ def test_multibyte_text_is_measured_as_sns_counts_it() -> None:
 # --- a failed alert never blocks later ones -----------------------------------------------------------
 
 
-def _pending(store: Store, sweep_id: str, minutes: int, diff: SweepDiff) -> sweep.SweepRef:
+def _pending(store: Store, sweep_id: str, minutes: int, diff: SweepDiff) -> SweepRef:
     """An earlier sweep whose alert stayed unpublished: its diff stored, its pending item kept."""
     ref = _ref(sweep_id, minutes)
-    store.put_blob(sweep_key(sweep_id), sweep.DIFF, diff.model_dump_json(), expires_at=2_000_000_000)
-    sweep._keep_pending(store, ref, None)
+    store.put_blob(sweep_key(sweep_id), DIFF, diff.model_dump_json(), expires_at=2_000_000_000)
+    _keep_pending(store, ref, None)
     return ref
 
 
-def _notify(store: Store, deployed: LocalMonitor, ref: sweep.SweepRef, sns: Any = None) -> sweep.NotifyOutput:
-    return sweep.run_notify(
-        sweep.SweepState(sweep=ref),
+def _notify(store: Store, deployed: LocalMonitor, ref: SweepRef, sns: Any = None) -> NotifyOutput:
+    return run_notify(
+        SweepState(sweep=ref),
         store,
         sns or deployed.client("sns"),
         topic_arn=deployed.topic_arn,
@@ -327,7 +334,7 @@ def test_an_earlier_alert_sns_refuses_for_good_is_dropped_with_a_record_and_the_
     store = _store(deployed)
     old = _pending(store, "sweep-old", 0, _diff("sweep-old", [_new(_finding(3))]))
     now = _ref("sweep-now", 10)
-    store.put_blob(sweep_key(now.sweep_id), sweep.DIFF, _diff(now.sweep_id, [_new(_finding(5))]).model_dump_json(),
+    store.put_blob(sweep_key(now.sweep_id), DIFF, _diff(now.sweep_id, [_new(_finding(5))]).model_dump_json(),
                    expires_at=2_000_000_000)  # fmt: skip
     # SNS refuses the earlier alert and its stand-in: the earlier sweep's message can never go out.
     deployed.emulation.faults.add_fault(FaultSpec(operation="sns:Publish", error_code="InvalidParameter", times=2))
@@ -335,12 +342,12 @@ def test_an_earlier_alert_sns_refuses_for_good_is_dropped_with_a_record_and_the_
     assert output.published and output.dropped_alerts == 1 and output.earlier_alerts == 0
     assert [m["id"] for m in deployed.drain_notifications()] == [now.sweep_id]
     ck = cluster_key(REGION, CLUSTER)
-    assert list(store.query(ck, sweep.ALERT_PENDING)) == []
-    [record] = store.query(ck, sweep.ALERT_DROPPED)
+    assert list(store.query(ck, ALERT_PENDING)) == []
+    [record] = store.query(ck, ALERT_DROPPED)
     assert record["sk"].endswith(old.sweep_id) and "InvalidParameter" in record["reason"]
     # Nothing is left to block the sweep after.
     later = _ref("sweep-later", 20)
-    store.put_blob(sweep_key(later.sweep_id), sweep.DIFF, _diff(later.sweep_id, [_new(_finding(7))]).model_dump_json(),
+    store.put_blob(sweep_key(later.sweep_id), DIFF, _diff(later.sweep_id, [_new(_finding(7))]).model_dump_json(),
                    expires_at=2_000_000_000)  # fmt: skip
     assert _notify(store, deployed, later).published
     assert [m["id"] for m in deployed.drain_notifications()] == [later.sweep_id]
@@ -350,7 +357,7 @@ def test_an_alert_sns_refuses_once_is_sent_as_its_stand_in_then_the_new_one(depl
     store = _store(deployed)
     old = _pending(store, "sweep-old", 0, _diff("sweep-old", [_new(_finding(3))]))
     now = _ref("sweep-now", 10)
-    store.put_blob(sweep_key(now.sweep_id), sweep.DIFF, _diff(now.sweep_id, [_new(_finding(5))]).model_dump_json(),
+    store.put_blob(sweep_key(now.sweep_id), DIFF, _diff(now.sweep_id, [_new(_finding(5))]).model_dump_json(),
                    expires_at=2_000_000_000)  # fmt: skip
     deployed.emulation.faults.add_fault(FaultSpec(operation="sns:Publish", error_code="InvalidParameter", times=1))
     output = _notify(store, deployed, now)
@@ -359,7 +366,7 @@ def test_an_alert_sns_refuses_once_is_sent_as_its_stand_in_then_the_new_one(depl
     assert stand_in["id"] == old.sweep_id and "could not be delivered" in stand_in["content"]["description"]
     assert "InvalidParameter" in stand_in["content"]["description"]
     assert new["id"] == now.sweep_id
-    assert list(store.query(cluster_key(REGION, CLUSTER), sweep.ALERT_PENDING)) == []
+    assert list(store.query(cluster_key(REGION, CLUSTER), ALERT_PENDING)) == []
 
 
 def test_an_earlier_alert_failing_again_for_now_stays_pending_and_the_new_one_still_goes_out(
@@ -368,7 +375,7 @@ def test_an_earlier_alert_failing_again_for_now_stays_pending_and_the_new_one_st
     store = _store(deployed)
     old = _pending(store, "sweep-old", 0, _diff("sweep-old", [_new(_finding(3))]))
     now = _ref("sweep-now", 10)
-    store.put_blob(sweep_key(now.sweep_id), sweep.DIFF, _diff(now.sweep_id, [_new(_finding(5))]).model_dump_json(),
+    store.put_blob(sweep_key(now.sweep_id), DIFF, _diff(now.sweep_id, [_new(_finding(5))]).model_dump_json(),
                    expires_at=2_000_000_000)  # fmt: skip
     # One attempt per call, so that the one injected 5xx hits exactly the earlier alert.
     sns = deployed.emulation.session(REGION).client(
@@ -380,11 +387,11 @@ def test_an_earlier_alert_failing_again_for_now_stays_pending_and_the_new_one_st
     output = _notify(store, deployed, now, sns)
     assert output.published and output.earlier_alerts == 0 and output.dropped_alerts == 0
     assert [m["id"] for m in deployed.drain_notifications()] == [now.sweep_id]
-    [still] = store.query(cluster_key(REGION, CLUSTER), sweep.ALERT_PENDING)
+    [still] = store.query(cluster_key(REGION, CLUSTER), ALERT_PENDING)
     assert still["sk"].endswith(old.sweep_id)
     # The next sweep (nothing new of its own) delivers it, marked late.
     later = _ref("sweep-later", 20)
-    store.put_blob(sweep_key(later.sweep_id), sweep.DIFF, _diff(later.sweep_id, []).model_dump_json(),
+    store.put_blob(sweep_key(later.sweep_id), DIFF, _diff(later.sweep_id, []).model_dump_json(),
                    expires_at=2_000_000_000)  # fmt: skip
     assert _notify(store, deployed, later).earlier_alerts == 1
     [late] = deployed.drain_notifications()
@@ -406,14 +413,14 @@ def test_a_finding_naming_10000_nodes_is_split_under_the_item_limit_and_read_bac
         window_end=STARTED, findings=[finding],
     )  # fmt: skip
     changes, _ = compute_changes([], result.findings, re_evaluated=lambda _: True)
-    diff = sweep._store_diff(store, _diff(ref.sweep_id, changes, unreachable=10_000), HISTORY_SECONDS)
-    sweep._persist_findings(store, ref, result, diff, HISTORY_SECONDS)
-    sweep._record_sweep(store, ref, "complete", diff, STARTED, HISTORY_SECONDS)
+    diff = _store_diff(store, _diff(ref.sweep_id, changes, unreachable=10_000), HISTORY_SECONDS)
+    _persist_findings(store, ref, result, diff, HISTORY_SECONDS)
+    _record_sweep(store, ref, "complete", diff, STARTED, HISTORY_SECONDS)
 
     item = store.get(cluster_key(REGION, CLUSTER), f"FINDING#{finding.fingerprint}")
     assert item is not None and _item_bytes(item) < DYNAMODB_ITEM_MAX_BYTES
     assert len(str(item["finding"]).encode()) <= FINDING_INLINE_MAX_BYTES and item["finding_body"]
-    [previous] = sweep._previous_open(store, ref)  # through the open-findings index
+    [previous] = _previous_open(store, ref)  # through the open-findings index
     assert previous.finding == finding and previous.fingerprint == finding.fingerprint
     # Per-node fault history for every node, in batches.
     assert len(list(store.query(f"NODE#{_node(9_999).id}", "FAULT#"))) == 1
@@ -425,7 +432,7 @@ def test_a_finding_naming_10000_nodes_is_split_under_the_item_limit_and_read_bac
     assert [c.kind for c in resolved] == ["resolved"] and resolved[0].finding == finding
     next_ref = _ref("sweep-10k-next", 10)
     empty = result.model_copy(update={"findings": []})
-    sweep._persist_findings(store, next_ref, empty, _diff(next_ref.sweep_id, resolved), HISTORY_SECONDS)
+    _persist_findings(store, next_ref, empty, _diff(next_ref.sweep_id, resolved), HISTORY_SECONDS)
     assert store.open_findings(REGION, CLUSTER) == []
     body = store.get_blob(finding_history_key(REGION, CLUSTER, finding.fingerprint), str(item["finding_body"]))
     assert body is not None and Finding.model_validate_json(body) == finding

@@ -15,6 +15,7 @@ from hyperpod_nccl.monitor import (
     load_definition,
     task_timeouts,
 )
+from hyperpod_nccl.monitor.payloads import SANDBOX_TIMED_OUT, TaskFailure, aggregate_failure_text
 from hyperpod_nccl.monitor.settings import (
     ASL_FUNCTION_PLACEHOLDERS,
     ASL_MAP_CONCURRENCY_PLACEHOLDER,
@@ -25,7 +26,6 @@ from hyperpod_nccl.monitor.settings import (
     MonitorSettings,
     handler_path,
 )
-from hyperpod_nccl.monitor.sweep import SANDBOX_TIMED_OUT, TaskFailure, aggregate_failure_text
 
 
 def _substitutions() -> dict[str, str | int]:

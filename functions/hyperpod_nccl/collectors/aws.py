@@ -1,50 +1,21 @@
 """boto3 access for collectors: one session per sweep, clients cached per service, and the
-translation of AWS errors into degraded sources that name the fix."""
+translation of AWS errors into degraded sources that name the fix (what an error is:
+`hyperpod_nccl.aws_errors`)."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import boto3
 import botocore.loaders
 import botocore.session
 from botocore.config import Config
-from botocore.exceptions import (
-    BotoCoreError,
-    ClientError,
-    ConnectTimeoutError,
-    EndpointConnectionError,
-    ReadTimeoutError,
-)
 
+from hyperpod_nccl.aws_errors import TransientKind, error_message, is_access_denied, transient_kind
 from hyperpod_nccl.models.findings import DegradedSource
 from hyperpod_nccl.references import OPS_IAM, Reference
-
-ACCESS_DENIED_CODES = frozenset(
-    {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnrecognizedClientException"}
-)
-THROTTLING_CODES = frozenset(
-    {
-        "Throttling",
-        "ThrottlingException",
-        "ThrottledException",
-        "RequestLimitExceeded",
-        "TooManyRequestsException",
-        "ProvisionedThroughputExceededException",
-        "RequestThrottled",
-        "SlowDown",
-    }
-)
-NOT_FOUND_CODES = frozenset({"ResourceNotFound", "ResourceNotFoundException", "NotFoundException"})
-SERVER_ERROR_CODES = frozenset(
-    {"InternalFailure", "InternalError", "InternalServerError", "ServiceUnavailable", "ServiceUnavailableException"}
-)
-CREDENTIAL_CODES = frozenset(
-    {"InvalidClientTokenId", "ExpiredToken", "ExpiredTokenException", "SignatureDoesNotMatch", "InvalidAccessKeyId"}
-)
 
 # Reading and parsing botocore's service models is most of what creating a client costs; a loader
 # caches them, so every session shares one: a warm Lambda (and a sweep's threads) pays it once.
@@ -101,54 +72,6 @@ class AwsClients:
         return self._clients[service]
 
 
-def error_code(error: BaseException) -> str:
-    """The AWS error code of a botocore exception ("" for non-AWS errors)."""
-    if isinstance(error, ClientError):
-        return str(error.response.get("Error", {}).get("Code", ""))
-    return ""
-
-
-def error_message(error: BaseException) -> str:
-    """A one-line human message for any AWS/transport error."""
-    if isinstance(error, ClientError):
-        err = error.response.get("Error", {})
-        return f"{err.get('Code', 'Error')}: {err.get('Message', '')}".strip().rstrip(":")
-    if isinstance(error, BotoCoreError):
-        return f"{type(error).__name__}: {error}"
-    return f"{type(error).__name__}: {error}"
-
-
-def is_access_denied(error: BaseException) -> bool:
-    """The caller lacks an IAM permission."""
-    return error_code(error) in ACCESS_DENIED_CODES
-
-
-def is_throttled(error: BaseException) -> bool:
-    """The call was throttled even after botocore's own retries."""
-    return error_code(error) in THROTTLING_CODES
-
-
-def is_server_error(error: BaseException) -> bool:
-    """AWS answered with a 5xx (after botocore's own retries)."""
-    if isinstance(error, ClientError):
-        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-        return error_code(error) in SERVER_ERROR_CODES or int(status or 0) >= 500
-    return False
-
-
-def is_timeout(error: BaseException) -> bool:
-    """The call never got an answer: connect/read timeout or an unreachable endpoint."""
-    return isinstance(error, ReadTimeoutError | ConnectTimeoutError | EndpointConnectionError)
-
-
-TransientKind = Literal["throttled", "server_error", "timeout"]
-
-# The order the kinds are told apart in (a throttling error can also carry a 5xx status).
-_TRANSIENT_TESTS: tuple[tuple[TransientKind, Callable[[BaseException], bool]], ...] = (
-    ("throttled", is_throttled),
-    ("server_error", is_server_error),
-    ("timeout", is_timeout),
-)
 # What happened and the fix, as a diagnosis reports a source it could not read.
 _TRANSIENT_FIXES: dict[TransientKind, tuple[str, str]] = {
     "throttled": ("throttled after retries", "re-run later: the diagnosis is read-only and idempotent"),
@@ -158,11 +81,6 @@ _TRANSIENT_FIXES: dict[TransientKind, tuple[str, str]] = {
     ),
     "timeout": ("timed out", "check the network path to the AWS endpoint (VPC endpoints, proxy, DNS), then re-run"),
 }
-
-
-def transient_kind(error: BaseException) -> TransientKind | None:
-    """Throttling, a server error or a timeout: worth retrying later. None for anything else."""
-    return next((kind for kind, test in _TRANSIENT_TESTS if test(error)), None)
 
 
 def transient_failure(error: BaseException) -> tuple[str, str] | None:

@@ -7,15 +7,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hyperpod_nccl.collectors.aws import (
-    CREDENTIAL_CODES,
-    NOT_FOUND_CODES,
-    degraded_from_error,
-    error_code,
-    error_message,
-    is_access_denied,
-    transient_failure,
-)
+from hyperpod_nccl.aws_errors import CREDENTIAL_CODES, NOT_FOUND_CODES, error_code, error_message, is_access_denied
+from hyperpod_nccl.collectors.aws import degraded_from_error, transient_failure
 from hyperpod_nccl.collectors.context import CollectionContext
 from hyperpod_nccl.errors import ClusterNotFound, CredentialsError
 from hyperpod_nccl.models.cluster import (

@@ -29,8 +29,9 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hyperpod_nccl.aws_errors import error_code, is_access_denied
 from hyperpod_nccl.classifier import Scanner, load_catalog
-from hyperpod_nccl.collectors.aws import degraded_from_error, error_code, is_access_denied
+from hyperpod_nccl.collectors.aws import degraded_from_error
 from hyperpod_nccl.collectors.context import CollectionContext
 from hyperpod_nccl.models.cluster import ControlPlaneInventory
 from hyperpod_nccl.models.logs import FloodedStream, HmaDetection, LogInventory, StreamKind, StreamScan

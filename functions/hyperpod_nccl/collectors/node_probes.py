@@ -23,9 +23,14 @@ from hyperpod_nccl.models.cluster import ClusterNode, ControlPlaneInventory
 from hyperpod_nccl.models.node_probe import NodeProbeInventory, NodeProbeResult, ProbePlan, ProbeTarget
 from hyperpod_nccl.probe import documents, script
 from hyperpod_nccl.probe.parsers import parse_node_probe, parse_slurm_controller
-
-# Module import (not names): ssm.client imports collectors.aws, so names may not exist yet here.
-from hyperpod_nccl.ssm import client as ssm_client
+from hyperpod_nccl.ssm.client import (
+    DOCUMENT,
+    SessionError,
+    SessionErrorKind,
+    SessionLimits,
+    SessionRunner,
+    wrap_command,
+)
 
 # Instance groups whose name marks them as utility nodes (the original's tiering).
 _UTILITY_MARKERS = ("controller", "head", "master", "login")
@@ -126,9 +131,9 @@ def _valid_targets(nodes: list[ClusterNode], cluster_id: str, plan: ProbePlan, r
     return targets
 
 
-def _runner(ctx: CollectionContext) -> ssm_client.SessionRunner:
-    limits = ssm_client.SessionLimits(output_bytes=ctx.probe_output_max_bytes)
-    return ssm_client.SessionRunner(ssm=ctx.aws.client("ssm"), limits=limits)
+def _runner(ctx: CollectionContext) -> SessionRunner:
+    limits = SessionLimits(output_bytes=ctx.probe_output_max_bytes)
+    return SessionRunner(ssm=ctx.aws.client("ssm"), limits=limits)
 
 
 def deployed_documents(ctx: CollectionContext, stack_name: str) -> dict[str, str]:
@@ -147,9 +152,7 @@ def deployed_documents(ctx: CollectionContext, stack_name: str) -> dict[str, str
     return found
 
 
-def probe_node(
-    ctx: CollectionContext, target: ProbeTarget, runner: ssm_client.SessionRunner | None = None
-) -> NodeProbeResult:
+def probe_node(ctx: CollectionContext, target: ProbeTarget, runner: SessionRunner | None = None) -> NodeProbeResult:
     """Probe one node over SSM within its budget. Never raises: failures become unreachable."""
     runner = runner or _runner(ctx)
     started = time.monotonic()
@@ -163,13 +166,13 @@ def probe_node(
         status=target.status,
     )
     document = (ctx.probe_documents or {}).get(target.role)
-    result.session_document = document or ssm_client.DOCUMENT
+    result.session_document = document or DOCUMENT
     try:
         if document:
             outcome = runner.run(target.ssm_target, document=document)
         else:
-            outcome = runner.run(target.ssm_target, ssm_client.wrap_command(script(target.role)))
-    except ssm_client.SessionError as error:
+            outcome = runner.run(target.ssm_target, wrap_command(script(target.role)))
+    except SessionError as error:
         result.error = error.message
         result.error_kind = error.kind.value
         result.error_code = error.code or None
@@ -178,7 +181,7 @@ def probe_node(
         if error.partial_output:
             _attach(result, error.partial_output.decode("utf-8", "replace"))
             result.output_bytes = len(error.partial_output)
-            if error.kind is ssm_client.SessionErrorKind.BUDGET_EXPIRED:
+            if error.kind is SessionErrorKind.BUDGET_EXPIRED:
                 result.error = f"probe cut at {runner.budget_seconds:g} s: {_missing_sections(result)}"
     except Exception as error:  # noqa: BLE001 - one node's surprise must not end the sweep
         result.error = f"{type(error).__name__}: {error}"

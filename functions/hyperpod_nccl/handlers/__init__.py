@@ -1,7 +1,8 @@
 """Lambda entry points of the serverless monitor, one module per function, each exposing
 `handler(event, context)` (see `hyperpod_nccl.monitor.settings.FUNCTION_ENVIRONMENT` for the
 modules and the environment each reads). Handlers are thin: parse the input, call one
-`hyperpod_nccl.monitor.sweep` function, return a small model. Business logic lives in monitor/.
+`hyperpod_nccl.monitor.states` function (the trigger: `monitor.lock.start_sweep`), return a small
+model. Business logic lives in monitor/.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class CollectorInput(BaseModel):
 def run_collector(event: dict[str, Any], logger: Logger, collect: Callable[..., BaseModel]) -> dict[str, Any]:
     """The body of a collector state (CloudWatch scan, Kubernetes): run `collect` for the sweep,
     which stores its inventory in the table, and return the small summary it produces."""
-    from hyperpod_nccl.monitor.sweep import SweepRef
+    from hyperpod_nccl.monitor.payloads import SweepRef
 
     settings = MonitorSettings.from_env()
     sweep = SweepRef.model_validate(CollectorInput.model_validate(event).sweep)

@@ -8,6 +8,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hyperpod_nccl.handlers import connect_store, naming_aws_failures, powertools
+from hyperpod_nccl.monitor.payloads import SweepState
 from hyperpod_nccl.monitor.settings import (
     METRIC_DIMENSION_CLUSTER,
     METRIC_FINDINGS,
@@ -18,7 +19,7 @@ from hyperpod_nccl.monitor.settings import (
     METRIC_SWEEPS_COMPLETED,
     MonitorSettings,
 )
-from hyperpod_nccl.monitor.sweep import SweepState, run_aggregate
+from hyperpod_nccl.monitor.states.aggregate import run_aggregate
 
 logger, tracer, metrics = powertools("aggregate")
 

@@ -7,7 +7,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hyperpod_nccl.handlers import powertools, run_collector
-from hyperpod_nccl.monitor.sweep import run_collect_logs
+from hyperpod_nccl.monitor.states.collect import run_collect_logs
 
 logger, tracer, metrics = powertools("collect_logs")
 

@@ -8,8 +8,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel
 
 from hyperpod_nccl.handlers import collector_clients, connect_store, naming_aws_failures, powertools
+from hyperpod_nccl.monitor.payloads import SweepRef
 from hyperpod_nccl.monitor.settings import MonitorSettings
-from hyperpod_nccl.monitor.sweep import SweepRef, run_discover
+from hyperpod_nccl.monitor.states.discover import run_discover
 
 logger, tracer, metrics = powertools("discover")
 

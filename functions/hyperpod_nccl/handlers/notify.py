@@ -8,13 +8,14 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hyperpod_nccl.handlers import connect_store, naming_aws_failures, powertools, sdk_client
+from hyperpod_nccl.monitor.payloads import SweepState
 from hyperpod_nccl.monitor.settings import (
     METRIC_ALERTS_DROPPED,
     METRIC_DIMENSION_CLUSTER,
     METRIC_NOTIFICATIONS,
     MonitorSettings,
 )
-from hyperpod_nccl.monitor.sweep import SweepState, run_notify
+from hyperpod_nccl.monitor.states.notify import run_notify
 
 logger, tracer, metrics = powertools("notify")
 

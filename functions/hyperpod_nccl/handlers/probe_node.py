@@ -7,8 +7,9 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hyperpod_nccl.handlers import collector_clients, connect_store, naming_aws_failures, powertools
+from hyperpod_nccl.monitor.payloads import ProbeItem
 from hyperpod_nccl.monitor.settings import MonitorSettings
-from hyperpod_nccl.monitor.sweep import ProbeItem, run_probe_node
+from hyperpod_nccl.monitor.states.probe_node import run_probe_node
 
 logger, tracer, metrics = powertools("probe_node")
 

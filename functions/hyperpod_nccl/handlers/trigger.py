@@ -10,8 +10,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hyperpod_nccl.handlers import connect_store, naming_aws_failures, powertools, sdk_client
 from hyperpod_nccl.monitor.events import Rejection, parse_trigger
+from hyperpod_nccl.monitor.lock import start_sweep
 from hyperpod_nccl.monitor.settings import METRIC_TRIGGERS_ACCEPTED, METRIC_TRIGGERS_REJECTED, MonitorSettings
-from hyperpod_nccl.monitor.sweep import start_sweep
 
 logger, tracer, metrics = powertools("trigger")
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hyperpod_nccl.collectors.aws import TransientKind, error_message, is_access_denied, transient_kind
+from hyperpod_nccl.aws_errors import TransientKind, error_message, is_access_denied, transient_kind
 
 _ACTION_ATTRIBUTE = "hyperpod_nccl_action"
 # Told apart as a diagnosis tells them (transient_kind); worded for a function's own call.

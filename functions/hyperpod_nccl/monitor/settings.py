@@ -45,7 +45,7 @@ FUNCTION_ENVIRONMENT: dict[str, list[str]] = {
 }
 
 # The DynamoDB actions each handler's code path makes on the table (infra grants exactly these;
-# tests/infra/test_table_grants.py derives them from the handlers' Store calls and fails on any
+# tests/infra/test_probe_access.py derives them from the handlers' Store calls and fails on any
 # difference). Query includes the gsi1 index (Store.open_findings).
 TABLE_ACTIONS: dict[str, tuple[str, ...]] = {
     # start_sweep: the per-cluster lock (put/get, update on fold-in, delete on a failed start).

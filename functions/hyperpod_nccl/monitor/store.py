@@ -15,6 +15,8 @@ Keys (pk / sk; `C` = `<region>#<cluster name>`), one line per access pattern:
 - per-node fault history (survives replacement): `NODE#<instance id>` / `FAULT#<ISO>#<sweep id>#<fingerprint>`
 - per-GPU fault history (serial/UUID): `GPU#<serial or uuid>` / `FAULT#<ISO>#<sweep id>#<fingerprint>`
 - an incident (status open/resolved, first/last seen, timeline; monitor/incidents.py): `CLUSTER#C` / `INCIDENT#<id>`
+- an incident too long for its item (thousands of nodes), whole, per sweep that stored it (TTL):
+  `INCIDENT#C#<id>` / blob `BODY#<sweep id>#<chunk>`, named by the item's `incident_body`
 - alerts a failed Notify left unpublished, sent by the next sweep (TTL): `CLUSTER#C` / `ALERT_PENDING#<sweep id>`
 - a pending alert SNS refused for good, dropped so it blocks nothing (TTL): `CLUSTER#C` / `ALERT_DROPPED#<sweep id>`
 - one sweep's scratch (collector outputs, TTL): `SWEEP#<sweep id>` / `REQUEST`, `TARGET#<id>`,
@@ -45,6 +47,7 @@ from typing import Any
 from boto3.dynamodb.conditions import Attr, Key
 from botocore.exceptions import ClientError
 
+from hyperpod_nccl.aws_errors import is_conditional_failure
 from hyperpod_nccl.models.findings import Finding
 from hyperpod_nccl.monitor.settings import GSI1, SCRATCH_RETENTION_SECONDS
 
@@ -55,6 +58,23 @@ BLOB_CHUNK_BYTES = 300_000
 # A finding's JSON kept in its FINDING item; a longer one (a finding naming thousands of nodes) is
 # stored whole as a blob and the item keeps a shortened copy (`Store.put_finding_body`).
 FINDING_INLINE_MAX_BYTES = 64 * 1024
+
+# Blobs of one sweep's scratch, under `SWEEP#<sweep id>`: what each state stored for Aggregate.
+CONTROL_PLANE = "CONTROL_PLANE"
+PLAN = "PLAN"
+LOGS = "LOGS"
+KUBERNETES = "KUBERNETES"
+RESULT = "RESULT"
+DIFF = "DIFF"
+# A node's probe result: blob `PROBE#<instance id>#<chunk>` under the sweep.
+PROBE = "PROBE#"
+# Alerts a failed Notify left unpublished: `CLUSTER#C / ALERT_PENDING#<sweep id>`.
+ALERT_PENDING = "ALERT_PENDING#"
+# A pending alert SNS refused permanently (even as a short stand-in): `CLUSTER#C / ALERT_DROPPED#<sweep id>`.
+ALERT_DROPPED = "ALERT_DROPPED#"
+LOCK = "LOCK"
+# The IAM actions the last sweep was denied: `CLUSTER#C / PERMISSION_GAPS` (a new one alerts once).
+PERMISSION_GAPS = "PERMISSION_GAPS"
 
 
 def cluster_key(region: str, cluster: str) -> str:
@@ -75,11 +95,6 @@ def sweep_key(sweep_id: str) -> str:
 def finding_history_key(region: str, cluster: str, fingerprint: str) -> str:
     """The partition of one finding's occurrences."""
     return f"FINDING#{region}#{cluster}#{fingerprint}"
-
-
-def is_conditional_failure(error: ClientError) -> bool:
-    """True when a conditional write was refused (the idempotency guard fired)."""
-    return error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
 
 
 def epoch(moment: datetime) -> int:

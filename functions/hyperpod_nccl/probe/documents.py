@@ -22,7 +22,7 @@ from typing import Any, get_args
 from hyperpod_nccl import thresholds
 from hyperpod_nccl.models.node_probe import ProbeRole
 from hyperpod_nccl.probe import SCRIPTS, script
-from hyperpod_nccl.ssm import client as ssm_client
+from hyperpod_nccl.ssm.client import DOCUMENT, wrap_command
 
 # The stack name `cdk deploy` uses when none is configured (infra re-exports it as STACK_ID_DEFAULT).
 DEFAULT_STACK_NAME = "HyperPodNcclMonitor"
@@ -45,7 +45,7 @@ def managed_document_note() -> str:
     """The one line a report carries when probes ran through the AWS managed document (a function:
     `ssm.client` may still be initialising when this module is imported)."""
     return (
-        f"node probes used {ssm_client.DOCUMENT}: its command is free text, so the identity that ran this"
+        f"node probes used {DOCUMENT}: its command is free text, so the identity that ran this"
         " diagnosis may run any command as root on every HyperPod node it can start sessions on; deploy the"
         " monitor stack (and allow ssm:GetDocument on its probe documents) to probe through them instead:"
         " they run only the embedded probe"
@@ -65,7 +65,7 @@ def document_names(stack_name: str) -> dict[ProbeRole, str]:
 def embedded_command(role: ProbeRole) -> str:
     """The one command the document of `role` runs: the probe script, wrapped as for the managed
     document (base64, so no quoting can change it, and the `__RC__` exit marker)."""
-    return ssm_client.wrap_command(script(role))
+    return wrap_command(script(role))
 
 
 def script_digest(role: ProbeRole) -> str:

@@ -28,7 +28,7 @@ from websockets.frames import CloseCode
 from websockets.sync.client import ClientConnection, connect
 
 from hyperpod_nccl import thresholds
-from hyperpod_nccl.collectors.aws import ACCESS_DENIED_CODES, THROTTLING_CODES, error_code, error_message
+from hyperpod_nccl.aws_errors import ACCESS_DENIED_CODES, THROTTLING_CODES, error_code, error_message
 from hyperpod_nccl.pacing import RateLimiter
 from hyperpod_nccl.ssm import codec
 from hyperpod_nccl.ssm.codec import ClientMessage, PayloadType

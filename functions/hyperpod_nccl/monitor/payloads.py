@@ -1,0 +1,164 @@
+"""What the sweep state machine carries between its states: ids and scope, never results (those
+are in the table under the sweep's partition), and each state's small result.
+
+`SweepRef` is the sweep; `TaskFailure` is a Step Functions Catch result, and
+`aggregate_failure_text` what the record and the alert say of an Aggregate task that did not
+finish. Every other model is one state's input or output (monitor/sweep.asl.json).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hyperpod_nccl.monitor import task_timeouts
+
+DEFAULT_SINCE_SECONDS = 7200
+
+
+class SweepRef(BaseModel):
+    """The only thing the state machine carries about a sweep (ids and scope, never results)."""
+
+    sweep_id: str
+    execution: str
+    cluster: str
+    region: str
+    node: str | None = None
+    triggers: list[str] = Field(default_factory=list)
+    reasons: list[str] = Field(default_factory=list)
+    started_at: datetime
+    since_seconds: int = DEFAULT_SINCE_SECONDS
+    follow_up: int = 0
+    follow_up_of: str | None = None
+    # The earlier sweep of this execution whose Aggregate did not finish: a follow-up sweep
+    # carries it so that the execution still ends FAILED (sweep.asl.json, state Done).
+    after_failure: str | None = None
+
+
+# How Step Functions names a Lambda task stopped at its timeout: the function's own timeout
+# (Lambda ends the invocation: errorType Sandbox.Timedout) or the state's (States.Timeout).
+SANDBOX_TIMED_OUT = "Sandbox.Timedout"
+TIMEOUT_ERRORS = frozenset({SANDBOX_TIMED_OUT, "States.Timeout"})
+_TIMED_OUT_AFTER = re.compile(r"timed out after (\d+(?:\.\d+)?) seconds")
+
+
+class TaskFailure(BaseModel):
+    """A Step Functions Catch result."""
+
+    model_config = ConfigDict(extra="allow")
+
+    Error: str = "States.TaskFailed"
+    Cause: str = ""
+
+    @property
+    def message(self) -> str:
+        """The failure in one line: a Lambda task's cause is its error JSON, whose message (from
+        handlers.AwsCallFailed: the failed action and the fix) is what an operator needs."""
+        try:
+            cause = json.loads(self.Cause)
+        except ValueError:
+            cause = None
+        if isinstance(cause, dict) and cause.get("errorMessage"):
+            return f"{cause.get('errorType', self.Error)}: {cause['errorMessage']}"[:500]
+        return f"{self.Error}: {self.Cause[:500]}"
+
+
+class DiscoverOutput(BaseModel):
+    """What Discover puts in the state: whether collection can go on and the node ids to probe."""
+
+    discovered: bool
+    targets: list[str] = Field(default_factory=list)
+    batches: list[list[str]] = Field(default_factory=list, description="the probe Map's items (targets in batches)")
+    orchestrator: str = "unknown"
+    reason: str | None = None
+
+
+class ProbeItem(BaseModel):
+    """One Map item: one node of one sweep."""
+
+    sweep_id: str
+    cluster: str
+    region: str
+    instance_id: str
+
+
+class StepOutput(BaseModel):
+    """A collector state's tiny result (the data itself is in the table)."""
+
+    source: str
+    collected: bool
+    degraded: int = 0
+
+
+class ProbeOutput(BaseModel):
+    """A node state's tiny result."""
+
+    instance_id: str
+    reachable: bool
+
+
+class AggregateOutput(BaseModel):
+    """Aggregate's result: whether to notify, and the follow-up sweep if triggers were folded."""
+
+    sweep_id: str
+    status: Literal["complete", "partial", "failed"]
+    notify: bool
+    follow_up: bool = False
+    next: SweepRef | None = None
+    changes: int = 0
+    incident_changes: int = 0
+    open_by_priority: dict[str, int] = Field(default_factory=dict)
+    nodes_probed: int = 0
+    nodes_unreachable: int = 0
+    duration_seconds: float = 0.0
+
+
+class SweepState(BaseModel):
+    """The state machine's state as Aggregate and Notify receive it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    sweep: SweepRef
+    discover: DiscoverOutput | None = None
+    failure: TaskFailure | None = None
+    aggregate: AggregateOutput | None = None
+    aggregate_error: TaskFailure | None = None
+
+
+class NotifyOutput(BaseModel):
+    """Notify's result."""
+
+    published: bool
+    message_id: str | None = None
+    reason: str = ""
+    incident_messages: int = Field(default=0, description="incident messages published by this attempt")
+    earlier_alerts: int = Field(default=0, description="messages of earlier sweeps that had stayed unpublished")
+    dropped_alerts: int = Field(default=0, description="earlier alerts SNS refused for good, dropped with a record")
+
+
+class TriggerOutcome(BaseModel):
+    """What the trigger did with one request."""
+
+    trigger_id: str
+    cluster: str
+    status: Literal["started", "folded", "duplicate"]
+    sweep_id: str
+
+
+def aggregate_failure_text(error: TaskFailure) -> str:
+    """What the sweep record and the alert say of an Aggregate task that did not finish: how
+    long it ran when it was stopped at its timeout, else the error that escaped it."""
+    if error.Error not in TIMEOUT_ERRORS:
+        return f"Aggregate failed: {error.message}"
+    # Lambda's cause names its timeout; a state timeout has none (then the definition's, which
+    # is also the function's: monitor.task_timeouts).
+    match = _TIMED_OUT_AFTER.search(error.Cause)
+    seconds = float(match.group(1)) if match else float(task_timeouts()["aggregate"])
+    return (
+        f"Aggregate timed out after {seconds:g} s ({error.Error}): the aggregate function was stopped before it "
+        "finished; see its logs and the execution's history"
+    )

@@ -1,0 +1,40 @@
+"""The collector states of the Collect branch besides the per-node Map: the CloudWatch scan and
+Kubernetes, each run over the control plane Discover stored, its result stored under the sweep."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from hyperpod_nccl.collectors.aws import AwsClients
+from hyperpod_nccl.collectors.kubernetes import collect_kubernetes
+from hyperpod_nccl.collectors.logs import collect_logs
+from hyperpod_nccl.monitor.payloads import StepOutput, SweepRef
+from hyperpod_nccl.monitor.states.shared import context_for, expiry, load_control_plane, store_degraded
+from hyperpod_nccl.monitor.store import KUBERNETES, LOGS, Store, sweep_key
+
+
+def run_collect_logs(ref: SweepRef, store: Store, aws: AwsClients, coverage: int | Literal["all"]) -> StepOutput:
+    """CloudWatch scan state: collect_logs over the stored control plane; result stored."""
+    return _run_collector(ref, store, aws, coverage, "logs", LOGS)
+
+
+def run_collect_kubernetes(ref: SweepRef, store: Store, aws: AwsClients, coverage: int | Literal["all"]) -> StepOutput:
+    """Kubernetes state: collect_kubernetes over the stored control plane; result stored."""
+    return _run_collector(ref, store, aws, coverage, "kubernetes", KUBERNETES)
+
+
+def _run_collector(
+    ref: SweepRef, store: Store, aws: AwsClients, coverage: int | Literal["all"], source: str, blob: str
+) -> StepOutput:
+    control_plane = load_control_plane(store, ref.sweep_id)
+    if control_plane is None:
+        raise LookupError(f"sweep {ref.sweep_id} has no stored control plane (Discover did not run)")
+    ctx = context_for(ref, aws, coverage)
+    collector = collect_logs if source == "logs" else collect_kubernetes
+    collected: BaseModel | None = collector(ctx, control_plane)
+    text = "null" if collected is None else collected.model_dump_json()
+    store.put_blob(sweep_key(ref.sweep_id), blob, text, expires_at=expiry(ref, 2 * 24 * 3600))
+    count = store_degraded(store, ref, source, ctx.degraded)
+    return StepOutput(source=source, collected=collected is not None, degraded=count)

@@ -1,0 +1,110 @@
+"""State ProbeNode (one per node, in the probe Map): probe the node over SSM and store its result
+under the sweep, bounded; `load_probe_results` reads them back for Aggregate."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import ValidationError
+
+from hyperpod_nccl.collectors.aws import AwsClients
+from hyperpod_nccl.collectors.node_probes import probe_node
+from hyperpod_nccl.models.findings import DegradedSource
+from hyperpod_nccl.models.node_probe import NodeProbeResult, ProbeTarget
+from hyperpod_nccl.monitor.payloads import ProbeItem, ProbeOutput, SweepRef
+from hyperpod_nccl.monitor.settings import PROBE_NODE_OUTPUT_MAX_BYTES, SCRATCH_RETENTION_SECONDS
+from hyperpod_nccl.monitor.states.shared import context_for, load_ref, store_degraded
+from hyperpod_nccl.monitor.store import PROBE, Store, epoch, sweep_key
+
+# At most this much of one node's probe result is stored (JSON bytes, before compression): the
+# storage's own bound, whatever the collector read (ProbeNode reads at most
+# settings.PROBE_NODE_OUTPUT_MAX_BYTES of a node; raw Flight Recorder dumps past this are dropped).
+PROBE_RESULT_MAX_BYTES = 6 << 20
+
+
+def run_probe_node(
+    item: ProbeItem,
+    store: Store,
+    aws: AwsClients,
+    coverage: int | Literal["all"],
+    probe_documents: dict[str, str] | None = None,
+) -> ProbeOutput:
+    """One node's state: probe it (never raises) and store the result under the sweep.
+
+    `probe_documents` are the stack's Session documents by probe role (settings.PROBE_DOCUMENTS_ENV);
+    a role without one uses the AWS managed document (the function's role may not allow it)."""
+    ref = load_ref(store, item.sweep_id)
+    stored = store.get(sweep_key(item.sweep_id), f"TARGET#{item.instance_id}")
+    if stored is None:
+        result = NodeProbeResult(
+            instance_id=item.instance_id, reachable=False, error="node was not in the sweep's plan"
+        )
+    else:
+        ctx = context_for(ref, aws, coverage)
+        ctx.probe_output_max_bytes = PROBE_NODE_OUTPUT_MAX_BYTES
+        ctx.probe_documents = dict(probe_documents or {})
+        result = probe_node(ctx, ProbeTarget.model_validate_json(stored["json"]))
+        if ctx.degraded:
+            store_degraded(store, ref, f"probe#{item.instance_id}", ctx.degraded)
+    store_probe_result(store, ref, result)
+    return ProbeOutput(instance_id=item.instance_id, reachable=result.reachable)
+
+
+def bounded_probe_result(result: NodeProbeResult, max_bytes: int = PROBE_RESULT_MAX_BYTES) -> NodeProbeResult:
+    """`result` with at most `max_bytes` of JSON. Only raw Flight Recorder dumps are ever dropped,
+    oldest first, each one marked (`not_stored`, shown with the hang evidence); every parsed
+    section the checks read is kept."""
+    if result.probe is None or len(result.model_dump_json().encode()) <= max_bytes:
+        return result
+    dumps = [d.model_copy() for d in result.probe.flight_recorder_dumps]
+    probe = result.probe.model_copy(update={"flight_recorder_dumps": dumps})
+    bounded = result.model_copy(update={"probe": probe})
+    size = len(bounded.model_dump_json().encode())
+    for dump in sorted(dumps, key=lambda d: d.modified_epoch or 0.0):
+        if size <= max_bytes:
+            break
+        size -= len(dump.data_base64)
+        dump.not_stored = (
+            f"flight recorder dump truncated: {dump.size_bytes} bytes not stored (the monitor keeps at most "
+            f"{max_bytes // (1 << 20)} MiB of one node's probe result); read it on the node"
+        )
+        dump.data_base64 = ""
+    return bounded
+
+
+def store_probe_result(store: Store, ref: SweepRef, result: NodeProbeResult) -> None:
+    """A node's result as a compressed blob in chunks under the item limit (a node with real Flight
+    Recorder dumps returns megabytes); what did not fit the bound is named as a degraded source."""
+    bounded = bounded_probe_result(result)
+    dropped = [d for d in (bounded.probe.flight_recorder_dumps if bounded.probe else []) if d.not_stored]
+    if dropped:
+        why = DegradedSource(
+            source=f"node probe {result.instance_id}",
+            reason=f"flight recorder dump truncated: {len(dropped)} dump(s) over the per-node storage bound not stored",
+            fix="read the dumps on the node (TORCH_NCCL_DEBUG_INFO_TEMP_FILE) or run the CLI's diagnose on it",
+            partial=True,
+        )
+        store_degraded(store, ref, f"store#{result.instance_id}", [why])
+    expires = epoch(ref.started_at) + SCRATCH_RETENTION_SECONDS
+    store.put_blob(
+        sweep_key(ref.sweep_id), f"{PROBE}{result.instance_id}", bounded.model_dump_json(), expires_at=expires
+    )
+
+
+def load_probe_results(store: Store, sweep_id: str) -> dict[str, NodeProbeResult]:
+    """The stored node results of a sweep by instance id, read with one query (blobs, and the plain
+    JSON items of a sweep started before probe results were chunked)."""
+    results: dict[str, NodeProbeResult] = {}
+    for raw in store.scratch_items(sweep_id, PROBE):
+        result = NodeProbeResult.model_validate(raw)
+        results[result.instance_id] = result
+    for text in store.blobs(sweep_key(sweep_id), PROBE).values():
+        try:
+            result = NodeProbeResult.model_validate_json(text)
+        except ValidationError:
+            continue  # unreadable: the node counts as not stored, like a probe that never finished
+        results[result.instance_id] = result
+    return results
+
+
+# --- aggregate -------------------------------------------------------------------------------
