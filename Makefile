@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup demo test lint typecheck unit synth bench deploy clean
+.PHONY: setup demo test lint typecheck unit functional infra synth bench deploy clean
 
 $(STAMP): pyproject.toml requirements/runtime.txt requirements/dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -33,8 +33,16 @@ test: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/pytest -n 2 -m "not bench"
 
+# One target per test layer (tests/README.md); `make test` runs the first three together.
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit
+
+functional: $(STAMP)
+	$(BIN)/pytest -n 2 tests/functional
+
+# Serial on purpose: the layer shares one synthesis per process (tests/infra/conftest.py).
+infra: $(STAMP)
+	$(BIN)/pytest tests/infra
 
 # Offline: no AWS account, no Docker. Builds (or reuses) the Lambda layer in layers/build with pip
 # for Lambda's platform, runs cdk-nag, and writes the cloud assembly to cdk.out (or $CDK_OUTDIR).

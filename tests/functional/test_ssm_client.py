@@ -10,10 +10,6 @@ import pytest
 
 from hyperpod_nccl import thresholds
 from hyperpod_nccl.collectors.aws import AwsClients
-from hyperpod_nccl.simulation.aws import EmulatedAws, register_start_session_handler, terminated_sessions
-from hyperpod_nccl.simulation.node_behaviours import SessionFaultSpec
-from hyperpod_nccl.simulation.scenario import FaultSpec
-from hyperpod_nccl.simulation.ssm_agent import SimulatedSsmAgent
 from hyperpod_nccl.ssm import codec
 from hyperpod_nccl.ssm.client import (
     DataChannel,
@@ -26,6 +22,10 @@ from hyperpod_nccl.ssm.client import (
     split_exit_code,
     wrap_command,
 )
+from hyperpod_nccl_sim.aws import EmulatedAws, register_start_session_handler, terminated_sessions
+from hyperpod_nccl_sim.node_behaviours import SessionFaultSpec
+from hyperpod_nccl_sim.scenario import FaultSpec
+from hyperpod_nccl_sim.ssm_agent import SimulatedSsmAgent
 
 OUTPUT = ("probe ✓ ü " * 400 + "\n").encode() + b"\n__RC__=3\n"
 EXPECTED = OUTPUT[: -len(b"\n__RC__=3\n")]

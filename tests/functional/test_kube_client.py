@@ -14,8 +14,7 @@ from hyperpod_nccl.kube import (
     KubeUnreachable,
     eks_bearer_token,
 )
-from hyperpod_nccl.simulation.kubernetes import PodVariation
-from hyperpod_nccl.simulation.scenario import Scenario
+from hyperpod_nccl_sim.scenario import PodVariation, Scenario
 
 
 def _client(sim, token: str | None = None, page_size: int = 500) -> KubeClient:  # type: ignore[no-untyped-def]
