@@ -27,7 +27,7 @@ from hyperpod_nccl import thresholds
 from hyperpod_nccl.hang.flight_recorder import DEFAULT_DUMP_PREFIX
 from hyperpod_nccl.probe import script
 from hyperpod_nccl.probe.parsers import parse_node_probe, parse_slurm_controller, split_sections
-from hyperpod_nccl.simulation.hang_job import HungJob, flight_recorder_pickle, ras_status_text
+from hyperpod_nccl_sim.hang_job import HungJob, flight_recorder_pickle, ras_status_text
 from tests.unit.test_probe_allowlist import ALLOWED, BUILTINS, SCRIPT_FUNCTIONS, _is_assignment, _tokens, commands
 
 BASH = shutil.which("bash") or "/bin/bash"
@@ -80,7 +80,7 @@ def _hang_sections() -> str:
     """The node probe's header (PATH, section markers) and its hang-attribution sections, as
     written: the many runs below need only those, the full script runs in the others."""
     text = script("node")
-    header = text[: text.index("\n", text.index("\nend() {")) + 1]
+    header = text[: text.index("\n", text.index("\nend() {") + 1) + 1]  # through the `end` line
     return header + text[text.index("# Hang attribution (read-only).") :]
 
 
@@ -258,6 +258,8 @@ def test_a_hostile_ras_address_is_never_asked(tmp_path: Path, value: str) -> Non
     assert run.sections["nccl_ras"] == [
         f"skipped: NCCL_RAS_ADDR of pid {JOB_PID} is not host:port of this node (not queried)"
     ]
+    job = parse_node_probe(run.output).nccl_job  # the refusal reaches hang.evidence_source
+    assert job is not None and set(job.refused) == {"NCCL_RAS_ADDR"}
     _assert_no_hostile_word(run)
 
 
@@ -294,7 +296,9 @@ def test_a_hostile_dump_prefix_falls_back_to_the_default_and_says_why(tmp_path: 
         f"(reading the default {DEFAULT_DUMP_PREFIX})"
     )
     assert lines[1].startswith("file ") and lines[1].endswith("/tmp/nccl_trace_rank_0")
-    assert parse_node_probe(run.output).flight_recorder_error is not None
+    probe = parse_node_probe(run.output)
+    assert probe.flight_recorder_error is not None
+    assert probe.nccl_job is not None and set(probe.nccl_job.refused) == {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE"}
     _assert_no_hostile_word(run, ("..", "\x1b", "shadow", "etc", "rf", "relative", " "))
     _assert_reads_stay_inside(run, [root, root / "tmp"])
 

@@ -65,3 +65,54 @@ def test_unwritable_output_is_a_clean_error(simulate, cli, tmp_path) -> None:  #
         str(blocker / "sub"),
     )
     assert run.code == 1 and "cannot write" in run.stderr and "Traceback" not in run.stderr
+
+
+def _cluster_named(monkeypatch, name: str, requested: str | None = None) -> None:  # type: ignore[no-untyped-def]
+    """The diagnosis reports the cluster as `name` (as a hostile DescribeCluster answer would);
+    with `requested`, the cluster the operator named is that too (no argument can be, by parsing)."""
+    from hyperpod_nccl.cli.commands import support_bundle
+
+    real = support_bundle.incident_run
+
+    def hostile(args, command):  # type: ignore[no-untyped-def]
+        outcome = real(args, command)
+        if not isinstance(outcome, int):
+            outcome.result.cluster_name = name
+        if requested is not None:
+            args.cluster = requested
+        return outcome
+
+    monkeypatch.setattr(support_bundle, "incident_run", hostile)
+
+
+def test_default_directory_is_a_safe_form_of_the_cluster_name(simulate, cli, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    sim = simulate("healthy-eks")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    args = ("support-bundle", "--cluster", sim.scenario.cluster.name, "--region", sim.scenario.region)
+    assert cli(*args).code == 0
+    [made] = list(work.iterdir())
+    assert made.name.startswith(f"support-{sim.scenario.cluster.name}-") and (made / "case.md").is_file()
+
+    # A name that is a path and a terminal escape: the bundle is named after --cluster, in here.
+    made.rename(tmp_path / "first")
+    _cluster_named(monkeypatch, "../../\x1b]0;pwned\x07evil")
+    run = cli(*args)
+    assert run.code == 0, run.stderr
+    [made] = list(work.iterdir())
+    assert made.name.startswith(f"support-{sim.scenario.cluster.name}-")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["first", "work"]  # nothing outside
+    assert "\x1b" not in run.stdout and f"Support bundle written to support-{sim.scenario.cluster.name}-" in run.stdout
+
+
+def test_a_cluster_that_cannot_name_a_directory_is_one_line_exit_2(simulate, cli, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    sim = simulate("healthy-eks")
+    monkeypatch.chdir(tmp_path)
+    _cluster_named(monkeypatch, "../\x1b[2Jevil", requested="../evil")
+    run = cli("support-bundle", "--cluster", sim.scenario.cluster.name, "--region", sim.scenario.region)
+    assert run.code == 2 and list(tmp_path.iterdir()) == []
+    assert run.stderr == (
+        'hyperpod-nccl support-bundle: error: cluster name "../\\x1b[2Jevil" cannot name a directory: '
+        "pass --output DIR\n"
+    )

@@ -27,6 +27,16 @@ def cluster(value: str) -> str:
     )
 
 
+def cluster_slug(value: str) -> str | None:
+    """The part of a cluster name or ARN that may name a file or directory: a valid name itself,
+    or a cluster ARN's last component (the cluster id); None for anything else."""
+    if CLUSTER_NAME.fullmatch(value):
+        return value
+    if CLUSTER_ARN.fullmatch(value):
+        return value.rsplit("/", 1)[1]
+    return None
+
+
 def region(value: str) -> str:
     """An AWS region code such as us-west-2."""
     if REGION.fullmatch(value):

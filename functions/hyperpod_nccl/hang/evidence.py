@@ -25,7 +25,7 @@ from hyperpod_nccl.hang.attribution import (
 from hyperpod_nccl.hang.flight_recorder import HangAnalysis, analyze, load_dumps
 from hyperpod_nccl.hang.ras import RasParseError, RasStatus, parse_ras_status
 from hyperpod_nccl.models.inventory import Inventory
-from hyperpod_nccl.models.node_probe import FlightRecorderFile, NodeProbeResult
+from hyperpod_nccl.models.node_probe import FlightRecorderFile, NcclJobChoice, NodeProbeResult
 
 
 @dataclass
@@ -38,6 +38,8 @@ class HangEvidence:
     mapping: RankMap = field(default_factory=RankMap)
     facts: list[AttributionFact] = field(default_factory=list)
     dump_nodes: dict[int, str] = field(default_factory=dict)
+    # instance id -> the process the probe took for the job there: whose dumps and RAS port were read
+    jobs: dict[str, NcclJobChoice] = field(default_factory=dict)
 
 
 def _probed(inventory: Inventory) -> list[NodeProbeResult]:
@@ -96,7 +98,7 @@ def _recent_dumps(inventory: Inventory, results: list[NodeProbeResult]) -> list[
 def hang_evidence(inventory: Inventory) -> HangEvidence:
     """Parse and join every node's RAS answer and Flight Recorder dumps into attribution facts."""
     results = _probed(inventory)
-    evidence = HangEvidence()
+    evidence = HangEvidence(jobs={r.instance_id: r.probe.nccl_job for r in results if r.probe and r.probe.nccl_job})
     for result in results:
         assert result.probe is not None
         if result.probe.ras_status and evidence.ras is None:

@@ -152,6 +152,16 @@ class NcclJobChoice(BaseModel):
     command: str | None = None
     candidates: int = Field(default=0, description="processes carrying NCCL/TORCH_NCCL settings")
     reason: str = ""
+    refused: dict[str, str] = Field(
+        default_factory=dict,
+        description="settings of this process the probe refused to use (NCCL_RAS_ADDR, the dump prefix): the reason",
+    )
+
+    @property
+    def label(self) -> str:
+        """`pid 4242 (python, uid 1000)`: which process, run by which user."""
+        user = "uid unknown" if self.uid is None else f"uid {self.uid}"
+        return f"pid {self.pid} ({self.command or 'command unknown'}, {user})"
 
 
 class FlightRecorderFile(BaseModel):

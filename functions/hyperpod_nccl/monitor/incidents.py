@@ -7,6 +7,10 @@ Item: `CLUSTER#C` / `INCIDENT#<incident id>` with `status` open/resolved, `first
 entry that slides out of a later sweep's window stays in the story), `digest`, first and last
 sweep ids. Idempotent per sweep like findings: the changes are computed once and stored under
 the sweep (a retried Aggregate reuses them) and each item write is conditional on the sweep id.
+
+Size: an incident naming thousands of nodes (a job-wide hang on 10,000 nodes) does not fit an
+item; like a finding, its item then keeps a shortened copy and `incident_body` names the blob
+`INCIDENT#C#<id>` / `BODY#<sweep id>` holding it whole, which `load_stored` reads back.
 """
 
 from __future__ import annotations
@@ -24,11 +28,14 @@ from hyperpod_nccl.incidents.models import Incident, TimelineEntry
 from hyperpod_nccl.incidents.report import attributions_of
 from hyperpod_nccl.models.findings import SweepResult
 from hyperpod_nccl.models.inventory import Inventory
-from hyperpod_nccl.monitor.store import Store, cluster_key, epoch, sweep_key
+from hyperpod_nccl.monitor.store import FINDING_INLINE_MAX_BYTES, Store, cluster_key, epoch, sweep_key
 
 INCIDENTS_BLOB = "INCIDENTS"
 INCIDENT_PREFIX = "INCIDENT#"
 IncidentChangeKind = Literal["new", "changed", "resolved"]
+# An incident's JSON kept in its item, as for a finding (the other attributes are small); a longer
+# one is stored whole in a blob and the item keeps a shortened copy.
+INCIDENT_INLINE_MAX_BYTES = FINDING_INLINE_MAX_BYTES
 
 
 class StoredIncident(BaseModel):
@@ -64,6 +71,35 @@ class IncidentSweep(BaseModel):
 def incident_sk(incident_id: str) -> str:
     """The sort key of an incident's item in its cluster's partition."""
     return f"{INCIDENT_PREFIX}{incident_id}"
+
+
+def incident_history_key(region: str, cluster: str, incident_id: str) -> str:
+    """The partition of an incident's whole bodies (one blob per sweep that stored it too long)."""
+    return f"INCIDENT#{region}#{cluster}#{incident_id}"
+
+
+def shortened_incident(incident: Incident, max_bytes: int) -> str:
+    """`incident` as JSON of at most `max_bytes`: its timeline, evidence, affected lists and
+    finding fingerprints cut to their first entries (halving), never its id, title, priority or
+    root cause. The copy an item keeps when the whole incident is in a blob."""
+    affected = incident.affected
+    lists = {name: getattr(affected, name) for name in type(affected).model_fields}
+    keep = max(
+        len(incident.timeline), len(incident.evidence), len(incident.finding_fingerprints), *map(len, lists.values())
+    )
+    while True:
+        short = incident.model_copy(
+            update={
+                "timeline": incident.timeline[:keep],
+                "evidence": incident.evidence[:keep],
+                "finding_fingerprints": incident.finding_fingerprints[:keep],
+                "affected": affected.model_copy(update={name: values[:keep] for name, values in lists.items()}),
+            }
+        )
+        text = short.model_dump_json()
+        if len(text.encode()) <= max_bytes or not keep:
+            return text  # with every list empty: the title and root cause, bounded by their sources
+        keep //= 2
 
 
 def _entry_key(entry: TimelineEntry) -> tuple[str, str, str, str]:
@@ -171,7 +207,12 @@ def load_stored(store: Store, region: str, cluster: str) -> dict[str, StoredInci
     """Every incident item of a cluster, open and resolved (the recurrence history)."""
     found: dict[str, StoredIncident] = {}
     for item in store.query(cluster_key(region, cluster), INCIDENT_PREFIX):
-        incident = Incident.model_validate_json(item["incident"])
+        text = str(item["incident"])
+        if body := str(item.get("incident_body") or ""):
+            # The item's copy is shortened; the blob holds it whole (the copy is kept if it expired).
+            incident_id = str(item["sk"]).removeprefix(INCIDENT_PREFIX)
+            text = store.get_blob(incident_history_key(region, cluster, incident_id), body) or text
+        incident = Incident.model_validate_json(text)
         found[incident.id] = StoredIncident(
             incident=incident,
             status="resolved" if item.get("status") == "resolved" else "open",
@@ -193,18 +234,28 @@ def _persist(
 ) -> None:  # fmt: skip
     ck = cluster_key(region, cluster)
     for incident in incidents:
+        text = incident.model_dump_json()
+        body = ""
+        if len(text.encode()) > INCIDENT_INLINE_MAX_BYTES:
+            # The blob first, so that an item never names a body that is not there (a retry
+            # rewrites the same text under the same name).
+            body = f"BODY#{sweep_id}"
+            store.put_blob(incident_history_key(region, cluster, incident.id), body, text, expires_at=expires_at)
+            text = shortened_incident(incident, INCIDENT_INLINE_MAX_BYTES)
         store.update_if(
             ck,
             incident_sk(incident.id),
             UpdateExpression=(
                 "SET incident = :incident, #status = :open, digest = :digest, priority = :priority, "
                 "title = :title, first_seen = :first, last_seen = :last, last_sweep_id = :sweep, "
-                "first_sweep_id = if_not_exists(first_sweep_id, :sweep), expires_at = :expires REMOVE resolved_at"
+                "first_sweep_id = if_not_exists(first_sweep_id, :sweep), expires_at = :expires"
+                + (", incident_body = :body REMOVE resolved_at" if body else " REMOVE resolved_at, incident_body")
             ),
             ConditionExpression="attribute_not_exists(last_sweep_id) OR last_sweep_id <> :sweep",
             ExpressionAttributeNames={"#status": "status"},
             ExpressionAttributeValues={
-                ":incident": incident.model_dump_json(),
+                ":incident": text,
+                **({":body": body} if body else {}),
                 ":open": "open",
                 ":digest": digest(incident),
                 ":priority": incident.priority.value,

@@ -585,8 +585,34 @@ def parse_flight_recorder(lines: list[str]) -> list[FlightRecorderFile]:
 
 
 def flight_recorder_note(lines: list[str]) -> str | None:
-    """The probe's reason for reading no dump, or not the job's own prefix (`skipped: ...`)."""
-    return next((line.strip()[:300] for line in lines if line.startswith("skipped: ")), None)
+    """The probe's reasons for reading no dump, or not from the job's own prefix (its `skipped: ...`
+    lines, joined: a refused prefix is followed by why the default could not be read either)."""
+    notes = [line.strip()[:300] for line in lines if line.startswith("skipped: ")][:3]
+    return "; ".join(notes) or None
+
+
+# The probe's own words when it refuses a setting of the job (node_probe.sh: `ras_skip`, `fr_skip`).
+_REFUSED_SETTING = re.compile(
+    r"^skipped: (?P<name>NCCL_RAS_ADDR|TORCH_NCCL_DEBUG_INFO_TEMP_FILE) of pid (?P<pid>\d{1,10}) "
+)
+# The nccl_ras section's status when the probe asked nothing (nc never ran).
+_RAS_NOT_ASKED_RC = 2
+
+
+def refused_settings(job: NcclJobChoice, ras: Section | None, dump_lines: list[str]) -> dict[str, str]:
+    """The settings of `job` the probe refused to use, by variable, with the probe's line.
+
+    Only lines of the job's own pid count, and a RAS line only when nc never ran: an answer on
+    the RAS port is written by whoever listens there and must not be able to pose as a refusal."""
+    candidates = [line.strip() for line in dump_lines]
+    if ras is not None and ras.rc == _RAS_NOT_ASKED_RC and ras.lines:
+        candidates.append(ras.lines[0].strip())
+    refused: dict[str, str] = {}
+    for line in candidates:
+        match = _REFUSED_SETTING.match(line)
+        if match and int(match["pid"]) == job.pid:
+            refused.setdefault(match["name"], line[:300])
+    return refused
 
 
 def _statuses(sections: dict[str, Section]) -> list[SectionStatus]:
@@ -624,6 +650,9 @@ def parse_node_probe(output: str) -> NodeProbeData:
     efa_devices = [d for d in lines("efa_devices") if d.strip()] if "efa_devices" in sections else None
     uverbs = sections.get("uverbs")
     ras_status, ras_error = parse_ras(sections.get("nccl_ras"))
+    job = parse_nccl_job(lines("nccl_job"))
+    if job is not None:
+        job.refused = refused_settings(job, sections.get("nccl_ras"), lines("flight_recorder"))
     return NodeProbeData(
         hostname=_first(lines("hostname")),
         gpu_present=gpu_present,
@@ -668,7 +697,7 @@ def parse_node_probe(output: str) -> NodeProbeData:
         ras_status=ras_status,
         ras_error=ras_error,
         flight_recorder_dumps=parse_flight_recorder(lines("flight_recorder")),
-        nccl_job=parse_nccl_job(lines("nccl_job")),
+        nccl_job=job,
         flight_recorder_error=flight_recorder_note(lines("flight_recorder")),
         sections=_statuses(sections),
     )

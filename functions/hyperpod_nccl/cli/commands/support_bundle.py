@@ -18,13 +18,14 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from hyperpod_nccl.cli import validate
 from hyperpod_nccl.cli.commands.diagnose import add_scope_arguments, add_target_arguments
 from hyperpod_nccl.cli.commands.incidents import add_history_argument, incident_run
 from hyperpod_nccl.cli.render import TextReport, render_json
 from hyperpod_nccl.incidents.report import IncidentRun, incidents_json, write_escalations, write_incident
 from hyperpod_nccl.models.findings import SweepResult
 from hyperpod_nccl.redaction import REDACTED, count_redacted, redact_value, scrub
-from hyperpod_nccl.sanitize import for_terminal
+from hyperpod_nccl.sanitize import for_terminal, one_line
 
 NAME = "support-bundle"
 HELP = "Write a local bundle with everything an AWS Support case needs (read-only)."
@@ -204,19 +205,36 @@ def write_bundle(run_: IncidentRun, directory: Path) -> list[Path]:
     return written
 
 
+def default_directory(cluster_name: str, requested: str) -> Path | None:
+    """`support-<cluster>-<UTC>` in the current directory, named after the cluster's name when it
+    has a HyperPod name's shape, else after the cluster the operator named (a name, or an ARN's
+    cluster id); None when neither can be a directory name (a path separator, `..`, control
+    characters: the name comes from an API response)."""
+    slug = validate.cluster_slug(cluster_name) or validate.cluster_slug(requested)
+    if slug is None:
+        return None
+    return Path(f"support-{slug}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}")
+
+
 def run(args: argparse.Namespace) -> int:
     """Diagnose with a larger sample, build incidents, write the bundle."""
     outcome = incident_run(args, NAME)
     if isinstance(outcome, int):
         return outcome
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    directory = args.output or Path(f"support-{outcome.result.cluster_name}-{stamp}")
+    directory = args.output or default_directory(outcome.result.cluster_name, args.cluster)
+    if directory is None:
+        name = one_line(outcome.result.cluster_name)
+        sys.stderr.write(
+            f'hyperpod-nccl {NAME}: error: cluster name "{name}" cannot name a directory: pass --output DIR\n'
+        )
+        return 2
+    shown = one_line(str(directory))
     try:
         written = write_bundle(outcome, directory)
     except OSError as error:
-        sys.stderr.write(f"hyperpod-nccl {NAME}: error: cannot write {directory}: {error}\n")
+        sys.stderr.write(f"hyperpod-nccl {NAME}: error: cannot write {shown}: {one_line(str(error))}\n")
         return 1
-    sys.stdout.write(f"Support bundle written to {directory}/ (nothing was uploaded)\n")
+    sys.stdout.write(f"Support bundle written to {shown}/ (nothing was uploaded)\n")
     total = 0
     for path in written:
         count = count_redacted(path.read_text(encoding="utf-8"))
