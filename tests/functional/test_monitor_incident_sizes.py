@@ -7,10 +7,8 @@ watchdog timeout logged on every node of one job), stored through the monitor's 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
-
-import pytest
 
 from hyperpod_nccl.models.findings import Finding, Priority, Resource, Status, SweepResult
 from hyperpod_nccl.models.inventory import ControlPlaneInventory, Inventory
@@ -26,19 +24,11 @@ from hyperpod_nccl.monitor.notify import SNS_MESSAGE_MAX_BYTES, build_incident_a
 from hyperpod_nccl.monitor.store import DYNAMODB_ITEM_MAX_BYTES, cluster_key
 from hyperpod_nccl.references import DBG_TIMEOUT_RENDEZVOUS
 from hyperpod_nccl_sim.serverless import LocalMonitor
+from tests.functional.test_monitor_sizes import HISTORY_SECONDS, REGION, STARTED, deployed  # noqa: F401
 from tests.functional.test_monitor_sweep import _store, monitor  # noqa: F401
 
-REGION = "us-west-2"
 CLUSTER = "ml-incident-sizes"
-STARTED = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
-HISTORY_SECONDS = 30 * 24 * 3600
 NODES = 10_000
-
-
-@pytest.fixture
-def deployed(simulate, monitor) -> LocalMonitor:  # type: ignore[no-untyped-def]  # noqa: F811
-    """The monitor's table and topic in the emulation (no sweep is run)."""
-    return monitor(simulate("healthy-eks"))
 
 
 def _node(n: int) -> Resource:
@@ -81,7 +71,7 @@ def _item_bytes(item: dict[str, Any]) -> int:
 
 
 def test_an_incident_naming_10000_nodes_stays_under_the_item_limit_and_reads_back_whole(
-    deployed: LocalMonitor,
+    deployed: LocalMonitor,  # noqa: F811
 ) -> None:
     store = _store(deployed)
     result, inventory = _sweep([_watchdog(n) for n in range(NODES)])
