@@ -28,7 +28,7 @@ from hyperpod_nccl.incidents.models import Incident, TimelineEntry
 from hyperpod_nccl.incidents.report import attributions_of
 from hyperpod_nccl.models.findings import SweepResult
 from hyperpod_nccl.models.inventory import Inventory
-from hyperpod_nccl.monitor.store import FINDING_INLINE_MAX_BYTES, Store, cluster_key, epoch, sweep_key
+from hyperpod_nccl.monitor.store import FINDING_INLINE_MAX_BYTES, Store, cluster_key, epoch, halve_until_fits, sweep_key
 
 INCIDENTS_BLOB = "INCIDENTS"
 INCIDENT_PREFIX = "INCIDENT#"
@@ -84,22 +84,21 @@ def shortened_incident(incident: Incident, max_bytes: int) -> str:
     root cause. The copy an item keeps when the whole incident is in a blob."""
     affected = incident.affected
     lists = {name: getattr(affected, name) for name in type(affected).model_fields}
-    keep = max(
+
+    def render(keep: int) -> str:
+        update = {
+            "timeline": incident.timeline[:keep],
+            "evidence": incident.evidence[:keep],
+            "finding_fingerprints": incident.finding_fingerprints[:keep],
+            "affected": affected.model_copy(update={name: values[:keep] for name, values in lists.items()}),
+        }
+        return incident.model_copy(update=update).model_dump_json()
+
+    longest = max(
         len(incident.timeline), len(incident.evidence), len(incident.finding_fingerprints), *map(len, lists.values())
     )
-    while True:
-        short = incident.model_copy(
-            update={
-                "timeline": incident.timeline[:keep],
-                "evidence": incident.evidence[:keep],
-                "finding_fingerprints": incident.finding_fingerprints[:keep],
-                "affected": affected.model_copy(update={name: values[:keep] for name, values in lists.items()}),
-            }
-        )
-        text = short.model_dump_json()
-        if len(text.encode()) <= max_bytes or not keep:
-            return text  # with every list empty: the title and root cause, bounded by their sources
-        keep //= 2
+    # With every list empty: the title and root cause, bounded by their sources.
+    return halve_until_fits(render, longest, max_bytes)[0]
 
 
 def _entry_key(entry: TimelineEntry) -> tuple[str, str, str, str]:

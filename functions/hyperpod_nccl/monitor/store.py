@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -102,25 +102,36 @@ def epoch(moment: datetime) -> int:
     return int(moment.timestamp())
 
 
+def halve_until_fits(render: Callable[[int], str], longest: int, max_bytes: int) -> tuple[str, bool]:
+    """`render(keep)` for keep = `longest`, then halved down to 0, until its UTF-8 fits `max_bytes`:
+    the text and whether it fit (at keep 0 it is returned either way). For the shortened copy an
+    item keeps when the whole record is in a blob (findings, incidents)."""
+    keep = longest
+    while True:
+        text = render(keep)
+        if len(text.encode()) <= max_bytes:
+            return text, True
+        if not keep:
+            return text, False
+        keep //= 2
+
+
 def shortened_finding(finding: Finding, max_bytes: int) -> str:
     """`finding` as JSON of at most `max_bytes`: its lists (resources, evidence) cut to their first
     entries, then its detail, never its check, status, priority or title. For the copy kept in a
     FINDING item when the whole finding is in a blob."""
-    keep = max(len(finding.resources), len(finding.evidence))
+
+    def render(keep: int, detail: str = finding.detail) -> str:
+        update = {"resources": finding.resources[:keep], "evidence": finding.evidence[:keep], "detail": detail}
+        return finding.model_copy(update=update).model_dump_json()
+
+    text, fits = halve_until_fits(render, max(len(finding.resources), len(finding.evidence)), max_bytes)
     detail = finding.detail
-    while True:
-        short = finding.model_copy(
-            update={"resources": finding.resources[:keep], "evidence": finding.evidence[:keep], "detail": detail}
-        )
-        text = short.model_dump_json()
-        if len(text.encode()) <= max_bytes:
-            return text
-        if keep:
-            keep //= 2
-        elif detail:
-            detail = detail[: len(detail) // 2]
-        else:
-            return text  # check, title and commands alone: bounded by the checks that write them
+    while not fits and detail:
+        detail = detail[: len(detail) // 2]
+        text = render(0, detail)
+        fits = len(text.encode()) <= max_bytes
+    return text  # without lists and detail: check, title and commands, bounded by the checks that write them
 
 
 def _chunk(item: dict[str, Any]) -> bytes:
