@@ -48,15 +48,6 @@ class RateLimiter:
         wait = max(0.0, due - self._tolerance - now)
         return (0.0 if wait < 1e-9 else wait), due + self._interval
 
-    def try_acquire(self) -> float:
-        """Take a start now if one is free and return 0; otherwise return the seconds to wait
-        (without reserving anything)."""
-        with self._lock:
-            wait, after = self._wait(self._clock())
-            if wait == 0.0:
-                self._next = after
-            return wait
-
     def acquire(self, deadline: float | None = None) -> bool:
         """Reserve the next free start and wait for it; False (reserving nothing) when it would
         not come before `deadline`."""

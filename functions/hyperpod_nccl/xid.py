@@ -70,8 +70,3 @@ def most_severe_action(codes: list[int]) -> XidAction:
     """The most invasive action any of `codes` calls for ("none" for an empty list)."""
     actions = [xid_info(code).action for code in codes] or ["none"]
     return max(actions, key=ACTION_ORDER.index)
-
-
-def parse_xid_lines(text: str) -> list[tuple[str, int]]:
-    """(PCI bus id, Xid code) for each `NVRM: Xid` line in kernel log text."""
-    return [(m.group("bus"), int(m.group("code"))) for m in XID_LINE.finditer(text)]

@@ -2,17 +2,16 @@
 
 Counted: state transitions (the execution history), child executions and their durations, every
 Lambda invocation and its duration (timed by the emulation's Lambda), the items the sweep wrote to
-DynamoDB, notifications. Priced with `hyperpod_nccl.monitor.pricing` (dated list prices) and the
-functions' memory from `infra.constants`.
+DynamoDB, notifications. Priced with `tests.bench.pricing` (dated list prices) and the
+functions' memory from `hyperpod_nccl.monitor.settings.LAMBDAS`.
 """
 
 from __future__ import annotations
 
 import math
 
-from hyperpod_nccl.monitor import pricing
-from hyperpod_nccl.monitor.settings import DEFAULT_MAP_MAX_CONCURRENCY, PROBE_BATCH_SIZE
-from infra.constants import DEFAULT_FUNCTION_MEMORY_MB, FUNCTION_MEMORY_MB
+from hyperpod_nccl.monitor.settings import DEFAULT_MAP_MAX_CONCURRENCY, LAMBDAS, PROBE_BATCH_SIZE
+from tests.bench import pricing
 from tests.bench._sweeps import (
     CHILD_EVENTS_PER_NODE,
     LAMBDA_LOG_LINE_BYTES,
@@ -54,7 +53,7 @@ def usage(run: StateMachineRun, *, design: str = "distributed") -> pricing.Sweep
     nodes = run.measurement.nodes
     lambdas = []
     for module, seconds in sorted(run.lambda_seconds.items()):
-        memory = FUNCTION_MEMORY_MB.get(module, DEFAULT_FUNCTION_MEMORY_MB)
+        memory = LAMBDAS[module].memory_mb
         billed = seconds if module == "probe_node" else seconds * CPU_BOUND_FACTOR
         if module == "probe_node" and design == "inline":
             # Little's law: with C probes in flight at 3 starts/s, each probe lives C/3 s.
@@ -119,13 +118,13 @@ def run() -> str:
                 f"design: ${before.monthly(CADENCE_SECONDS):.2f}).\n\n"
                 + _breakdown(cost, f"{TARGET_NODES} nodes, per month")
             )
-    memory = ", ".join(f"{k} {v} MB" for k, v in FUNCTION_MEMORY_MB.items())
+    memory = ", ".join(f"{f.module} {f.memory_mb} MB" for f in LAMBDAS.values())
     return (
         f"Each size is one real sweep of a synthetic healthy cluster (probe latency {PROBE_LATENCY_SECONDS:g} s) "
         "through the deployed state machine definition in the emulation. Design: Standard parent; the probe Map "
         f"is a Distributed Map whose EXPRESS child executions each probe a batch of up to {PROBE_BATCH_SIZE} "
         f"nodes two at a time, {DEFAULT_MAP_MAX_CONCURRENCY} probes at once. "
-        "Prices: `hyperpod_nccl/monitor/pricing.py` "
+        "Prices: `tests/bench/pricing.py` "
         f"({pricing.PRICES_REGION} list prices checked {pricing.PRICES_CHECKED_ON}, no free tier); "
         f"{pricing.sweeps_per_month(CADENCE_SECONDS):.0f} sweeps a month.\n\n"
         "| nodes | Standard transitions | Express children (total time) | Lambda invocations | probe billed time "

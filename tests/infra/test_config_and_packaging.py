@@ -195,10 +195,10 @@ def test_code_asset_holds_what_the_handlers_load_at_run_time(code_asset: Path) -
     assert len(in_asset[0]) > 50
 
 
-def test_code_asset_ships_neither_the_cli_nor_pricing_nor_the_simulation(code_asset: Path) -> None:
-    # Only the CLI and the benchmarks import them; they are in the source tree, not in the asset.
+def test_code_asset_ships_neither_the_cli_nor_the_simulation(code_asset: Path) -> None:
+    # Only the CLI and the tests import them; they are in the source tree, not in the asset.
     shipped = {p.relative_to(code_asset).as_posix() for p in code_asset.rglob("*") if p.is_file()}
-    for left_out in ("hyperpod_nccl/cli/main.py", "hyperpod_nccl/monitor/pricing.py", "hyperpod_nccl_sim/scenario.py"):
+    for left_out in ("hyperpod_nccl/cli/main.py", "hyperpod_nccl_sim/scenario.py"):
         assert (FUNCTIONS_DIR / left_out).is_file()
         assert left_out not in shipped
     assert not any(p.startswith(("hyperpod_nccl/cli/", "hyperpod_nccl_sim/")) for p in shipped)

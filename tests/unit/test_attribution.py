@@ -1,4 +1,4 @@
-"""Rank → pod → node → instance id, on EKS (pod env) and Slurm (block layout), and the sentence."""
+"""Rank → pod → node → instance id, on EKS (pod env) and by host (RAS), Slurm hostlists, and the sentence."""
 
 from __future__ import annotations
 
@@ -12,8 +12,6 @@ from hyperpod_nccl.hang.attribution import (
     pod_ranks,
     rank_map_from_hosts,
     rank_map_from_pods,
-    rank_map_from_slurm,
-    tasks_per_node,
 )
 from hyperpod_nccl.hang.flight_recorder import analyze, load_dumps
 from hyperpod_nccl.hang.ras import parse_ras_status
@@ -74,22 +72,9 @@ def test_eks_finding_names_pod_and_instance() -> None:
     )
 
 
-def test_hostlist_and_tasks_per_node() -> None:
+def test_hostlist_expansion() -> None:
     assert expand_hostlist("ip-10-1-0-[11-12],login-01") == ["ip-10-1-0-11", "ip-10-1-0-12", "login-01"]
     assert expand_hostlist("gpu[001-003,7]") == ["gpu001", "gpu002", "gpu003", "gpu7"]  # each range keeps its own width
-    assert tasks_per_node("8(x2),4", 3) == [8, 8, 4]
-    assert tasks_per_node("8", 2) == [8, 8]
-    with pytest.raises(ValueError, match="SLURM_TASKS_PER_NODE"):
-        tasks_per_node("eight", 1)
-
-
-def test_slurm_block_layout_maps_rank_to_instance() -> None:
-    mapping = rank_map_from_slurm("ip-10-1-0-[11-12]", "8(x2)", NODES, job="4711")
-    assert mapping.ranks[7].instance_id == "i-0abc000000000001"
-    location = mapping.ranks[13]
-    assert (location.instance_id, location.local_rank, location.job) == ("i-0abc000000000002", 5, "4711")
-    facts = attribute(_analysis(), None, mapping)
-    assert facts[0].sentence.startswith("rank 13 on node i-0abc000000000002 never entered ALLREDUCE #1580")
 
 
 def test_ras_facts_locate_ranks_by_host_address() -> None:

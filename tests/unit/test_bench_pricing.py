@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hyperpod_nccl.monitor import pricing
+from tests.bench import pricing
 
 
 def test_standard_transitions_are_priced_per_thousand() -> None:

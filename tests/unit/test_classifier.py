@@ -13,7 +13,7 @@ import pytest
 
 from hyperpod_nccl import references
 from hyperpod_nccl.classifier import Catalog, Scanner, load_catalog, scan_lines, scan_text
-from hyperpod_nccl.classifier.engine import parse_timestamp, trigger_set
+from hyperpod_nccl.classifier.scanner import parse_timestamp, trigger_set
 
 CORPUS = json.loads((Path(__file__).parents[1] / "data/log_corpus/corpus.json").read_text(encoding="utf-8"))
 FAILURES = [e for e in CORPUS["excerpts"] if e["cls"] != "healthy"]

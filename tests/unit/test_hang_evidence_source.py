@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from hyperpod_nccl import references
-from hyperpod_nccl.checks.node_hang import _REFUSALS, hang_evidence_source
+from hyperpod_nccl.checks.hang_attribution import _REFUSALS, hang_evidence_source
 from hyperpod_nccl.models.findings import Priority, Status
 from hyperpod_nccl.models.inventory import ControlPlaneInventory, Inventory
 from hyperpod_nccl.models.node_probe import NcclJobChoice, NodeProbeData, NodeProbeInventory, NodeProbeResult

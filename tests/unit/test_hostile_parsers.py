@@ -20,9 +20,9 @@ import pytest
 
 from hyperpod_nccl import thresholds
 from hyperpod_nccl.bounded import UnreadableData, check_plain, loads_json
-from hyperpod_nccl.checks.node_hang import hang_attribution
+from hyperpod_nccl.checks.hang_attribution import hang_attribution
 from hyperpod_nccl.classifier.catalog import Catalog, load_catalog
-from hyperpod_nccl.classifier.engine import MAX_LINE_BYTES, Scanner
+from hyperpod_nccl.classifier.scanner import MAX_LINE_BYTES, Scanner
 from hyperpod_nccl.cli.commands.triage import scan_binary
 from hyperpod_nccl.hang.flight_recorder import HostileDumpError, load_dump_data, load_dumps, parse_dump
 from hyperpod_nccl.hang.ras import RasParseError, lagging_ranks, parse_ras_status

@@ -2,8 +2,9 @@
 
 A check is a pure function of the `Inventory` registered with `@check(...)` metadata. Modules in
 this package are discovered by convention (`discover()` imports every one of them), so adding a
-check is adding a decorated function; the contract tests validate every registered check's
-metadata against `references/` and require a test that names its id.
+check is adding a decorated function. A module is named after the prefix of its check ids
+(`node_memory.py` holds `node.*` checks); the contract tests enforce that, validate every
+registered check's metadata against `references/` and require a test that names its id.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ lines, extracted fields). The catalog is data: `signatures.json`, validated by `
 from __future__ import annotations
 
 from hyperpod_nccl.classifier.catalog import Catalog, Signature, load_catalog
-from hyperpod_nccl.classifier.engine import (
+from hyperpod_nccl.classifier.findings import hit_status, hits_to_findings
+from hyperpod_nccl.classifier.scanner import (
     Scanner,
     ScanResult,
     SignatureHit,
@@ -21,7 +22,6 @@ from hyperpod_nccl.classifier.engine import (
     scan_text,
     version_drift_hit,
 )
-from hyperpod_nccl.classifier.findings import hit_status, hits_to_findings
 
 __all__ = [
     "Catalog",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from hyperpod_nccl.classifier.engine import SignatureHit
+from hyperpod_nccl.classifier.scanner import SignatureHit
 from hyperpod_nccl.models.findings import Finding, Priority, Resource, Status
 
 if TYPE_CHECKING:  # the checks package imports the inventory, which imports this package's models

@@ -2,10 +2,9 @@
 
 EKS: a pod's environment says which ranks it runs (``RANK`` for one process per pod, else
 ``NODE_RANK``/``PET_NODE_RANK``/``GROUP_RANK`` times the processes per node); its node name maps
-to an instance id through the node's providerID. Slurm: tasks are laid out in blocks over the
-hosts of ``SLURM_JOB_NODELIST`` (``SLURM_TASKS_PER_NODE`` says how many per host, SLURM_PROCID
-is the global rank), and a host maps to an instance through ListClusterNodes'
-PrivateDnsHostname. debugging-guide.md § 22 describes the same mapping for people.
+to an instance id through the node's providerID. Slurm: no job layout is read, so a rank is
+placed by the host RAS names, which maps to an instance through ListClusterNodes'
+PrivateDnsHostname. debugging-guide.md § 22 describes the mapping for people.
 """
 
 from __future__ import annotations
@@ -180,45 +179,6 @@ def _expand_one(token: str) -> list[str]:
         for number in range(first, last + 1):
             out.extend(_expand_one(f"{match.group('prefix')}{number:0{width}d}{match.group('suffix')}"))
     return out
-
-
-def tasks_per_node(spec: str, hosts: int) -> list[int]:
-    """``SLURM_TASKS_PER_NODE`` (``8(x4)``, ``8(x2),4``, ``8``) → tasks for each host."""
-    counts: list[int] = []
-    for part in spec.split(","):
-        match = re.fullmatch(r"\s*(\d+)(?:\(x(\d+)\))?\s*", part)
-        if not match:
-            raise ValueError(f"unreadable SLURM_TASKS_PER_NODE {spec!r}")
-        counts.extend([int(match.group(1))] * int(match.group(2) or 1))
-    if len(counts) == 1 and hosts > 1:
-        counts *= hosts
-    return counts[:hosts]
-
-
-def rank_map_from_slurm(
-    nodelist: str, tasks: str | int, cluster_nodes: Iterable[ClusterNode] = (), *, job: str | None = None
-) -> RankMap:
-    """Slurm block distribution: host i runs the next tasks[i] ranks (SLURM_PROCID order)."""
-    hosts = expand_hostlist(nodelist)
-    counts = tasks_per_node(str(tasks), len(hosts))
-    by_host = _instance_by_host(cluster_nodes)
-    mapping = RankMap()
-    rank = 0
-    for host, count in zip(hosts, counts, strict=False):
-        cluster_node = by_host.get(_host_key(host))
-        base = RankLocation(
-            rank=-1,
-            job=job,
-            node_name=host,
-            hostname=cluster_node.private_dns_hostname if cluster_node else host,
-            instance_id=cluster_node.instance_id if cluster_node else None,
-            instance_group=cluster_node.instance_group if cluster_node else None,
-        )
-        mapping.hosts[_host_key(host)] = base
-        for local in range(count):
-            mapping.ranks[rank] = base.model_copy(update={"rank": rank, "local_rank": local})
-            rank += 1
-    return mapping
 
 
 def rank_map_from_hosts(cluster_nodes: Iterable[ClusterNode]) -> RankMap:

@@ -27,8 +27,6 @@ from pydantic import BaseModel, Field
 from hyperpod_nccl import thresholds
 from hyperpod_nccl.bounded import UnreadableData, loads_json
 
-DEFAULT_RAS_ADDR = "localhost:28028"
-RAS_CLIENT_PROTOCOL = 2
 # Text output names outliers only; the majority's count is kept on this synthetic rank.
 MAJORITY_RANK = -1
 

@@ -145,8 +145,3 @@ def _memlock_workaround(inventory: Inventory | None) -> bool:
 def _verdict(number: int, *, applies: bool, confirm: bool, why: str) -> Escalation:
     verdict: Verdict = "applies" if applies else "confirm" if confirm else "no"
     return Escalation(number=number, situation=SITUATIONS[number], verdict=verdict, why=why)
-
-
-def recommended(escalations: list[Escalation]) -> list[Escalation]:
-    """The situations that call for a case now (``applies``) or once the operator confirms."""
-    return [e for e in escalations if e.verdict != "no"]

@@ -280,13 +280,6 @@ class SlurmControllerData(BaseModel):
     remove_ipc: str | None = None
     sections: list[SectionStatus] = Field(default_factory=list)
 
-    @property
-    def controller_up(self) -> bool | None:
-        """Some slurmctld answers UP (None when `scontrol ping` named no controller)."""
-        if not self.controllers:
-            return None
-        return any(c.state == "UP" for c in self.controllers)
-
 
 class NodeProbeResult(BaseModel):
     """What probing one node produced."""

@@ -47,14 +47,6 @@ _POLL_SECONDS = 0.05
 # How long closing the websocket waits for the other side's close frame: a peer that stopped
 # reading (a flooding agent) must not hold the probe past its budget for websockets' default 10 s.
 _CLOSE_SECONDS = 1.0
-TRANSIENT_CODES = THROTTLING_CODES | {
-    "ServiceUnavailable",
-    "ServiceUnavailableException",
-    "InternalFailure",
-    "InternalServerError",
-    "InternalServerException",
-    "RequestTimeout",
-}
 INVALID_TARGET_CODES = frozenset({"InvalidTarget", "InvalidDocument", "ValidationException", "InvalidParameters"})
 
 

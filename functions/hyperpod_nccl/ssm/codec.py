@@ -29,9 +29,6 @@ INPUT_STREAM_DATA = "input_stream_data"
 OUTPUT_STREAM_DATA = "output_stream_data"
 ACKNOWLEDGE = "acknowledge"
 CHANNEL_CLOSED = "channel_closed"
-START_PUBLICATION = "start_publication"
-PAUSE_PUBLICATION = "pause_publication"
-STREAM_TYPES = frozenset({INPUT_STREAM_DATA, OUTPUT_STREAM_DATA})
 
 FLAG_SYN = 1
 FLAG_ACK = 3  # what acks and session-state messages carry in practice

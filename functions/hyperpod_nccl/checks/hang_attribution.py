@@ -99,8 +99,8 @@ def hang_attribution(inv: Inventory) -> Iterator[Finding]:
             f"{head.sentence}{xid}",
             detail=(
                 "Every other rank waits in this collective until the watchdog fires; restarting the job "
-                "on the same node hangs again. Confirm with the Flight Recorder analysis (debugging-guide "
-                f"§ 22) and NCCL RAS (§ 9){hardware}."
+                "on the same node hangs again. Confirm with the Flight Recorder analysis "
+                f"({DBG_FLIGHT_RECORDER.pointer}) and NCCL RAS ({DBG_NCCL_RAS.pointer}){hardware}."
             ),
             evidence=[f.sentence for f in facts]
             + _read_from(evidence, rank, facts)

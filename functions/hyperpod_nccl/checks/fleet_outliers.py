@@ -1,5 +1,5 @@
-"""Checks across the probed nodes: reachability, version drift within an instance group, and
-EFA error-counter outliers."""
+"""Checks across the probed nodes of each instance group: version drift and EFA error-counter
+outliers."""
 
 from __future__ import annotations
 
@@ -7,95 +7,16 @@ import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 
-from hyperpod_nccl import suggested, thresholds
+from hyperpod_nccl import thresholds
 from hyperpod_nccl.checks import check
 from hyperpod_nccl.checks._node import node_label, node_resource, probed_nodes
 from hyperpod_nccl.models.findings import Finding, Priority, Resource
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.node_probe import NodeProbeData, NodeProbeResult
-from hyperpod_nccl.references import DBG_VERSION_MISMATCH, NODE_SSM, OPS_IAM, OPS_SSM_TARGET, PERF_STRAGGLERS
+from hyperpod_nccl.references import DBG_VERSION_MISMATCH, PERF_STRAGGLERS
 
 # Components whose versions must agree within one instance group (debugging-guide § 10).
 DRIFT_COMPONENTS = ("driver", "nccl", "ofi_nccl", "libfabric", "kernel", "cuda", "efa_installer")
-
-
-@check(
-    id="node.reachability",
-    title="Nodes reachable over SSM",
-    priority=Priority.P1,
-    reference=OPS_SSM_TARGET,
-    source="node_probes",
-)
-def reachability(inv: Inventory) -> Iterator[Finding]:
-    """Each unreachable node names why and what to fix (IAM, agent, target format, budget).
-
-    A denied StartSession or a KMS-only Session Manager preference is the caller's or the
-    account's, not the node's: it is one finding listing every node it kept out.
-    """
-    if inv.node_probes is None:
-        return
-    account_wide: dict[str, list[NodeProbeResult]] = defaultdict(list)
-    for result in inv.node_probes.results:
-        if result.reachable:
-            continue
-        kind = result.error_kind or "transport"
-        if kind in _ACCOUNT_WIDE:
-            account_wide[kind].append(result)
-            continue
-        reference, detail = OPS_SSM_TARGET, "check the SSM agent on the node and the target format"
-        title = f"{node_label(result)} not reachable over SSM ({kind.replace('_', ' ')})"
-        if kind == "target_not_connected":
-            reference = NODE_SSM
-            detail = "the node's SSM agent is not connected: the instance is down, rebooting or being replaced"
-            if result.status and result.status != "Running":
-                detail += f" (HyperPod status {result.status})"
-        elif kind == "budget_expired":
-            detail = f"no complete answer within {thresholds.SSM_NODE_BUDGET_SECONDS:.0f} s; partial output kept"
-            if result.probe is not None or result.slurm is not None:
-                # It answered: what it sent is checked; a GPU tool that hangs (Xid 79) looks like this.
-                title = f"{node_label(result)}: {result.error}"
-                detail = (
-                    "the node answered but did not finish within the probe budget (a GPU tool that hangs, as after "
-                    "Xid 79, does this): the sections it sent are checked, the missing ones are not"
-                )
-        elif kind == "limit_exceeded":
-            detail = "the node's answer broke the probe's bounds (a broken or compromised node): inspect the node"
-        elif kind == "invalid_target":
-            detail = "the SSM target was rejected: check cluster id, instance group and instance id"
-        yield reachability.warn(
-            title,
-            reference=reference,
-            detail=detail,
-            evidence=[result.error or "", f"attempts: {result.attempts}"],
-            resources=[node_resource(result)],
-            suggested_commands=[suggested.describe_cluster_node(inv.cluster_name, result.instance_id, inv.region)],
-            fields={"error_kind": kind, "signature": kind},
-        )
-    for kind, results in sorted(account_wide.items()):
-        reference, title, detail = _ACCOUNT_WIDE[kind]
-        yield reachability.warn(
-            f"{len(results)} node(s) not probed: {title}",
-            reference=reference,
-            detail=detail,
-            evidence=[results[0].error or "", *(node_label(r) for r in results[:10])],
-            resources=[node_resource(r) for r in results],
-            fields={"error_kind": kind, "signature": kind, "nodes": len(results)},
-        )
-
-
-# Failures that are the caller's or the account's, not a node's: (reference, title, fix).
-_ACCOUNT_WIDE = {
-    "access_denied": (
-        OPS_IAM,
-        "ssm:StartSession denied",
-        "grant ssm:StartSession and ssm:TerminateSession to the identity running the diagnosis",
-    ),
-    "kms_encryption": (
-        NODE_SSM,
-        "Session Manager requires KMS encryption",
-        "Session Manager preferences require KMS encryption, which the probe refuses",
-    ),
-}
 
 
 def _groups(inv: Inventory) -> dict[str, list[tuple[NodeProbeResult, NodeProbeData]]]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import accumulate, compress, repeat
 from operator import not_
@@ -515,8 +515,3 @@ def scan_stream(stream: BinaryIO, catalog: Catalog | None = None) -> ScanResult:
     scanner = Scanner(catalog)
     scanner.feed_binary(stream)
     return scanner.finish()
-
-
-def iter_signatures(catalog: Catalog | None = None) -> Iterator[Signature]:
-    """Every signature of the catalog (the shipped one by default)."""
-    yield from (catalog or load_catalog()).signatures
