@@ -1,5 +1,10 @@
 """The check engine: evaluate an inventory with every applicable check and assemble the
-sweep result. Pure: no I/O happens here (collectors did it all)."""
+sweep result.
+
+`evaluate` and `build_result` are pure but for the finish time `build_result` stamps: they read
+only the inventory, so the CLI and the monitor's Aggregate state (which rebuilds the inventory
+from the table) evaluate alike. `diagnose` is the CLI's whole path: it collects first, and the
+collectors do all the I/O."""
 
 from __future__ import annotations
 
@@ -85,8 +90,10 @@ def diagnose(
     *,
     progress: ProgressSink | None = None,
 ) -> SweepResult:
-    """Collect everything for `request` and evaluate it: the one code path of the CLI's
-    `diagnose`, the demo and (per state) the monitor.
+    """Collect everything for `request` and evaluate it, in one process: the CLI's `diagnose`
+    (and so the demo, and the bench's CLI measurement). The monitor collects state by state and
+    calls `build_result` in Aggregate; `incidents.report.run_incidents` collects and evaluates
+    the same way as this function, keeping the inventory.
 
     Raises `DiagnosisAborted` when credentials fail or the cluster does not exist.
     """

@@ -1,4 +1,4 @@
-"""Facts about HyperPod instance types: accelerator family, GPU and EFA adapter counts.
+"""Facts about HyperPod instance types: accelerator family, GPU and EFA adapter counts, GPUDirect RDMA.
 
 The single source for every check that asks "is NCCL relevant here?" or "how many EFA devices
 should this node have?" (performance-testing.md and debugging-guide.md § 19 give the counts).
@@ -45,6 +45,9 @@ GPUS_PER_INSTANCE: dict[str, int] = {
 
 _NVIDIA = re.compile(r"^ml\.(p3|p3dn|p4d|p4de|p5|p5e|p5en|p6-b200|p6-b300|p6e-gb200|g4dn|g5|g6|g6e|g7e)\.")
 _NEURON = re.compile(r"^ml\.(trn1|trn1n|trn2|inf2)\.")
+# Families whose EFA adapters do GPUDirect RDMA (FI_EFA_USE_DEVICE_RDMA=1; operations.md § 5: "p4d,
+# p5 family"), matched as prefixes so that every size and variant of p4d, p5 and p6 counts.
+_GPUDIRECT_RDMA = re.compile(r"^ml\.(p4d|p4de|p5|p5e|p5en|p6)")
 
 
 def accelerator(instance_type: str) -> Accelerator:
@@ -64,3 +67,8 @@ def expected_efa(instance_type: str) -> int | None:
 def expects_efa_for_nccl(instance_type: str) -> bool:
     """NVIDIA instance types whose NCCL traffic should ride EFA (never TCP)."""
     return accelerator(instance_type) == "nvidia" and instance_type in EFA_ADAPTERS
+
+
+def supports_gpudirect_rdma(instance_type: str) -> bool:
+    """Instance types whose EFA adapters can move GPU memory directly (GPUDirect RDMA)."""
+    return bool(_GPUDIRECT_RDMA.match(instance_type))

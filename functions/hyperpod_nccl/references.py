@@ -1,8 +1,12 @@
 """Runbook pointers: the one place where every `references/<file>.md § <section>` lives.
 
-Checks, the log classifier and the notifier import pointers from here instead of spelling
-file names and section ids themselves, so a renamed section breaks exactly one line and the
-contract test (`tests/unit/test_catalog_contract.py`) says which.
+Checks, collectors (a degraded source's pointer), the incident layer and suggested commands
+import these constants, and the log classifier's `signatures.json` names them; text that shows
+a pointer (a finding's detail, a fix, an incident's advice) prints `.pointer` rather than
+spelling a file or section. A renamed section therefore breaks exactly one line, and the
+contract test (`tests/unit/test_catalog_contract.py`) says which: it resolves every constant to
+a heading and fails on a pointer in a string literal (docstrings aside) anywhere else in
+`functions/`.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from pydantic import BaseModel, ConfigDict
 REFERENCES_DIR_ENV = "HYPERPOD_NCCL_REFERENCES_DIR"
 
 # A heading resolves when its text starts with the section id: "## 8. NCCL-specific ...",
-# "## G.1.a Row remapping ...". The id is letters/digits separated by dots.
+# "## G.1.a Row remapping ...". The id is letters/digits separated by dots. Only headings of level 2
+# and deeper outside code fences count, the first of a file with a given id winning (heading_index).
 _HEADING = re.compile(r"^(#{1,6})\s+(?P<id>[A-Za-z0-9]+(?:\.[A-Za-z0-9]+)*)\.?\s+(?P<title>.+?)\s*$")
 
 
@@ -30,11 +35,13 @@ class Reference(BaseModel):
 
     @property
     def pointer(self) -> str:
-        """The text form printed after a finding: `references/operations.md § 8`."""
+        """The text form printed after a finding and inside any text that names the section:
+        `references/operations.md § 8`."""
         return f"references/{self.file} § {self.section}"
 
     def url(self, base_url: str) -> str:
-        """A browsable link, `<base_url>/<file>#<anchor>` (GitHub-style heading anchor)."""
+        """A browsable link, `<base_url>/<file>#<anchor>` (GitHub-style heading anchor; the file alone
+        when the section resolves to no heading)."""
         heading = section_heading(self)
         anchor = github_anchor(heading) if heading else ""
         return f"{base_url.rstrip('/')}/{self.file}" + (f"#{anchor}" if anchor else "")
@@ -122,11 +129,6 @@ CLUSTER_EVENTS = _ref(CLUSTER, "3")
 CLUSTER_LARGE = _ref(CLUSTER, "4")
 
 
-def all_pointers() -> dict[str, Reference]:
-    """Every named pointer of this module, by constant name (used by the contract test)."""
-    return {name: value for name, value in globals().items() if isinstance(value, Reference)}
-
-
 def references_dir() -> Path:
     """Locate `references/`: the env override, else the nearest ancestor that has one.
 
@@ -146,7 +148,8 @@ def references_dir() -> Path:
 
 @lru_cache(maxsize=1)
 def heading_index() -> dict[tuple[str, str], str]:
-    """Map (file, section id) to the heading text, parsed from the markdown files."""
+    """Map (file, section id) to the heading text, parsed from the markdown files (level 2 and
+    deeper, outside code fences; the first heading of a file with an id wins)."""
     index: dict[tuple[str, str], str] = {}
     for path in sorted(references_dir().glob("*.md")):
         in_fence = False

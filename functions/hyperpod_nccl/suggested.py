@@ -9,6 +9,7 @@ from __future__ import annotations
 import shlex
 
 from hyperpod_nccl.models.findings import SuggestedCommand
+from hyperpod_nccl.references import DBG_CONTAINER_OOM
 
 
 def _q(value: str) -> str:
@@ -62,15 +63,6 @@ def batch_replace(cluster: str, instance_ids: list[str], region: str) -> Suggest
     )
 
 
-def update_kubeconfig(eks_cluster: str, region: str) -> SuggestedCommand:
-    """Point kubectl at the EKS cluster behind a HyperPod cluster (operations.md § 1)."""
-    return SuggestedCommand(
-        description="configure kubectl for the orchestrating EKS cluster",
-        command=f"aws eks update-kubeconfig --region {_q(region)} --name {_q(eks_cluster)}",
-        blast_radius="writes your local ~/.kube/config only",
-    )
-
-
 def efa_pingpong_pair(server_ip: str | None) -> SuggestedCommand:
     """Pairwise fi_pingpong between a suspect node and a known-good one (performance-testing.md § 4)."""
     server = _q(server_ip) if server_ip else "<SUSPECT_NODE_PRIVATE_IP>"
@@ -118,7 +110,7 @@ def node_dev_shm(region: str, ssm_target: str | None, orchestrator: str) -> Sugg
             command="volumes: [{name: dshm, emptyDir: {medium: Memory, sizeLimit: 10Gi}}]\n"
             "volumeMounts: [{name: dshm, mountPath: /dev/shm}]",
             preconditions="applies to pods created after the change; restart the job",
-            blast_radius="counts against the pod's memory limit (debugging-guide.md § 4)",
+            blast_radius=f"counts against the pod's memory limit ({DBG_CONTAINER_OOM.pointer})",
         )
     return SuggestedCommand(
         description="grow /dev/shm on the node",

@@ -1,4 +1,5 @@
-"""Numeric thresholds used by checks, each with where it comes from."""
+"""Our numeric thresholds, caps and paces (checks, collectors, the SSM client, hang attribution),
+each with where it comes from. Limits an AWS API enforces are in `aws_limits.py`."""
 
 from __future__ import annotations
 
@@ -65,9 +66,6 @@ LOG_FILTER_MAX_CALLS = 100
 # knowledge center, "cloudwatch-logs-throttling"); the scan paces itself at 4 to leave room for
 # the people and tools of the same account.
 LOG_FILTER_CALLS_PER_SECOND = 4.0
-# FilterLogEvents' longest filterPattern and most logStreamNames (the API model's limits).
-FILTER_PATTERN_MAX_CHARS = 1024
-FILTER_STREAM_NAMES_MAX = 100
 
 # Hang attribution (hang/): caps on what one node hands back and what one parse accepts.
 # A Flight Recorder dump of 2000 entries with stacks is a few MiB; anything far larger is not a

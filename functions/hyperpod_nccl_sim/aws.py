@@ -51,8 +51,6 @@ MANAGED_SESSION_DOCUMENTS: dict[str, dict[str, Any]] = {
 }
 _COMMAND_SESSION_TYPES = frozenset({"InteractiveCommands", "NonInteractiveCommands"})
 _DOCUMENT_PARAMETER = re.compile(r"\{\{\s*([A-Za-z0-9_]+)\s*\}\}")
-# CreateDocument: "The content of the document must not exceed 64KB".
-MAX_DOCUMENT_BYTES = 64 * 1024
 _start_session_handlers: dict[str, StartSessionHandler] = {}
 _terminated_sessions: list[str] = []
 # (target, document name) of every StartSession the emulation accepted.
@@ -267,6 +265,8 @@ def _in_window(when: datetime, after: Any, before: Any) -> bool:
 
 def _patch_ssm() -> None:
     from moto.ssm.responses import SimpleSystemManagerResponse
+
+    from hyperpod_nccl.probe.documents import MAX_DOCUMENT_BYTES
 
     base_create_document = SimpleSystemManagerResponse.create_document
 

@@ -1,11 +1,11 @@
 """FilterLogEvents of the emulated CloudWatch Logs, as strict as the service.
 
 `install_filter_log_events` replaces moto's FilterLogEvents with one as strict as the service where
-the service sets limits (the API reference and model): pages of at most 1 MB or 10,000 events
-(`limit` at most), `nextToken` until the last page and only then none, `startFromHead`,
-`logStreamNames` (1 to 100, not with `logStreamNamePrefix`), and an empty `searchedLogStreams` (no
-longer supported since 2020). The filter pattern syntax is moto's plus the any-term patterns of
-`aws.py`.
+the service sets limits (`hyperpod_nccl.aws_limits`, which the product's scan reads too): pages of
+at most 1 MB or 10,000 events (`limit` at most), `nextToken` until the last page and only then
+none, `startFromHead`, `logStreamNames` (1 to 100, not with `logStreamNamePrefix`), filter patterns
+of at most 1024 characters, and an empty `searchedLogStreams` (no longer supported since 2020). The
+filter pattern syntax is moto's plus the any-term patterns of `aws.py`.
 
 `aws.install_moto_extensions` installs it; it reads moto's log groups and nothing of the scenario.
 """
@@ -17,13 +17,13 @@ import binascii
 import json
 from typing import Any
 
-# FilterLogEvents' page limits (API reference: "up to 1 MB of log events or up to 10,000 log
-# events"); an event counts its UTF-8 message plus the 26 bytes PutLogEvents charges per event.
-FILTER_PAGE_MAX_EVENTS = 10_000
-FILTER_PAGE_MAX_BYTES = 1_048_576
-EVENT_OVERHEAD_BYTES = 26
-FILTER_STREAM_NAMES_MAX = 100
-FILTER_PATTERN_MAX_CHARS = 1024
+from hyperpod_nccl.aws_limits import (
+    FILTER_PAGE_MAX_BYTES,
+    FILTER_PAGE_MAX_EVENTS,
+    FILTER_PATTERN_MAX_CHARS,
+    FILTER_STREAM_NAMES_MAX,
+    LOG_EVENT_OVERHEAD_BYTES,
+)
 
 
 def _token(group: str, forward: bool, key: tuple[int, int]) -> str:
@@ -101,7 +101,7 @@ def _filter_log_events(self: Any) -> str:
     last = (0, 0)
     most = int(limit or FILTER_PAGE_MAX_EVENTS)
     for key, stream_name, event in found:
-        event_size = len(event.message.encode("utf-8")) + EVENT_OVERHEAD_BYTES
+        event_size = len(event.message.encode("utf-8")) + LOG_EVENT_OVERHEAD_BYTES
         if len(page) >= most or (page and size + event_size > FILTER_PAGE_MAX_BYTES):
             break
         size += event_size

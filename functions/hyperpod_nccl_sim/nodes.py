@@ -16,6 +16,7 @@ from typing import Any
 from hyperpod_nccl import instance_types
 from hyperpod_nccl.hang.flight_recorder import DEFAULT_DUMP_PREFIX
 from hyperpod_nccl.probe import script
+from hyperpod_nccl.probe.sections import NodeSection, SlurmSection, begin_line, end_line
 from hyperpod_nccl.ssm.client import RC_MARKER
 from hyperpod_nccl_sim.aws import (
     EmulatedAws,
@@ -49,7 +50,7 @@ _COUNTERS = ("rx_drops", "retrans_timeout_events", "unresponsive_remote_events",
 
 
 def _section(name: str, body: list[str], rc: int = 0) -> list[str]:
-    return [f"@@BEGIN {name}", *body, f"@@END {name} rc={rc}"]
+    return [begin_line(name), *body, end_line(name, rc)]
 
 
 def _value(behaviour: NodeBehaviour, field: str) -> str:
@@ -65,7 +66,7 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
     out: list[str] = []
     short = hostname.split(".", 1)[0]
     kernel = _value(behaviour, "kernel")
-    out += _section("kernel", [kernel]) + _section("hostname", [short])
+    out += _section(NodeSection.KERNEL, [kernel]) + _section(NodeSection.HOSTNAME, [short])
     gpus = (
         instance_types.GPUS_PER_INSTANCE.get(instance_type, 0)
         if instance_types.accelerator(instance_type) == "nvidia"
@@ -79,15 +80,15 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
             for i in range(gpus)
         ]
         buses = [f"00000000:{_GPU_BUSES[i % len(_GPU_BUSES)]}:00.0" for i in range(gpus)]
-        out += _section("gpu_list", [f"GPU {i}: {name} (UUID: {uuids[i]})" for i in range(gpus)])
+        out += _section(NodeSection.GPU_LIST, [f"GPU {i}: {name} (UUID: {uuids[i]})" for i in range(gpus)])
         rows = []
         for i in range(gpus):
             ecc = 2 if i in behaviour.ecc_uncorrected_gpus else 0
             serial = 1650923000000 + _seeded(f"{node_key}/{i}", 99999)
             rows.append(f"{i}, {name}, {buses[i]}, {serial}, {uuids[i]}, {driver}, {31 + i % 5}, {ecc}")
-        out += _section("gpu_query", rows)
+        out += _section(NodeSection.GPU_QUERY, rows)
         out += _section(
-            "cuda_version",
+            NodeSection.CUDA_VERSION,
             [
                 f"Driver Version                            : {driver}",
                 f"CUDA Version                              : {_value(behaviour, 'cuda_version')}",
@@ -105,23 +106,23 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
             xid_lines.append(
                 f"[Tue Mar  3 10:41:07 2026] NVRM: Xid (PCI:{bus}): {xid.code}, pid=48213, name=python3, {text}"
             )
-        out += _section("xid_dmesg", xid_lines, rc=0)
-        out += _section("xid_journal", [], rc=0)
+        out += _section(NodeSection.XID_DMESG, xid_lines, rc=0)
+        out += _section(NodeSection.XID_JOURNAL, [], rc=0)
         remap = []
         for i in range(gpus):
             pending = 1 if i in behaviour.remap_pending_gpus else 0
             failure = 1 if i in behaviour.remap_failure_gpus else 0
             remap.append(f"{buses[i]}, 0, {pending + failure}, {pending}, {failure}")
-        out += _section("remapped_rows", remap)
-        out += _section("dcgm_health", [_dcgm_json(behaviour.dcgm_overall)], rc=0)
-        out += _section("nvvs_log", [], rc=0) + _section("nvvs_tail", [], rc=1)
+        out += _section(NodeSection.REMAPPED_ROWS, remap)
+        out += _section(NodeSection.DCGM_HEALTH, [_dcgm_json(behaviour.dcgm_overall)], rc=0)
+        out += _section(NodeSection.NVVS_LOG, [], rc=0) + _section(NodeSection.NVVS_TAIL, [], rc=1)
         nvlink = []
         for i in range(gpus):
             nvlink.append(f"GPU {i}: {name} (UUID: {uuids[i]})")
             for link in range(18):
                 down = f"{i}:{link}" in behaviour.nvlink_inactive
                 nvlink.append(f"\t Link {link}: <inactive>" if down else f"\t Link {link}: 26.562 GB/s")
-        out += _section("nvlink", nvlink)
+        out += _section(NodeSection.NVLINK, nvlink)
         header = "\t" + "\t".join(f"GPU{i}" for i in range(gpus)) + "\tCPU Affinity\tNUMA Affinity"
         topo = [header]
         for i in range(gpus):
@@ -131,25 +132,31 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
                 + "\t".join(cells)
                 + f"\t{0 if i < gpus // 2 else 48}-{47 if i < gpus // 2 else 95}\t{0 if i < gpus // 2 else 1}"
             )
-        out += _section("topology", topo)
+        out += _section(NodeSection.TOPOLOGY, topo)
     else:
-        for name in ("gpu_list", "gpu_query", "remapped_rows", "nvlink", "topology"):
+        for name in (
+            NodeSection.GPU_LIST,
+            NodeSection.GPU_QUERY,
+            NodeSection.REMAPPED_ROWS,
+            NodeSection.NVLINK,
+            NodeSection.TOPOLOGY,
+        ):
             out += _section(name, ["bash: line 1: nvidia-smi: command not found"], rc=127)
-        out += _section("xid_dmesg", [], rc=0) + _section(
-            "dcgm_health", ["bash: line 1: dcgmi: command not found"], rc=127
+        out += _section(NodeSection.XID_DMESG, [], rc=0) + _section(
+            NodeSection.DCGM_HEALTH, ["bash: line 1: dcgmi: command not found"], rc=127
         )
     acs = [
         f"{0x10 + i:02x}:00.0 PCI bridge: Broadcom / LSI PEX890xx PCIe Gen 5 Switch (rev b0)\n\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-"
         for i in range(behaviour.acs_enabled)
     ]
-    out += _section("pci_acs", [line for block in acs for line in block.split("\n")], rc=0 if acs else 1)
+    out += _section(NodeSection.PCI_ACS, [line for block in acs for line in block.split("\n")], rc=0 if acs else 1)
     out += _section(
-        "cmdline",
+        NodeSection.CMDLINE,
         [
             f"BOOT_IMAGE=/boot/vmlinuz-{kernel} root=UUID=7a1c0e1d ro console=tty0 console=ttyS0,115200n8 nvme_core.io_timeout=4294967295"
         ],
     )
-    out += _section("iommu_dmesg", [], rc=1)
+    out += _section(NodeSection.IOMMU_DMESG, [], rc=1)
     efa_expected = instance_types.expected_efa(instance_type) or 0
     efa_count = behaviour.efa_devices if behaviour.efa_devices is not None else efa_expected
     modules = [
@@ -163,29 +170,33 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
             *modules,
             "nvidia              56410112  245 nvidia_uvm,nvidia_peermem,gdrdrv,nvidia_modeset",
         ]
-    out += _section("modules", modules if efa_expected or gpus else [], rc=0)
+    out += _section(NodeSection.MODULES, modules if efa_expected or gpus else [], rc=0)
     out += _section(
-        "efa_module_version",
+        NodeSection.EFA_MODULE_VERSION,
         ["2.13.0g"] if efa_expected else ["cat: /sys/module/efa/version: No such file or directory"],
         rc=0 if efa_expected else 1,
     )
     devices = [f"rdmap{80 + i}s0" for i in range(efa_count)]
-    out += _section("efa_devices", devices, rc=0)
-    out += _section("uverbs", [f"uverbs{i}" for i in range(efa_count)] + (["rdma_cm"] if efa_count else []), rc=0)
+    out += _section(NodeSection.EFA_DEVICES, devices, rc=0)
+    out += _section(
+        NodeSection.UVERBS, [f"uverbs{i}" for i in range(efa_count)] + (["rdma_cm"] if efa_count else []), rc=0
+    )
     if efa_expected and not behaviour.efa_provider_missing:
         fi = []
         for device in devices:
             fi += ["provider: efa", "    fabric: efa", f"    domain: {device}-rdm"]
-        out += _section("fi_info_efa", fi)
+        out += _section(NodeSection.FI_INFO_EFA, fi)
     else:
-        out += _section("fi_info_efa", ["fi_getinfo: -61 (No data available)"], rc=0)
+        out += _section(NodeSection.FI_INFO_EFA, ["fi_getinfo: -61 (No data available)"], rc=0)
     libfabric = _value(behaviour, "libfabric_version")
-    out += _section("fi_info_version", [f"fi_info: {libfabric}", f"libfabric: {libfabric}", "libfabric api: 1.22"])
+    out += _section(
+        NodeSection.FI_INFO_VERSION, [f"fi_info: {libfabric}", f"libfabric: {libfabric}", "libfabric api: 1.22"]
+    )
     ofi = _value(behaviour, "ofi_nccl_version")
     installer = _value(behaviour, "efa_installer_version")
     out += (
         _section(
-            "efa_installer",
+            NodeSection.EFA_INSTALLER,
             [
                 f"# EFA installer version: {installer}",
                 "# Debug packages installed: no",
@@ -194,20 +205,24 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
             ],
         )
         if efa_expected
-        else _section("efa_installer", ["cat: /opt/amazon/efa_installed_packages: No such file or directory"], rc=1)
+        else _section(
+            NodeSection.EFA_INSTALLER, ["cat: /opt/amazon/efa_installed_packages: No such file or directory"], rc=1
+        )
     )
     out += _section(
-        "ofi_nccl",
+        NodeSection.OFI_NCCL,
         ["libnccl-net-ofi.so", "libnccl-net.so", "libnccl-ofi-tuner.so"] if efa_expected else [],
         rc=0 if efa_expected else 1,
     )
     nccl = _value(behaviour, "nccl_version")
     out += _section(
-        "nccl_libs", [f"libnccl.so.{nccl}", f"libnccl.so.{nccl.split('.')[0]}"] if gpus else [], rc=0 if gpus else 1
+        NodeSection.NCCL_LIBS,
+        [f"libnccl.so.{nccl}", f"libnccl.so.{nccl.split('.')[0]}"] if gpus else [],
+        rc=0 if gpus else 1,
     )
-    out += _section("nccl_header", [], rc=2)
+    out += _section(NodeSection.NCCL_HEADER, [], rc=2)
     out += _section(
-        "hugepages",
+        NodeSection.HUGEPAGES,
         [
             "MemTotal:       2113442704 kB",
             f"HugePages_Total:    {behaviour.hugepages_total}",
@@ -217,7 +232,7 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
     )
     mtu = behaviour.mtu
     out += _section(
-        "interfaces",
+        NodeSection.INTERFACES,
         [
             "lo               UNKNOWN        127.0.0.1/8 ::1/128",
             f"ens32            UP             {_ip(hostname)}/20 fe80::8ff:2aff:fe4b:1c7/64",
@@ -225,7 +240,7 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
         ],
     )
     out += _section(
-        "links",
+        NodeSection.LINKS,
         [
             "1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536 qdisc noqueue state UNKNOWN mode DEFAULT group default qlen 1000\\    link/loopback 00:00:00:00:00:00 brd 00:00:00:00:00:00",
             f"2: ens32: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu {mtu} qdisc mq state UP mode DEFAULT group default qlen 1000\\    link/ether 0a:ff:2a:4b:01:c7 brd ff:ff:ff:ff:ff:ff",
@@ -233,27 +248,29 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
         ],
     )
     shm = behaviour.shm_bytes if behaviour.shm_bytes is not None else 1082103451648
-    out += _section("shm", ["Type      1B-blocks         Avail Mounted on", f"tmpfs  {shm:>13} {shm:>13} /dev/shm"])
     out += _section(
-        "memlock",
+        NodeSection.SHM, ["Type      1B-blocks         Avail Mounted on", f"tmpfs  {shm:>13} {shm:>13} /dev/shm"]
+    )
+    out += _section(
+        NodeSection.MEMLOCK,
         [
             "unlimited"
             if behaviour.memlock_kib is None and behaviour.memlock_unlimited
             else str(64 if behaviour.memlock_kib is None else behaviour.memlock_kib)
         ],
     )
-    out += _section("stack", [str(behaviour.stack_kib)])
+    out += _section(NodeSection.STACK, [str(behaviour.stack_kib)])
     out += _section(
-        "remove_ipc",
+        NodeSection.REMOVE_IPC,
         [f"RemoveIPC={behaviour.remove_ipc}"] if behaviour.remove_ipc else [],
         rc=0 if behaviour.remove_ipc else 1,
     )
     numa = [f"node{i}" for i in range(behaviour.numa_nodes)]
-    out += _section("numa", numa, rc=0 if numa else 1)
+    out += _section(NodeSection.NUMA, numa, rc=0 if numa else 1)
     drops = ["-A INPUT -p tcp -m tcp --dport 29400:29500 -j DROP" for _ in range(behaviour.firewall_drops)]
-    out += _section("firewall", drops, rc=0 if drops else 1)
-    out += _section("stale_shm", behaviour.stale_shm_files, rc=0 if behaviour.stale_shm_files else 1)
-    out += _section("training_procs", ["0"], rc=1)
+    out += _section(NodeSection.FIREWALL, drops, rc=0 if drops else 1)
+    out += _section(NodeSection.STALE_SHM, behaviour.stale_shm_files, rc=0 if behaviour.stale_shm_files else 1)
+    out += _section(NodeSection.TRAINING_PROCS, ["0"], rc=1)
     counters = []
     for device in devices:
         for counter in _COUNTERS:
@@ -261,7 +278,7 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
             counters.append(
                 f"/sys/class/infiniband/{device}/ports/1/hw_counters/{counter}:{base + behaviour.efa_counters.get(counter, 0)}"
             )
-    out += _section("efa_counters", counters, rc=0 if counters else 2)
+    out += _section(NodeSection.EFA_COUNTERS, counters, rc=0 if counters else 2)
     out += _loopback_latency(behaviour, bool(efa_expected) and not behaviour.efa_provider_missing)
     return "\n".join(out) + "\n"
 
@@ -293,9 +310,11 @@ def _pingpong_table(usec: float) -> list[str]:
 def _loopback_latency(behaviour: NodeBehaviour, efa_works: bool) -> list[str]:
     """The `efa_latency` sections: EFA loopback when the provider works, else the TCP fallback."""
     if efa_works:
-        return _section("efa_latency", _pingpong_table(behaviour.efa_latency_usec)) + _section("efa_latency_tcp", [])
-    failed = _section("efa_latency", ["fi_getinfo(): -61 (No data available)"], rc=1)
-    return failed + _section("efa_latency_tcp", _pingpong_table(31.4))
+        return _section(NodeSection.EFA_LATENCY, _pingpong_table(behaviour.efa_latency_usec)) + _section(
+            NodeSection.EFA_LATENCY_TCP, []
+        )
+    failed = _section(NodeSection.EFA_LATENCY, ["fi_getinfo(): -61 (No data available)"], rc=1)
+    return failed + _section(NodeSection.EFA_LATENCY_TCP, _pingpong_table(31.4))
 
 
 _NO_RAS = ["nc: connect to localhost port 28028 (tcp) failed: Connection refused"]
@@ -304,9 +323,9 @@ _NO_RAS = ["nc: connect to localhost port 28028 (tcp) failed: Connection refused
 def _job_choice(pid: int | None, candidates: int) -> list[str]:
     """The probe's `nccl_job` section: the simulated ranks run as root (a container's default)."""
     if pid is None:
-        return _section("nccl_job", ["none: no process carries NCCL or TORCH_NCCL settings"], rc=1)
+        return _section(NodeSection.NCCL_JOB, ["none: no process carries NCCL or TORCH_NCCL settings"], rc=1)
     why = "lowest pid of the python/torchrun processes with NCCL or TORCH_NCCL settings"
-    return _section("nccl_job", [f"pid={pid} uid=0 comm=python candidates={candidates} why={why}"])
+    return _section(NodeSection.NCCL_JOB, [f"pid={pid} uid=0 comm=python candidates={candidates} why={why}"])
 
 
 def render_nccl_job(scenario: Scenario, behaviours: NodeBehaviours, node_key: str, now: float) -> str:
@@ -325,14 +344,22 @@ def render_nccl_job(scenario: Scenario, behaviours: NodeBehaviours, node_key: st
             jobs.append(f"{pid:>7} python")
             values = {"RANK": str(index * 8 + local), "LOCAL_RANK": str(local), **own_env}
             env += [f"/proc/{pid}/environ:{name}={value}" for name, value in values.items()]
-        out = _section("nccl_jobs", jobs) + _section("nccl_job_env", env) + _job_choice(7300, len(jobs))
-        out += _section("nccl_ras", _NO_RAS, rc=1)
-        return "\n".join(out + _section("flight_recorder", [])) + "\n"
+        out = (
+            _section(NodeSection.NCCL_JOBS, jobs)
+            + _section(NodeSection.NCCL_JOB_ENV, env)
+            + _job_choice(7300, len(jobs))
+        )
+        out += _section(NodeSection.NCCL_RAS, _NO_RAS, rc=1)
+        return "\n".join(out + _section(NodeSection.FLIGHT_RECORDER, [])) + "\n"
     if spec is None or node_key not in spec.nodes:
-        out = _section("nccl_jobs", [], rc=1) + _section("nccl_job_env", [], rc=1) + _job_choice(None, 0)
-        out += _section("nccl_ras", _NO_RAS, rc=1)
+        out = (
+            _section(NodeSection.NCCL_JOBS, [], rc=1)
+            + _section(NodeSection.NCCL_JOB_ENV, [], rc=1)
+            + _job_choice(None, 0)
+        )
+        out += _section(NodeSection.NCCL_RAS, _NO_RAS, rc=1)
         no_job = ["skipped: no NCCL job runs on this node (no Flight Recorder dump to read)"]
-        return "\n".join(out + _section("flight_recorder", no_job, rc=1)) + "\n"
+        return "\n".join(out + _section(NodeSection.FLIGHT_RECORDER, no_job, rc=1)) + "\n"
     written = now - spec.minutes_ago * 60
     job = HungJob(
         world_size=len(spec.nodes) * spec.ranks_per_node,
@@ -361,9 +388,13 @@ def render_nccl_job(scenario: Scenario, behaviours: NodeBehaviours, node_key: st
         dumps.append(f"file {written:.6f} {len(data)} /proc/{4100 + ranks[0]}/root{prefix}{rank}")
         dumps.append(base64.b64encode(data).decode("ascii"))
     hosts = [scenario.hostname(key).split(".", 1)[0] for key in spec.nodes]
-    out = _section("nccl_jobs", jobs) + _section("nccl_job_env", env) + _job_choice(4100 + ranks[0], len(jobs))
-    out += _section("nccl_ras", ras_status_text(job, hosts).splitlines())
-    return "\n".join(out + _section("flight_recorder", dumps)) + "\n"
+    out = (
+        _section(NodeSection.NCCL_JOBS, jobs)
+        + _section(NodeSection.NCCL_JOB_ENV, env)
+        + _job_choice(4100 + ranks[0], len(jobs))
+    )
+    out += _section(NodeSection.NCCL_RAS, ras_status_text(job, hosts).splitlines())
+    return "\n".join(out + _section(NodeSection.FLIGHT_RECORDER, dumps)) + "\n"
 
 
 def _ip(hostname: str) -> str:
@@ -408,8 +439,10 @@ def render_slurm_controller(scenario: Scenario, behaviours: NodeBehaviours) -> s
     ctl_host = scenario.hostname(controller).split(".", 1)[0]
     out: list[str] = []
     ping = f"Slurmctld(primary) at {ctl_host} is {'UP' if slurm.slurmctld_up else 'DOWN'}"
-    out += _section("slurm_ping", [ping], rc=0 if slurm.slurmctld_up else 1)
-    out += _section("munge", ["active" if slurm.munge_active else "inactive"], rc=0 if slurm.munge_active else 3)
+    out += _section(SlurmSection.SLURM_PING, [ping], rc=0 if slurm.slurmctld_up else 1)
+    out += _section(
+        SlurmSection.MUNGE, ["active" if slurm.munge_active else "inactive"], rc=0 if slurm.munge_active else 3
+    )
     rows = []
     for key in scenario.node_keys():
         if _slurm_type(scenario, key) != "Compute":
@@ -417,15 +450,20 @@ def render_slurm_controller(scenario: Scenario, behaviours: NodeBehaviours) -> s
         short = scenario.hostname(key).split(".", 1)[0]
         state, _, reason = slurm.node_states.get(key, "idle|none").partition("|")
         rows.append(f"{short}|{short}|{_ip(short)}|{state}|{reason or 'none'}")
-    out += _section("sinfo", rows)
+    out += _section(SlurmSection.SINFO, rows)
     out += _section(
-        "squeue", [f"{job.split('|')[0]}|{job.split('|')[1]}|PENDING|{job.split('|')[2]}" for job in slurm.pending_jobs]
+        SlurmSection.SQUEUE,
+        [f"{job.split('|')[0]}|{job.split('|')[1]}|PENDING|{job.split('|')[2]}" for job in slurm.pending_jobs],
     )
     out += _section(
-        "nccl_env_files", [f"/etc/profile.d/nccl.sh:{line}" for line in slurm.nccl_env], rc=0 if slurm.nccl_env else 1
+        SlurmSection.NCCL_ENV_FILES,
+        [f"/etc/profile.d/nccl.sh:{line}" for line in slurm.nccl_env],
+        rc=0 if slurm.nccl_env else 1,
     )
     out += _section(
-        "remove_ipc", [f"RemoveIPC={slurm.remove_ipc}"] if slurm.remove_ipc else [], rc=0 if slurm.remove_ipc else 1
+        SlurmSection.REMOVE_IPC,
+        [f"RemoveIPC={slurm.remove_ipc}"] if slurm.remove_ipc else [],
+        rc=0 if slurm.remove_ipc else 1,
     )
     return "\n".join(out) + "\n"
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.server import Server, ServerConnection, serve
 
+from hyperpod_nccl.probe.sections import begin_line
 from hyperpod_nccl.ssm import codec
 from hyperpod_nccl.ssm.codec import ClientMessage, PayloadType
 from hyperpod_nccl_sim.node_behaviours import SessionFaultSpec
@@ -203,7 +204,7 @@ class _AgentChannel:
             return
         before, after = self.session.output, b""
         if self.faults.stall_at_section:
-            marker = f"@@BEGIN {self.faults.stall_at_section}\n".encode()
+            marker = f"{begin_line(self.faults.stall_at_section)}\n".encode()
             cut = self.session.output.find(marker)
             if cut >= 0:
                 before, after = self.session.output[:cut], self.session.output[cut:]

@@ -18,7 +18,7 @@ from hyperpod_nccl.models.findings import Scope
 from hyperpod_nccl.models.request import DiagnoseRequest
 from hyperpod_nccl.probe import documents
 from hyperpod_nccl.ssm.client import DOCUMENT, wrap_command
-from hyperpod_nccl_sim.aws import MAX_DOCUMENT_BYTES, started_sessions
+from hyperpod_nccl_sim.aws import started_sessions
 from hyperpod_nccl_sim.serverless import LocalMonitor
 
 
@@ -123,7 +123,7 @@ def test_emulated_start_session_is_strict_about_documents(simulate) -> None:
     assert _start(sim, custom, {"command": ["id"]}) == "ValidationException"
     assert _start(sim, DOCUMENT, {}) == "ValidationException"
     with pytest.raises(ClientError) as raised:
-        ssm.create_document(Name="Strict-Big", Content="x" * (MAX_DOCUMENT_BYTES + 1), DocumentType="Session")
+        ssm.create_document(Name="Strict-Big", Content="x" * (documents.MAX_DOCUMENT_BYTES + 1), DocumentType="Session")
     assert raised.value.response["Error"]["Code"] == "MaxDocumentSizeExceeded"
 
 

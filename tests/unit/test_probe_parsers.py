@@ -86,7 +86,7 @@ def test_slurm_controller_sections() -> None:
         "@@BEGIN squeue\n42|train|PENDING|(Resources)\n@@END squeue rc=0\n"
     )
     slurm = parse_slurm_controller(text)
-    assert slurm.controller_up is True and slurm.munge_state == "inactive"
+    assert [c.state for c in slurm.controllers] == ["UP"] and slurm.munge_state == "inactive"
     assert [(n.name, n.state, n.reason) for n in slurm.nodes] == [
         ("ip-10-1-0-12", "drained*", "Kill task failed"),
         ("ip-10-1-0-13", "idle", None),

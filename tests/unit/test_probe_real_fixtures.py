@@ -347,7 +347,7 @@ def test_unavailable_nodes_of_a_pending_job_are_named_with_their_instances() -> 
 
 def test_scontrol_ping_with_a_primary_and_three_backups_up() -> None:
     slurm = _slurm("slurm_ping_four_controllers_up.txt")
-    assert slurm.controller_up is True
+    assert [c.state for c in slurm.controllers] == ["UP"] * 4
     [finding] = _run("slurm.controller", _inventory(slurm=slurm))
     assert (finding.status, finding.title) == (Status.PASS, "slurmctld is UP")
     assert finding.evidence == [slurm.ping_output]

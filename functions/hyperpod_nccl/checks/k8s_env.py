@@ -8,12 +8,14 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from hyperpod_nccl import instance_types
 from hyperpod_nccl.checks import check
 from hyperpod_nccl.checks._debug_env import debug_gaps
 from hyperpod_nccl.checks._kubernetes import EnvValue, Job, effective_env, kube, main_container, training_jobs
 from hyperpod_nccl.models.findings import Finding, Priority, Resource, Status
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.kubernetes import EFA_RESOURCE, KubernetesInventory, Pod, Service
+from hyperpod_nccl.nccl_env import is_nccl_variable
 from hyperpod_nccl.references import (
     DBG_DNS,
     DBG_TCP_FALLBACK,
@@ -23,7 +25,6 @@ from hyperpod_nccl.references import (
 )
 
 DEFAULT_RENDEZVOUS_PORT = 29500
-_VARIABLE_PREFIXES = ("NCCL_", "FI_", "TORCH_NCCL_", "TORCH_DISTRIBUTED", "MASTER_", "WORLD_SIZE")
 
 
 def _job_env(k8s: KubernetesInventory, job: Job) -> tuple[Pod, dict[str, EnvValue]] | None:
@@ -197,7 +198,7 @@ def _audit(
             )
         )
     rdma = value.get("FI_EFA_USE_DEVICE_RDMA")
-    rdma_capable = bool(instance_type and re.match(r"^ml\.(p4d|p4de|p5|p5e|p5en|p6)", instance_type))
+    rdma_capable = bool(instance_type and instance_types.supports_gpudirect_rdma(instance_type))
     if rdma == "0" and rdma_capable:
         rules.append(
             _Rule(
@@ -265,7 +266,7 @@ def nccl_env(inv: Inventory) -> Iterator[Finding]:
         shown = [
             f"{k}={v.value if v.value is not None else '<' + v.source + '>'} ({v.source})"
             for k, v in sorted(env.items())
-            if k.startswith(_VARIABLE_PREFIXES)
+            if is_nccl_variable(k)
         ]
         for rule in rules:
             yield nccl_env.finding(

@@ -78,7 +78,8 @@ def gpu_ecc(inv: Inventory) -> Iterator[Finding]:
         if bad:
             yield gpu_ecc.fail(
                 f"uncorrectable ECC errors on {len(bad)} GPU(s) of {node_label(result)}",
-                detail="read together with the row-remap state (§ G.1.a): pending remap → reboot; failure → replace",
+                detail=f"read together with the row-remap state ({NODE_ROW_REMAP.pointer}): pending remap → reboot; "
+                "failure → replace",
                 evidence=[f"GPU {g.index} ({g.bus_id}, serial {g.serial}): {g.ecc_uncorrected_volatile}" for g in bad],
                 resources=[node_resource(result)],
                 suggested_commands=[reboot(inv, result)],

@@ -10,6 +10,7 @@ from hyperpod_nccl.checks import check
 from hyperpod_nccl.checks._node import node_label, node_resource, probed_nodes, ssm_target
 from hyperpod_nccl.models.findings import Finding, Priority
 from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.probe.sections import NodeSection
 from hyperpod_nccl.references import DBG_MEMLOCK_SHM, DBG_STALE_SHM, DBG_VERSION_MISMATCH
 
 
@@ -120,7 +121,7 @@ def remove_ipc(inv: Inventory) -> Iterator[Finding]:
             )
         # grep exits 1 (no match) or 2 (a missing logind.conf.d); a timeout or a cut-off section
         # leaves no exit status and proves nothing.
-        elif probe.remove_ipc is None and probe.section_rc("remove_ipc") in (1, 2):
+        elif probe.remove_ipc is None and probe.section_rc(NodeSection.REMOVE_IPC) in (1, 2):
             unset.append(result)
     if not unset:
         return

@@ -10,6 +10,7 @@ from hyperpod_nccl.checks import check
 from hyperpod_nccl.checks._node import node_label, node_resource, probed_nodes, reboot, replace
 from hyperpod_nccl.models.findings import Finding, Priority
 from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.probe.sections import NodeSection
 from hyperpod_nccl.references import (
     DBG_EFA_CONFIG,
     DBG_HOST_FIREWALL,
@@ -74,7 +75,7 @@ def efa_provider(inv: Inventory) -> Iterator[Finding]:
         if probe.fi_info_efa_domains == 0 or (probe.fi_info_efa_domains is None and probe.fi_info_error):
             yield efa_provider.fail(
                 f"EFA provider not available on {node_label(result)}",
-                detail="NCCL will use TCP sockets (10-100x slower); see also debugging-guide § 13",
+                detail=f"NCCL will use TCP sockets (10-100x slower); see also {DBG_TCP_FALLBACK.pointer}",
                 evidence=[probe.fi_info_error or "fi_info -p efa found no EFA domain"],
                 resources=[node_resource(result)],
             )
@@ -91,7 +92,7 @@ def ofi_nccl_plugin(inv: Inventory) -> Iterator[Finding]:
     """EFA nodes need libnccl-net (aws-ofi-nccl) on the host or in the image."""
     for result, probe in probed_nodes(inv):
         efa_node = instance_types.expects_efa_for_nccl(result.instance_type or "")
-        if efa_node and probe.section_rc("ofi_nccl") is not None and not probe.ofi_nccl_plugin:
+        if efa_node and probe.section_rc(NodeSection.OFI_NCCL) is not None and not probe.ofi_nccl_plugin:
             yield ofi_nccl_plugin.warn(
                 f"aws-ofi-nccl (libnccl-net) not found on the host of {node_label(result)}",
                 detail="fine when every training image ships the plugin; otherwise NCCL uses TCP",

@@ -125,7 +125,7 @@ def _abort_reason(ctx: CollectionContext, eks_name: str, endpoint: str, error: K
             "EKS access entry (or aws-auth mapping); every Kubernetes check was skipped",
             fix=f"aws eks create-access-entry --cluster-name {eks_name} --region {region} "
             f"--principal-arn {principal} --kubernetes-groups {READ_ROLE}; then apply the read-only "
-            f"ClusterRole {READ_ROLE} and its binding (references/operations.md § 2)",
+            f"ClusterRole {READ_ROLE} and its binding ({OPS_IAM.pointer})",
             missing_action="eks:CreateAccessEntry (access entry for the caller)",
             reference=OPS_CLUSTER_NAMES,
         )
@@ -168,7 +168,7 @@ def _forbidden_reason(paths: list[str], *, partial: bool) -> DegradedSource:
         + ", ".join(sorted(set(paths)))
         + " (403 Forbidden); the checks that need them were skipped",
         fix=f"kubectl apply -f {READ_ROLE}.yaml with the read-only ClusterRole {READ_ROLE} and its "
-        "ClusterRoleBinding of references/operations.md § 2 (get/list/watch on nodes, pods, pods/log, "
+        f"ClusterRoleBinding of {OPS_IAM.pointer} (get/list/watch on nodes, pods, pods/log, "
         "namespaces, services, endpoints, configmaps, networkpolicies, daemonsets)",
         missing_action=f"kubernetes RBAC: ClusterRole {READ_ROLE}",
         reference=OPS_IAM,

@@ -30,6 +30,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_nccl.aws_errors import error_code, is_access_denied
+from hyperpod_nccl.aws_limits import FILTER_PATTERN_MAX_CHARS, FILTER_STREAM_NAMES_MAX
 from hyperpod_nccl.classifier import Scanner, load_catalog
 from hyperpod_nccl.collectors.aws import degraded_from_error
 from hyperpod_nccl.collectors.context import CollectionContext
@@ -39,8 +40,6 @@ from hyperpod_nccl.pacing import RateLimiter
 from hyperpod_nccl.redaction import scrub
 from hyperpod_nccl.references import OPS_CLOUDWATCH
 from hyperpod_nccl.thresholds import (
-    FILTER_PATTERN_MAX_CHARS,
-    FILTER_STREAM_NAMES_MAX,
     LOG_EVENTS_PER_STREAM,
     LOG_EVENTS_PER_TERM,
     LOG_FILTER_CALLS_PER_SECOND,

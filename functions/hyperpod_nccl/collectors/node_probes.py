@@ -9,7 +9,6 @@ StartSession rate limiter and a progress line.
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -23,6 +22,7 @@ from hyperpod_nccl.models.cluster import ClusterNode, ControlPlaneInventory
 from hyperpod_nccl.models.node_probe import NodeProbeInventory, NodeProbeResult, ProbePlan, ProbeTarget
 from hyperpod_nccl.probe import documents, script
 from hyperpod_nccl.probe.parsers import parse_node_probe, parse_slurm_controller
+from hyperpod_nccl.probe.sections import SECTIONS
 from hyperpod_nccl.ssm.client import (
     DOCUMENT,
     SessionError,
@@ -197,14 +197,11 @@ def probe_node(ctx: CollectionContext, target: ProbeTarget, runner: SessionRunne
     return result
 
 
-_SECTION_BEGIN = re.compile(r"^begin ([a-z0-9_]+)$", re.MULTILINE)
-
-
 def _missing_sections(result: NodeProbeResult) -> str:
     """Which sections of the role's script a cut-off answer lacks (not ended), in script order."""
     parsed = result.slurm if result.role == "slurm_controller" else result.probe
     ended = {s.name for s in (parsed.sections if parsed else []) if s.rc is not None}
-    missing = [name for name in _SECTION_BEGIN.findall(script(result.role)) if name not in ended]
+    missing = [name for name in SECTIONS[result.role] if name not in ended]
     if not missing:
         return "no section missing"
     if len(missing) == 1:

@@ -18,7 +18,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from hyperpod_nccl import thresholds
-from hyperpod_nccl.checks.events import categorise
+from hyperpod_nccl.checks.cluster import node_status
+from hyperpod_nccl.checks.cluster_events import categorise, cluster_events
+from hyperpod_nccl.checks.k8s_nodes import node_health_labels, node_ready
+from hyperpod_nccl.checks.logs import hma_detections
 from hyperpod_nccl.hang.attribution import AttributionFact
 from hyperpod_nccl.incidents.models import (
     Affected,
@@ -63,15 +66,17 @@ HARDWARE_REFERENCES = (
     DBG_NODE_HARDWARE,
     DBG_ROW_REMAP_DCGM,
 )
-NODE_STATE_CHECKS = frozenset({"cluster.node_status", "k8s.node_ready", "k8s.node_health_labels"})
+# Check ids are read from the checks, never spelled here: a check that is removed or moved fails this import.
+NODE_STATE_CHECKS = frozenset({node_status.meta.id, node_ready.meta.id, node_health_labels.meta.id})
+CLUSTER_EVENTS_CHECK = cluster_events.meta.id
 # Checks whose findings the inventory already gives in full detail (one entry per event).
-COVERED_BY_INVENTORY = frozenset({"cluster.events", "logs.hma_detections"})
+COVERED_BY_INVENTORY = frozenset({CLUSTER_EVENTS_CHECK, hma_detections.meta.id})
 # Signals that place a hang on a node (a log line is one witness's view of it).
 _ATTRIBUTION_SOURCES = ("flight_recorder", "ras")
 RESUMED = re.compile(r"(?i)\b(auto-?resum\w*|resumed|restarted from checkpoint|job resumed)\b")
 REPLACE_ADVICE = (
     "replace, don't reboot: the same fault came back, so a reboot will not clear it "
-    "(node-debugger.md § F); if it persists after replacement, escalate to AWS Support "
+    f"({NODE_HARDWARE.pointer}); if it persists after replacement, escalate to AWS Support "
     "(skill: GPU XID errors persist after node replacement)"
 )
 _KIND_RANK: dict[SignalKind, int] = {"fault": 0, "detection": 1, "hang": 2, "job": 3, "recovery": 4, "info": 5}
@@ -306,7 +311,7 @@ def collect_signals(
                 instance_id, group = _node_of(finding)
                 signals.append(
                     Signal(
-                        source="cluster_event" if finding.check_id == "cluster.events" else "hma",
+                        source="cluster_event" if finding.check_id == CLUSTER_EVENTS_CHECK else "hma",
                         kind="detection",
                         text=finding.title,
                         reference=finding.reference,

@@ -31,11 +31,12 @@ from hyperpod_nccl.models.node_probe import (
     Versions,
     XidEvent,
 )
+from hyperpod_nccl.probe.sections import BEGIN_MARKER, END_MARKER, NodeSection, SlurmSection
 from hyperpod_nccl.redaction import scrub
 from hyperpod_nccl.xid import XID_LINE
 
-_BEGIN = re.compile(r"^@@BEGIN (?P<name>[a-z0-9_]+)$")
-_END = re.compile(r"^@@END (?P<name>[a-z0-9_]+) rc=(?P<rc>-?\d*)$")
+_BEGIN = re.compile(rf"^{BEGIN_MARKER} (?P<name>[a-z0-9_]+)$")
+_END = re.compile(rf"^{END_MARKER} (?P<name>[a-z0-9_]+) rc=(?P<rc>-?\d*)$")
 NOT_FOUND_RC = 127
 _MISSING = ("command not found", "No such file or directory", "not found")
 
@@ -86,7 +87,7 @@ def split_sections(output: str) -> dict[str, Section]:
 
 # Sections whose lines are data, not text: the Flight Recorder's base64 dumps, which the
 # opaque-string rule would destroy (their `file …` lines are still scrubbed).
-_PAYLOAD_SECTIONS = frozenset({"flight_recorder"})
+_PAYLOAD_SECTIONS = frozenset({NodeSection.FLIGHT_RECORDER})
 
 
 def _redact(section: Section) -> None:
@@ -421,28 +422,28 @@ def parse_versions(sections: dict[str, Section], gpus: list[GpuInfo]) -> Version
     nccl_libs = sorted(
         (
             tuple(int(p) for p in m.groups())
-            for m in re.finditer(r"libnccl\.so\.(\d+)\.(\d+)\.(\d+)", text("nccl_libs"))
+            for m in re.finditer(r"libnccl\.so\.(\d+)\.(\d+)\.(\d+)", text(NodeSection.NCCL_LIBS))
         ),
         reverse=True,
     )
     nccl = ".".join(str(p) for p in nccl_libs[0]) if nccl_libs else None
     if nccl is None:
-        header = dict(re.findall(r"#define NCCL_(MAJOR|MINOR|PATCH) (\d+)", text("nccl_header")))
+        header = dict(re.findall(r"#define NCCL_(MAJOR|MINOR|PATCH) (\d+)", text(NodeSection.NCCL_HEADER)))
         if len(header) == 3:
             nccl = f"{header['MAJOR']}.{header['MINOR']}.{header['PATCH']}"
-    installer = text("efa_installer")
-    ofi = text("ofi_nccl")
-    kernel = _ok_lines(sections.get("kernel"))
+    installer = text(NodeSection.EFA_INSTALLER)
+    ofi = text(NodeSection.OFI_NCCL)
+    kernel = _ok_lines(sections.get(NodeSection.KERNEL))
     return Versions(
         driver=next((g.driver_version for g in gpus if g.driver_version), None)
-        or _version_from(r"Driver Version\s*:\s*(\S+)", text("cuda_version")),
-        cuda=_version_from(r"CUDA Version\s*:\s*(\S+)", text("cuda_version")),
+        or _version_from(r"Driver Version\s*:\s*(\S+)", text(NodeSection.CUDA_VERSION)),
+        cuda=_version_from(r"CUDA Version\s*:\s*(\S+)", text(NodeSection.CUDA_VERSION)),
         nccl=nccl,
         ofi_nccl=_version_from(r"(?:aws-ofi-nccl|libnccl-ofi|nccl-ofi)[-_ ]?v?(\d+\.\d+\.\d+)", installer + "\n" + ofi),
-        libfabric=_version_from(r"^libfabric:\s*(\S+)", text("fi_info_version")),
+        libfabric=_version_from(r"^libfabric:\s*(\S+)", text(NodeSection.FI_INFO_VERSION)),
         efa_installer=_version_from(r"EFA installer version:\s*(\S+)", installer),
         kernel=kernel[0].strip() if kernel else None,
-        efa_module=_first(_ok_lines(sections.get("efa_module_version"))),
+        efa_module=_first(_ok_lines(sections.get(NodeSection.EFA_MODULE_VERSION))),
     )
 
 
@@ -626,60 +627,63 @@ def parse_node_probe(output: str) -> NodeProbeData:
     def lines(name: str) -> list[str]:
         return _ok_lines(sections.get(name))
 
-    gpu_list = sections.get("gpu_list")
+    gpu_list = sections.get(NodeSection.GPU_LIST)
     gpu_present: bool | None = None
     if gpu_list is not None:
         gpu_present = any(line.startswith("GPU ") for line in gpu_list.lines)
-    gpus = parse_gpu_query(lines("gpu_query"))
-    gpu_query = sections.get("gpu_query")
-    dcgm_overall, dcgm_incidents = parse_dcgm_health(
-        sections["dcgm_health"].text if "dcgm_health" in sections and not sections["dcgm_health"].tool_missing else ""
-    )
-    nvlink_active, nvlink_inactive = parse_nvlink(lines("nvlink") if gpu_present else [])
-    nv_pairs, pcie_pairs = parse_topology(lines("topology") if gpu_present else [])
-    cmdline = " ".join(lines("cmdline"))
+    gpus = parse_gpu_query(lines(NodeSection.GPU_QUERY))
+    gpu_query = sections.get(NodeSection.GPU_QUERY)
+    dcgm = sections.get(NodeSection.DCGM_HEALTH)
+    dcgm_overall, dcgm_incidents = parse_dcgm_health(dcgm.text if dcgm is not None and not dcgm.tool_missing else "")
+    nvlink_active, nvlink_inactive = parse_nvlink(lines(NodeSection.NVLINK) if gpu_present else [])
+    nv_pairs, pcie_pairs = parse_topology(lines(NodeSection.TOPOLOGY) if gpu_present else [])
+    cmdline = " ".join(lines(NodeSection.CMDLINE))
     iommu: bool | None = None
-    if "cmdline" in sections or "iommu_dmesg" in sections:
-        iommu = bool(re.search(r"\b(intel_iommu|amd_iommu)=on\b", cmdline)) or bool(lines("iommu_dmesg"))
-    fi_domains, fi_error = parse_fi_info(sections.get("fi_info_efa"))
-    hugepages = dict(re.findall(r"^(\w+):\s+(\d+)", "\n".join(lines("hugepages")), re.M))
-    shm_type, shm_size = parse_shm(lines("shm"))
-    memlock, memlock_unlimited = _limit(lines("memlock"))
-    stack, stack_unlimited = _limit(lines("stack"))
-    remove_ipc = _version_from(r"RemoveIPC\s*=\s*(\S+)", "\n".join(lines("remove_ipc")))
-    efa_devices = [d for d in lines("efa_devices") if d.strip()] if "efa_devices" in sections else None
-    uverbs = sections.get("uverbs")
-    ras_status, ras_error = parse_ras(sections.get("nccl_ras"))
-    job = parse_nccl_job(lines("nccl_job"))
+    if NodeSection.CMDLINE in sections or NodeSection.IOMMU_DMESG in sections:
+        iommu = bool(re.search(r"\b(intel_iommu|amd_iommu)=on\b", cmdline)) or bool(lines(NodeSection.IOMMU_DMESG))
+    fi_domains, fi_error = parse_fi_info(sections.get(NodeSection.FI_INFO_EFA))
+    hugepages = dict(re.findall(r"^(\w+):\s+(\d+)", "\n".join(lines(NodeSection.HUGEPAGES)), re.M))
+    shm_type, shm_size = parse_shm(lines(NodeSection.SHM))
+    memlock, memlock_unlimited = _limit(lines(NodeSection.MEMLOCK))
+    stack, stack_unlimited = _limit(lines(NodeSection.STACK))
+    remove_ipc = _version_from(r"RemoveIPC\s*=\s*(\S+)", "\n".join(lines(NodeSection.REMOVE_IPC)))
+    efa_devices = (
+        [d for d in lines(NodeSection.EFA_DEVICES) if d.strip()] if NodeSection.EFA_DEVICES in sections else None
+    )
+    uverbs = sections.get(NodeSection.UVERBS)
+    ras_status, ras_error = parse_ras(sections.get(NodeSection.NCCL_RAS))
+    job = parse_nccl_job(lines(NodeSection.NCCL_JOB))
     if job is not None:
-        job.refused = refused_settings(job, sections.get("nccl_ras"), lines("flight_recorder"))
+        job.refused = refused_settings(job, sections.get(NodeSection.NCCL_RAS), lines(NodeSection.FLIGHT_RECORDER))
     return NodeProbeData(
-        hostname=_first(lines("hostname")),
+        hostname=_first(lines(NodeSection.HOSTNAME)),
         gpu_present=gpu_present,
         gpu_query_ok=None if gpu_query is None or not gpu_present else gpu_query.rc == 0 and bool(gpus),
         gpus=gpus,
-        xids=parse_xids(lines("xid_dmesg") + lines("xid_journal")),
-        remapped_rows=parse_remapped_rows(lines("remapped_rows")),
+        xids=parse_xids(lines(NodeSection.XID_DMESG) + lines(NodeSection.XID_JOURNAL)),
+        remapped_rows=parse_remapped_rows(lines(NodeSection.REMAPPED_ROWS)),
         dcgm_overall=dcgm_overall,
         dcgm_incidents=dcgm_incidents,
-        nvvs_failures=lines("nvvs_tail")[:20],
+        nvvs_failures=lines(NodeSection.NVVS_TAIL)[:20],
         nvlink_active=nvlink_active,
         nvlink_inactive=nvlink_inactive,
         topology_nvlink_pairs=nv_pairs,
         topology_pcie_pairs=pcie_pairs,
-        acs_enabled_bridges=parse_acs(lines("pci_acs")),
+        acs_enabled_bridges=parse_acs(lines(NodeSection.PCI_ACS)),
         iommu_enabled=iommu,
-        kernel_modules=[line.split()[0] for line in lines("modules") if line.split()],
+        kernel_modules=[line.split()[0] for line in lines(NodeSection.MODULES) if line.split()],
         efa_devices=[d for d in efa_devices if not d.startswith("ls:")] if efa_devices is not None else None,
         uverbs_devices=None if uverbs is None else sum(1 for line in uverbs.lines if line.strip().startswith("uverbs")),
         fi_info_efa_domains=fi_domains,
         fi_info_error=fi_error,
-        ofi_nccl_plugin=[line.strip() for line in lines("ofi_nccl") if line.strip() and not line.endswith(":")],
+        ofi_nccl_plugin=[
+            line.strip() for line in lines(NodeSection.OFI_NCCL) if line.strip() and not line.endswith(":")
+        ],
         versions=parse_versions(sections, gpus),
         hugepages_total=_int(hugepages.get("HugePages_Total")),
         hugepages_free=_int(hugepages.get("HugePages_Free")),
         hugepage_size_kib=_int(hugepages.get("Hugepagesize")),
-        interfaces=parse_interfaces(lines("interfaces"), lines("links")),
+        interfaces=parse_interfaces(lines(NodeSection.INTERFACES), lines(NodeSection.LINKS)),
         shm_fstype=shm_type,
         shm_size_bytes=shm_size,
         memlock_kib=memlock,
@@ -687,18 +691,20 @@ def parse_node_probe(output: str) -> NodeProbeData:
         stack_kib=stack,
         stack_unlimited=stack_unlimited,
         remove_ipc=remove_ipc,
-        numa_nodes=len(lines("numa")) if "numa" in sections else None,
-        firewall_rules=lines("firewall")[:20],
-        stale_shm_files=[line.strip() for line in lines("stale_shm") if line.strip().startswith("nccl-")],
-        training_processes=_int(_first(lines("training_procs"))),
-        efa_counters=parse_efa_counters(lines("efa_counters")),
-        efa_latency=parse_loopback_latency(sections.get("efa_latency"), sections.get("efa_latency_tcp")),
-        nccl_jobs=parse_nccl_jobs(lines("nccl_jobs"), lines("nccl_job_env")),
+        numa_nodes=len(lines(NodeSection.NUMA)) if NodeSection.NUMA in sections else None,
+        firewall_rules=lines(NodeSection.FIREWALL)[:20],
+        stale_shm_files=[line.strip() for line in lines(NodeSection.STALE_SHM) if line.strip().startswith("nccl-")],
+        training_processes=_int(_first(lines(NodeSection.TRAINING_PROCS))),
+        efa_counters=parse_efa_counters(lines(NodeSection.EFA_COUNTERS)),
+        efa_latency=parse_loopback_latency(
+            sections.get(NodeSection.EFA_LATENCY), sections.get(NodeSection.EFA_LATENCY_TCP)
+        ),
+        nccl_jobs=parse_nccl_jobs(lines(NodeSection.NCCL_JOBS), lines(NodeSection.NCCL_JOB_ENV)),
         ras_status=ras_status,
         ras_error=ras_error,
-        flight_recorder_dumps=parse_flight_recorder(lines("flight_recorder")),
+        flight_recorder_dumps=parse_flight_recorder(lines(NodeSection.FLIGHT_RECORDER)),
         nccl_job=job,
-        flight_recorder_error=flight_recorder_note(lines("flight_recorder")),
+        flight_recorder_error=flight_recorder_note(lines(NodeSection.FLIGHT_RECORDER)),
         sections=_statuses(sections),
     )
 
@@ -762,16 +768,21 @@ def parse_slurm_controller(output: str) -> SlurmControllerData:
     def lines(name: str) -> list[str]:
         return _ok_lines(sections.get(name))
 
-    munge = lines("munge")
-    contact = [line.strip() for name in ("sinfo", "squeue") for line in lines(name) if _CONTACT_ERROR.search(line)]
+    munge = lines(SlurmSection.MUNGE)
+    contact = [
+        line.strip()
+        for name in (SlurmSection.SINFO, SlurmSection.SQUEUE)
+        for line in lines(name)
+        if _CONTACT_ERROR.search(line)
+    ]
     return SlurmControllerData(
-        ping_output="\n".join(lines("slurm_ping")) or None,
-        controllers=parse_scontrol_ping(lines("slurm_ping")),
+        ping_output="\n".join(lines(SlurmSection.SLURM_PING)) or None,
+        controllers=parse_scontrol_ping(lines(SlurmSection.SLURM_PING)),
         contact_errors=contact[:4],
         munge_state=munge[0].strip() if munge else None,
-        nodes=parse_sinfo(lines("sinfo")),
-        queue=parse_squeue(lines("squeue")),
-        nccl_env=[line.split(":", 1)[-1].strip() for line in lines("nccl_env_files")][:30],
-        remove_ipc=_version_from(r"RemoveIPC\s*=\s*(\S+)", "\n".join(lines("remove_ipc"))),
+        nodes=parse_sinfo(lines(SlurmSection.SINFO)),
+        queue=parse_squeue(lines(SlurmSection.SQUEUE)),
+        nccl_env=[line.split(":", 1)[-1].strip() for line in lines(SlurmSection.NCCL_ENV_FILES)][:30],
+        remove_ipc=_version_from(r"RemoveIPC\s*=\s*(\S+)", "\n".join(lines(SlurmSection.REMOVE_IPC))),
         sections=_statuses(sections),
     )

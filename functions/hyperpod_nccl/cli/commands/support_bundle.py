@@ -3,9 +3,9 @@
 The bundle holds the cluster's identity (name, ARN, region, orchestrator, EKS cluster or Slurm
 controller), the failure window in UTC, the verbatim NCCL/libfabric error lines, the affected
 instances / nodes / pods / job, the full diagnosis (JSON and text, larger node sample), the
-NCCL/FI/TORCH environment in effect with secret-looking values redacted, the incident timeline,
-and which of the five escalation situations apply. Nothing is uploaded: the operator attaches
-the directory (or an S3 URI they create) to the case.
+NCCL-relevant environment in effect (`nccl_env`) with secret-looking values redacted, the
+incident timeline, and which of the five escalation situations apply. Nothing is uploaded: the
+operator attaches the directory (or an S3 URI they create) to the case.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from hyperpod_nccl import nccl_env
 from hyperpod_nccl.cli import validate
 from hyperpod_nccl.cli.commands.diagnose import add_scope_arguments, add_target_arguments
 from hyperpod_nccl.cli.commands.incidents import add_history_argument, incident_run
@@ -31,7 +32,6 @@ NAME = "support-bundle"
 HELP = "Write a local bundle with everything an AWS Support case needs (read-only)."
 # skill.md: "a full diagnostic with a bigger sample (--sample-nodes 10)".
 BUNDLE_SAMPLE_NODES = 10
-ENV_PREFIXES = ("NCCL_", "FI_", "TORCH_")
 ERROR_LINE = re.compile(r"(?i)(nccl|libfabric|net/ofi|\bofi\b|\bfi_|efa|watchdog|c10d|xid|rendezvous)")
 
 
@@ -54,18 +54,18 @@ def redact(name: str, value: str | None) -> str:
 
 
 def nccl_environment(run_: IncidentRun) -> list[str]:
-    """`NAME=value` lines of NCCL_*/FI_*/TORCH_* in effect, per source, redacted."""
+    """`NAME=value` lines of the NCCL-relevant variables (`nccl_env`) in effect, per source, redacted."""
     lines: list[str] = []
     kube = run_.inventory.kubernetes
     for pod in kube.training_pods() if kube else []:
         for container in pod.containers:
             for var in container.env:
-                if var.name.startswith(ENV_PREFIXES):
+                if nccl_env.is_nccl_variable(var.name):
                     value = redact(var.name, var.value) if var.value_from is None else f"<{var.value_from}>"
                     lines.append(f"pod {pod.namespace}/{pod.name} [{container.name}]: {var.name}={value}")
     for config_map in kube.config_maps if kube else []:
         for key, value in config_map.data.items():
-            if key.startswith(ENV_PREFIXES):
+            if nccl_env.is_nccl_variable(key):
                 lines.append(f"configmap {config_map.namespace}/{config_map.name}: {key}={redact(key, value)}")
     probes = run_.inventory.node_probes
     for result in probes.results if probes else []:
@@ -154,11 +154,11 @@ def case_summary(run_: IncidentRun, files: list[str], redacted: dict[str, int] |
     for incident in run_.incidents:
         write_incident(incidents, incident)
     w(_fenced(incidents.getvalue().removesuffix("\n") or "(no incident in the window)"))
-    w("\n## NCCL / FI / TORCH environment in effect (secrets redacted)\n\n")
+    w("\n## NCCL-relevant environment in effect (secrets redacted)\n\n")
     w(
         _fenced(
             "\n".join(nccl_environment(run_))
-            or "(not readable from outside the job: run `printenv | grep -E '^NCCL|^FI_|^TORCH_'` in one pod)"
+            or f"(not readable from outside the job: run `printenv | grep -E '{nccl_env.grep_pattern()}'` in one pod)"
         )
     )
     w("\n## Files in this bundle\n\n")
