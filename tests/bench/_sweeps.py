@@ -150,7 +150,7 @@ def _aggregate_peak_mb(monitor: Any, run: Any) -> float:
         "dynamodb", endpoint_url=monitor.emulation.endpoint_url, region_name=monitor.region
     )
     store = Store(resource.Table("hyperpod-nccl-monitor"))
-    ref = SweepRef.model_validate(store.get_scratch(run.execution_arn.rsplit(":", 1)[-1], "REQUEST"))
+    ref = SweepRef.model_validate(store.sweep_request(run.execution_arn.rsplit(":", 1)[-1]))
     tracemalloc.start()
     built = build_inventory(store, ref)
     if built is not None:

@@ -186,16 +186,16 @@ def test_a_lost_permission_alerts_once_even_on_a_healthy_cluster(simulate, monit
 
 
 def stall_aggregate_at(monkeypatch: Any, call: int) -> list[int]:
-    """Make the Aggregate hang in its `call`-th conditional update (its findings writes: the first
-    ones are the FINDING items, after the diff was stored) until the emulated Lambda ends it at
+    """Make the Aggregate hang in its `call`-th FINDING item write (`Store.record_finding_seen`:
+    its first findings writes, after the diff was stored) until the emulated Lambda ends it at
     its timeout; later calls (the failure recorder's) run normally. Returns the calls seen."""
     from hyperpod_nccl.monitor.store import Store
     from hyperpod_nccl_sim import serverless
 
-    original = Store.update_if
+    original = Store.record_finding_seen
     calls: list[int] = []
 
-    def update_if(store: Store, *args: Any, **kwargs: Any) -> Any:
+    def record_finding_seen(store: Store, *args: Any, **kwargs: Any) -> Any:
         frozen = getattr(serverless._sandbox, "frozen", None)
         if frozen is not None and threading.current_thread().name.endswith("-aggregate"):
             calls.append(len(calls) + 1)
@@ -203,7 +203,7 @@ def stall_aggregate_at(monkeypatch: Any, call: int) -> list[int]:
                 frozen.wait(60)  # until the emulated Lambda ended this invocation
         return original(store, *args, **kwargs)
 
-    monkeypatch.setattr(Store, "update_if", update_if)
+    monkeypatch.setattr(Store, "record_finding_seen", record_finding_seen)
     return calls
 
 

@@ -20,7 +20,6 @@ from botocore.exceptions import ClientError
 from hyperpod_nccl.hang.evidence import hang_evidence
 from hyperpod_nccl.models.findings import (
     Coverage,
-    DegradedSource,
     Finding,
     Priority,
     Resource,
@@ -136,7 +135,7 @@ def _item_bytes(item: dict[str, Any]) -> int:
 def test_emulation_refuses_an_item_over_400_kb(deployed: LocalMonitor) -> None:
     store = _store(deployed)
     with pytest.raises(ClientError) as refused:
-        store.put({"pk": "SIZE", "sk": "BIG", "data": b"x" * (DYNAMODB_ITEM_MAX_BYTES + 1)})
+        store.table.put_item(Item={"pk": "SIZE", "sk": "BIG", "data": b"x" * (DYNAMODB_ITEM_MAX_BYTES + 1)})
     assert refused.value.response["Error"]["Code"] == "ValidationException"
     assert "Item size has exceeded the maximum allowed size" in refused.value.response["Error"]["Message"]
     assert BLOB_CHUNK_BYTES < DYNAMODB_ITEM_MAX_BYTES - 1024  # a chunk leaves room for its key
@@ -187,7 +186,7 @@ def test_probe_result_of_megabytes_is_stored_in_chunks_and_read_back_whole(deplo
     loaded = load_probe_results(store, ref.sweep_id)
     assert loaded == {result.instance_id: result}  # whole: every dump, every parsed section
     assert loaded[result.instance_id].reachable
-    assert store.scratch_items(ref.sweep_id, "DEGRADED#") == []  # nothing had to be left out
+    assert store.degraded_sources(ref.sweep_id) == []  # nothing had to be left out
 
 
 def test_probe_result_past_the_bound_keeps_parsed_sections_and_says_which_dumps_were_cut(
@@ -211,9 +210,7 @@ def test_probe_result_past_the_bound_keeps_parsed_sections_and_says_which_dumps_
     assert all(
         d.data_base64 == o.data_base64 for d in kept for o in result.probe.flight_recorder_dumps if o.rank == d.rank
     )
-    [degraded] = [
-        DegradedSource.model_validate(d) for batch in store.scratch_items(ref.sweep_id, "DEGRADED#") for d in batch
-    ]
+    [degraded] = store.degraded_sources(ref.sweep_id)
     assert "flight recorder dump truncated" in degraded.reason and result.instance_id in degraded.source
     # The hang evidence names each dump that was not stored, with the reason (shown by node.hang_attribution).
     window = datetime(2025, 12, 31, tzinfo=UTC)
@@ -232,7 +229,13 @@ def test_probe_results_of_a_sweep_started_before_chunking_are_still_read(deploye
     store = _store(deployed)
     ref = _ref("sweep-probe-legacy")
     old = NodeProbeResult(instance_id="i-0aaaaaaaaaaaaaaa1", reachable=False, error="timed out")
-    store.put_scratch(ref.sweep_id, f"PROBE#{old.instance_id}", old.model_dump(mode="json"), now=STARTED)
+    # As the monitor stored a probe result before chunking: one plain JSON item under the sweep.
+    legacy = {
+        "pk": sweep_key(ref.sweep_id),
+        "sk": f"{PROBE}{old.instance_id}",
+        "json": json.dumps(old.model_dump(mode="json")),
+    }
+    store.table.put_item(Item={**legacy, "expires_at": 2_000_000_000})
     new = _probe_result([1000])
     store_probe_result(store, ref, new)
     assert load_probe_results(store, ref.sweep_id) == {old.instance_id: old, new.instance_id: new}

@@ -22,6 +22,9 @@ from hyperpod_nccl.monitor.settings import METRICS_NAMESPACE, MonitorSettings
 from hyperpod_nccl.redaction import install_log_scrubber
 
 if TYPE_CHECKING:
+    from mypy_boto3_sns import SNSClient
+    from mypy_boto3_stepfunctions import SFNClient
+
     from hyperpod_nccl.monitor.store import Store
 
 SERVICE = "hyperpod-nccl-monitor"
@@ -79,12 +82,22 @@ def connect_store(settings: MonitorSettings) -> Store:
     return store
 
 
-def sdk_client(settings: MonitorSettings, service: str) -> Any:
-    """A boto3 client of `service` ("sns", "stepfunctions") with the functions' configuration."""
+def sns_client(settings: MonitorSettings) -> SNSClient:
+    """The alerts topic's client, with the functions' configuration."""
     import boto3
 
-    factory: Any = boto3  # boto3's overloads want a literal service name
-    return remember_operations(factory.client(service, config=sdk_config(settings)))
+    client = boto3.client("sns", config=sdk_config(settings))
+    remember_operations(client)
+    return client
+
+
+def sfn_client(settings: MonitorSettings) -> SFNClient:
+    """The sweep state machine's client, with the functions' configuration."""
+    import boto3
+
+    client = boto3.client("stepfunctions", config=sdk_config(settings))
+    remember_operations(client)
+    return client
 
 
 def collector_clients(settings: MonitorSettings, region: str) -> AwsClients:

@@ -7,7 +7,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from hyperpod_nccl.handlers import connect_store, naming_aws_failures, powertools, sdk_client
+from hyperpod_nccl.handlers import connect_store, naming_aws_failures, powertools, sns_client
 from hyperpod_nccl.monitor.payloads import SweepState
 from hyperpod_nccl.monitor.settings import (
     METRIC_ALERTS_DROPPED,
@@ -29,7 +29,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     state = SweepState.model_validate(event)
     logger.append_keys(sweep_id=state.sweep.sweep_id, cluster=state.sweep.cluster)
     store = connect_store(settings)
-    sns = sdk_client(settings, "sns")
+    sns = sns_client(settings)
     with naming_aws_failures("notify", store.table.meta.client, sns):
         output = run_notify(state, store, sns, topic_arn=settings.require_topic(), base_url=settings.reference_base_url)
     metrics.add_dimension(name=METRIC_DIMENSION_CLUSTER, value=state.sweep.cluster)

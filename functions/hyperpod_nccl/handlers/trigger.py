@@ -8,7 +8,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from hyperpod_nccl.handlers import connect_store, naming_aws_failures, powertools, sdk_client
+from hyperpod_nccl.handlers import connect_store, naming_aws_failures, powertools, sfn_client
 from hyperpod_nccl.monitor.events import Rejection, parse_trigger
 from hyperpod_nccl.monitor.lock import start_sweep
 from hyperpod_nccl.monitor.settings import METRIC_TRIGGERS_ACCEPTED, METRIC_TRIGGERS_REJECTED, MonitorSettings
@@ -28,7 +28,7 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
         metrics.add_metric(name=METRIC_TRIGGERS_REJECTED, unit=MetricUnit.Count, value=1)
         return {"rejected": parsed.model_dump(), "outcomes": []}
     store = connect_store(settings)
-    sfn = sdk_client(settings, "stepfunctions")
+    sfn = sfn_client(settings)
     outcomes = []
     for trigger in parsed:
         # A failure re-raised here fails the invocation, which EventBridge (rule or Scheduler)

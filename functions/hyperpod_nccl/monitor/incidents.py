@@ -2,15 +2,16 @@
 pure `build_incidents` the CLI runs), stored one item per incident, and turned into the changes
 Notify tells, one message per new, changed or resolved incident.
 
-Item: `CLUSTER#C` / `INCIDENT#<incident id>` with `status` open/resolved, `first_seen` /
-`last_seen`, the incident as JSON (its timeline is the union of every sweep's entries, so an
-entry that slides out of a later sweep's window stays in the story), `digest`, first and last
-sweep ids. Idempotent per sweep like findings: the changes are computed once and stored under
-the sweep (a retried Aggregate reuses them) and each item write is conditional on the sweep id.
+Item (one per incident of a cluster, `Store.record_incident_seen`) with `status` open/resolved,
+`first_seen` / `last_seen`, the incident as JSON (its timeline is the union of every sweep's
+entries, so an entry that slides out of a later sweep's window stays in the story), `digest`,
+first and last sweep ids. Idempotent per sweep like findings: the changes are computed once and
+stored under the sweep (a retried Aggregate reuses them) and each item write is conditional on
+the sweep id.
 
 Size: an incident naming thousands of nodes (a job-wide hang on 10,000 nodes) does not fit an
 item; like a finding, its item then keeps a shortened copy and `incident_body` names the blob
-`INCIDENT#C#<id>` / `BODY#<sweep id>` holding it whole, which `load_stored` reads back.
+holding it whole, which `load_stored` reads back (`Store.stored_incidents`).
 """
 
 from __future__ import annotations
@@ -28,14 +29,9 @@ from hyperpod_nccl.incidents.models import Incident, TimelineEntry
 from hyperpod_nccl.incidents.report import attributions_of
 from hyperpod_nccl.models.findings import SweepResult
 from hyperpod_nccl.models.inventory import Inventory
-from hyperpod_nccl.monitor.store import FINDING_INLINE_MAX_BYTES, Store, cluster_key, epoch, halve_until_fits, sweep_key
+from hyperpod_nccl.monitor.store import INCIDENTS, Store, epoch
 
-INCIDENTS_BLOB = "INCIDENTS"
-INCIDENT_PREFIX = "INCIDENT#"
 IncidentChangeKind = Literal["new", "changed", "resolved"]
-# An incident's JSON kept in its item, as for a finding (the other attributes are small); a longer
-# one is stored whole in a blob and the item keeps a shortened copy.
-INCIDENT_INLINE_MAX_BYTES = FINDING_INLINE_MAX_BYTES
 
 
 class StoredIncident(BaseModel):
@@ -66,39 +62,6 @@ class IncidentSweep(BaseModel):
     started_at: datetime
     incidents: list[Incident] = Field(default_factory=list, description="this sweep's incidents as stored")
     changes: list[IncidentChange] = Field(default_factory=list)
-
-
-def incident_sk(incident_id: str) -> str:
-    """The sort key of an incident's item in its cluster's partition."""
-    return f"{INCIDENT_PREFIX}{incident_id}"
-
-
-def incident_history_key(region: str, cluster: str, incident_id: str) -> str:
-    """The partition of an incident's whole bodies (one blob per sweep that stored it too long)."""
-    return f"INCIDENT#{region}#{cluster}#{incident_id}"
-
-
-def shortened_incident(incident: Incident, max_bytes: int) -> str:
-    """`incident` as JSON of at most `max_bytes`: its timeline, evidence, affected lists and
-    finding fingerprints cut to their first entries (halving), never its id, title, priority or
-    root cause. The copy an item keeps when the whole incident is in a blob."""
-    affected = incident.affected
-    lists = {name: getattr(affected, name) for name in type(affected).model_fields}
-
-    def render(keep: int) -> str:
-        update = {
-            "timeline": incident.timeline[:keep],
-            "evidence": incident.evidence[:keep],
-            "finding_fingerprints": incident.finding_fingerprints[:keep],
-            "affected": affected.model_copy(update={name: values[:keep] for name, values in lists.items()}),
-        }
-        return incident.model_copy(update=update).model_dump_json()
-
-    longest = max(
-        len(incident.timeline), len(incident.evidence), len(incident.finding_fingerprints), *map(len, lists.values())
-    )
-    # With every list empty: the title and root cause, bounded by their sources.
-    return halve_until_fits(render, longest, max_bytes)[0]
 
 
 def _entry_key(entry: TimelineEntry) -> tuple[str, str, str, str]:
@@ -205,13 +168,8 @@ def compute_incident_changes(
 def load_stored(store: Store, region: str, cluster: str) -> dict[str, StoredIncident]:
     """Every incident item of a cluster, open and resolved (the recurrence history)."""
     found: dict[str, StoredIncident] = {}
-    for item in store.query(cluster_key(region, cluster), INCIDENT_PREFIX):
-        text = str(item["incident"])
-        if body := str(item.get("incident_body") or ""):
-            # The item's copy is shortened; the blob holds it whole (the copy is kept if it expired).
-            incident_id = str(item["sk"]).removeprefix(INCIDENT_PREFIX)
-            text = store.get_blob(incident_history_key(region, cluster, incident_id), body) or text
-        incident = Incident.model_validate_json(text)
+    for item in store.stored_incidents(region, cluster):
+        incident = Incident.model_validate_json(str(item["incident"]))
         found[incident.id] = StoredIncident(
             incident=incident,
             status="resolved" if item.get("status") == "resolved" else "open",
@@ -231,51 +189,13 @@ def _persist(
     store: Store, region: str, cluster: str, sweep_id: str, incidents: list[Incident], changes: list[IncidentChange],
     expires_at: int,
 ) -> None:  # fmt: skip
-    ck = cluster_key(region, cluster)
     for incident in incidents:
-        text = incident.model_dump_json()
-        body = ""
-        if len(text.encode()) > INCIDENT_INLINE_MAX_BYTES:
-            # The blob first, so that an item never names a body that is not there (a retry
-            # rewrites the same text under the same name).
-            body = f"BODY#{sweep_id}"
-            store.put_blob(incident_history_key(region, cluster, incident.id), body, text, expires_at=expires_at)
-            text = shortened_incident(incident, INCIDENT_INLINE_MAX_BYTES)
-        store.update_if(
-            ck,
-            incident_sk(incident.id),
-            UpdateExpression=(
-                "SET incident = :incident, #status = :open, digest = :digest, priority = :priority, "
-                "title = :title, first_seen = :first, last_seen = :last, last_sweep_id = :sweep, "
-                "first_sweep_id = if_not_exists(first_sweep_id, :sweep), expires_at = :expires"
-                + (", incident_body = :body REMOVE resolved_at" if body else " REMOVE resolved_at, incident_body")
-            ),
-            ConditionExpression="attribute_not_exists(last_sweep_id) OR last_sweep_id <> :sweep",
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={
-                ":incident": text,
-                **({":body": body} if body else {}),
-                ":open": "open",
-                ":digest": digest(incident),
-                ":priority": incident.priority.value,
-                ":title": incident.title,
-                ":first": incident.first_seen.isoformat() if incident.first_seen else "",
-                ":last": incident.last_seen.isoformat() if incident.last_seen else "",
-                ":sweep": sweep_id,
-                ":expires": expires_at,
-            },
+        store.record_incident_seen(
+            region, cluster, incident, digest=digest(incident), sweep_id=sweep_id, expires_at=expires_at
         )
     for change in changes:
-        if change.kind != "resolved":
-            continue
-        store.update_if(
-            ck,
-            incident_sk(change.incident.id),
-            UpdateExpression="SET #status = :resolved, resolved_sweep_id = :sweep",
-            ConditionExpression="#status = :open",
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={":resolved": "resolved", ":open": "open", ":sweep": sweep_id},
-        )
+        if change.kind == "resolved":
+            store.mark_incident_resolved(region, cluster, change.incident.id, sweep_id=sweep_id)
 
 
 def record_incidents(
@@ -291,7 +211,6 @@ def record_incidents(
     history_seconds: int,
 ) -> IncidentSweep:
     """Build this sweep's incidents, store them and the changes to tell (once per sweep)."""
-    pk = sweep_key(sweep_id)
     expires = epoch(started_at) + history_seconds
     sweep = load_incident_sweep(store, sweep_id)
     if sweep is None:
@@ -311,7 +230,7 @@ def record_incidents(
             incidents=to_store,
             changes=changes,
         )
-        if not store.put_blob(pk, INCIDENTS_BLOB, sweep.model_dump_json(), expires_at=expires, only_if_new=True):
+        if not store.put_sweep_blob(sweep_id, INCIDENTS, sweep.model_dump_json(), expires_at=expires, only_if_new=True):
             sweep = load_incident_sweep(store, sweep_id) or sweep
     # A retried Aggregate reuses the first attempt's decision and completes its writes (each
     # conditional on the sweep id, so what was written is not written twice).
@@ -321,5 +240,5 @@ def record_incidents(
 
 def load_incident_sweep(store: Store, sweep_id: str) -> IncidentSweep | None:
     """The incident changes Aggregate stored for a sweep (None when it stored none)."""
-    text = store.get_blob(sweep_key(sweep_id), INCIDENTS_BLOB)
+    text = store.sweep_blob(sweep_id, INCIDENTS)
     return None if text is None else IncidentSweep.model_validate_json(text)

@@ -1,8 +1,10 @@
 """The monitor's configuration surface: THE single source of Lambda environment-variable names,
-the typed settings each handler reads, the DynamoDB table schema and the sweep's time budgets.
+the table of the monitor's Lambda functions (`LAMBDAS`), the typed settings each handler reads, the
+DynamoDB table schema and the sweep's time budgets.
 
-The CDK app (infra/) builds every function's environment from `FUNCTION_ENVIRONMENT` and the table
-from `TABLE_SCHEMA`, so a name or key changed here changes both sides at once.
+The CDK app (infra/) builds every function (its environment, memory, table grants and state machine
+placeholder) from `LAMBDAS` and the table from `TABLE_SCHEMA`; the local emulation
+(`hyperpod_nccl_sim.serverless`) reads the same two. A name or key changed here changes every side.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
@@ -32,61 +35,138 @@ PROBE_DOCUMENTS_ENV = "PROBE_SESSION_DOCUMENTS"
 # The local emulation sets it low to turn a held call into a real client-side timeout.
 SDK_READ_TIMEOUT_ENV = "AWS_SDK_READ_TIMEOUT_SECONDS"
 
-# Which of the variables above each handler reads (keys are modules of hyperpod_nccl.handlers).
-# Powertools' own variables (POWERTOOLS_SERVICE_NAME, ...) are Lambda defaults set by infra, not listed.
-FUNCTION_ENVIRONMENT: dict[str, list[str]] = {
-    "trigger": [FINDINGS_TABLE_ENV, STATE_MACHINE_ENV, CLUSTERS_ENV, HISTORY_DAYS_ENV],
-    "discover": [FINDINGS_TABLE_ENV, NODE_COVERAGE_ENV, HISTORY_DAYS_ENV],
-    "collect_logs": [FINDINGS_TABLE_ENV, HISTORY_DAYS_ENV],
-    "collect_kubernetes": [FINDINGS_TABLE_ENV, HISTORY_DAYS_ENV],
-    "probe_node": [FINDINGS_TABLE_ENV, HISTORY_DAYS_ENV, PROBE_DOCUMENTS_ENV],
-    "aggregate": [FINDINGS_TABLE_ENV, HISTORY_DAYS_ENV, REFERENCE_BASE_URL_ENV],
-    "notify": [FINDINGS_TABLE_ENV, ALERTS_TOPIC_ENV, REFERENCE_BASE_URL_ENV, HISTORY_DAYS_ENV],
-}
-
-# The DynamoDB actions each handler's code path makes on the table (infra grants exactly these;
-# tests/infra/test_probe_access.py derives them from the handlers' Store calls and fails on any
-# difference). Query includes the gsi1 index (Store.open_findings).
-TABLE_ACTIONS: dict[str, tuple[str, ...]] = {
-    # start_sweep: the per-cluster lock (put/get, update on fold-in, delete on a failed start).
-    "trigger": ("GetItem", "PutItem", "UpdateItem", "DeleteItem"),
-    # run_discover: the sweep's reference and its targets in one batch.
-    "discover": ("PutItem", "BatchWriteItem"),
-    "collect_logs": ("GetItem", "PutItem"),
-    "collect_kubernetes": ("GetItem", "PutItem"),
-    "probe_node": ("GetItem", "PutItem"),
-    # run_aggregate: findings (in batches), their history, incidents, the sweep record and the lock.
-    "aggregate": ("GetItem", "PutItem", "BatchWriteItem", "Query", "UpdateItem", "DeleteItem"),
-    # run_notify: pending alerts (query, put, delete when sent) and the sweep's findings.
-    "notify": ("GetItem", "PutItem", "Query", "DeleteItem"),
-}
-
-HANDLER_MODULES: tuple[str, ...] = tuple(FUNCTION_ENVIRONMENT)
-
 
 def handler_path(module: str) -> str:
     """The Lambda handler string of a handler module, e.g. "hyperpod_nccl.handlers.discover.handler"."""
     return f"hyperpod_nccl.handlers.{module}.handler"
 
 
-# --- DynamoDB single table (access patterns documented in monitor/store.py) -------------------
-TABLE_SCHEMA: dict[str, object] = {
-    "partition_key": {"name": "pk", "type": "S"},
-    "sort_key": {"name": "sk", "type": "S"},
-    "ttl_attribute": "expires_at",
-    "global_secondary_indexes": [
-        {
-            "index_name": "gsi1",
-            "partition_key": {"name": "gsi1pk", "type": "S"},
-            "sort_key": {"name": "gsi1sk", "type": "S"},
-            "projection": "ALL",
-        }
-    ],
+@dataclass(frozen=True)
+class LambdaFunction:
+    """One Lambda function of the monitor: every fact about it that the runtime, infra and the local
+    emulation need. Each is one entry of `LAMBDAS`; nothing else lists the handlers."""
+
+    # The handler module under `hyperpod_nccl.handlers` (snake case, e.g. "collect_logs").
+    module: str
+    # The variables above that its handler reads (infra sets exactly these). Powertools' own
+    # variables (POWERTOOLS_SERVICE_NAME, ...) are Lambda defaults set by infra for every function.
+    environment: tuple[str, ...]
+    # The DynamoDB actions its code path makes on the table (infra grants exactly these;
+    # tests/infra/test_probe_access.py derives them from the handlers' Store calls and fails on any
+    # difference). Query includes the gsi1 index (Store.open_findings).
+    table_actions: tuple[str, ...]
+    # Lambda memory (MB); CPU scales with it.
+    memory_mb: int
+    # A Task of the sweep state machine, invoked through its placeholder `${<Name>FunctionArn}`
+    # (the trigger is not: schedules and EventBridge rules call it).
+    in_sweep: bool = True
+
+    @property
+    def name(self) -> str:
+        """The module in PascalCase ("CollectLogs"): infra's construct id and the ASL placeholder's stem."""
+        return "".join(part.capitalize() for part in self.module.split("_"))
+
+    @property
+    def asl_placeholder(self) -> str | None:
+        """The placeholder of its ARN in sweep.asl.json, e.g. "CollectLogsFunctionArn"; None outside the sweep."""
+        return f"{self.name}FunctionArn" if self.in_sweep else None
+
+    @property
+    def handler(self) -> str:
+        """Its Lambda handler string (`handler_path`)."""
+        return handler_path(self.module)
+
+
+LAMBDAS: dict[str, LambdaFunction] = {
+    function.module: function
+    for function in (
+        LambdaFunction(
+            "trigger",
+            environment=(FINDINGS_TABLE_ENV, STATE_MACHINE_ENV, CLUSTERS_ENV, HISTORY_DAYS_ENV),
+            # start_sweep: the per-cluster lock (put/get, update on fold-in, delete on a failed start).
+            table_actions=("GetItem", "PutItem", "UpdateItem", "DeleteItem"),
+            memory_mb=256,
+            in_sweep=False,
+        ),
+        LambdaFunction(
+            "discover",
+            environment=(FINDINGS_TABLE_ENV, NODE_COVERAGE_ENV, HISTORY_DAYS_ENV),
+            # run_discover: the sweep's reference and its targets in one batch.
+            table_actions=("PutItem", "BatchWriteItem"),
+            memory_mb=512,
+        ),
+        LambdaFunction(
+            "collect_logs",
+            environment=(FINDINGS_TABLE_ENV, HISTORY_DAYS_ENV),
+            table_actions=("GetItem", "PutItem"),
+            memory_mb=512,
+        ),
+        LambdaFunction(
+            "collect_kubernetes",
+            environment=(FINDINGS_TABLE_ENV, HISTORY_DAYS_ENV),
+            table_actions=("GetItem", "PutItem"),
+            memory_mb=512,
+        ),
+        LambdaFunction(
+            "probe_node",
+            environment=(FINDINGS_TABLE_ENV, HISTORY_DAYS_ENV, PROBE_DOCUMENTS_ENV),
+            table_actions=("GetItem", "PutItem"),
+            # Waits on one SSM session; about 80-90 MB at rest (BENCHMARKS.md), plus about 4x the node's
+            # answer while parsing and storing it, bounded by PROBE_NODE_OUTPUT_MAX_BYTES (16 MiB).
+            # Billed per GB-s while waiting, so no more than that.
+            memory_mb=256,
+        ),
+        LambdaFunction(
+            "aggregate",
+            environment=(FINDINGS_TABLE_ENV, HISTORY_DAYS_ENV, REFERENCE_BASE_URL_ENV),
+            # run_aggregate: findings (in batches), their history, incidents, the sweep record and the lock.
+            table_actions=("GetItem", "PutItem", "BatchWriteItem", "Query", "UpdateItem", "DeleteItem"),
+            # It runs the whole check engine.
+            memory_mb=1024,
+        ),
+        LambdaFunction(
+            "notify",
+            environment=(FINDINGS_TABLE_ENV, ALERTS_TOPIC_ENV, REFERENCE_BASE_URL_ENV, HISTORY_DAYS_ENV),
+            # run_notify: pending alerts (query, put, delete when sent) and the sweep's findings.
+            table_actions=("GetItem", "PutItem", "Query", "DeleteItem"),
+            memory_mb=256,
+        ),
+    )
 }
+
+# Views of `LAMBDAS` by fact, for readers that need one (edit `LAMBDAS`, never these).
+HANDLER_MODULES: tuple[str, ...] = tuple(LAMBDAS)
+FUNCTION_ENVIRONMENT: dict[str, tuple[str, ...]] = {f.module: f.environment for f in LAMBDAS.values()}
+TABLE_ACTIONS: dict[str, tuple[str, ...]] = {f.module: f.table_actions for f in LAMBDAS.values()}
+# ASL placeholder names of the state machine's functions (infra passes their ARNs as the state
+# machine's DefinitionSubstitutions; the local emulation renders them into the definition).
+ASL_FUNCTION_PLACEHOLDERS: dict[str, str] = {
+    f.module: f.asl_placeholder for f in LAMBDAS.values() if f.asl_placeholder is not None
+}
+
+
+# --- DynamoDB single table (access patterns documented in monitor/store.py) -------------------
+# The table's key and TTL attribute names: the schema below and monitor/store.py, which spells every
+# key and item with them (tests/unit/test_store_owns_table.py: no other module spells them).
 PARTITION_KEY = "pk"
 SORT_KEY = "sk"
 TTL_ATTRIBUTE = "expires_at"
 GSI1 = "gsi1"
+GSI1_PARTITION_KEY = "gsi1pk"
+GSI1_SORT_KEY = "gsi1sk"
+TABLE_SCHEMA: dict[str, object] = {
+    "partition_key": {"name": PARTITION_KEY, "type": "S"},
+    "sort_key": {"name": SORT_KEY, "type": "S"},
+    "ttl_attribute": TTL_ATTRIBUTE,
+    "global_secondary_indexes": [
+        {
+            "index_name": GSI1,
+            "partition_key": {"name": GSI1_PARTITION_KEY, "type": "S"},
+            "sort_key": {"name": GSI1_SORT_KEY, "type": "S"},
+            "projection": "ALL",
+        }
+    ],
+}
 
 # --- time budgets ------------------------------------------------------------------------------
 # One node's probe state, substituted as ${ProbeTimeoutSeconds} (and its Lambda's timeout): the
@@ -97,7 +177,7 @@ PROBE_STORE_MARGIN_SECONDS = 30
 PROBE_TIMEOUT_SECONDS = int(thresholds.SSM_NODE_BUDGET_SECONDS) + PROBE_STORE_MARGIN_SECONDS
 # What ProbeNode reads of one node's answer. Parsing and storing an answer peaks at about 4x its
 # size on top of the ~85 MB the function needs anyway (measured with tracemalloc: 16 MiB -> 64 MiB),
-# which fits ProbeNode's 256 MB (infra/constants.py); the CLI's 64 MiB would not.
+# which fits ProbeNode's 256 MB (`LAMBDAS`); the CLI's 64 MiB would not.
 PROBE_NODE_OUTPUT_MAX_BYTES = 16 << 20
 # Default number of node probes running at once: probes start SSM sessions, whose StartSession
 # rate is account-wide (3/s), so more than rate x probe seconds only makes Lambdas wait (billed
@@ -131,22 +211,27 @@ def batch_targets(instance_ids: list[str]) -> list[list[str]]:
     return [instance_ids[i : i + size] for i in range(0, len(instance_ids), size)]
 
 
-# Upper bound of one sweep execution (infra sets it as the state machine timeout); the
-# per-cluster lock's lease outlives it so a crashed sweep never blocks its cluster for good.
+# Upper bound of one sweep execution (infra writes it into the definition as its top-level
+# TimeoutSeconds); the per-cluster lock's lease outlives it so a crashed sweep never blocks its
+# cluster for good.
 SWEEP_TIMEOUT_SECONDS = 2 * 3600
 LOCK_LEASE_SECONDS = SWEEP_TIMEOUT_SECONDS + 300
+
+
+def execution_arn(state_machine_arn: str, execution_name: str) -> str:
+    """The ARN of the execution named `execution_name` of a state machine, by Step Functions' rule
+    (`...:stateMachine:<machine>` -> `...:execution:<machine>:<name>`); "*" gives the pattern of all
+    its executions. A sweep's execution is named after the sweep, so it is found from its lock."""
+    return state_machine_arn.replace(":stateMachine:", ":execution:") + f":{execution_name}"
+
+
 # Per-sweep scratch items (collector outputs) are only needed until Aggregate has run.
 SCRATCH_RETENTION_SECONDS = 2 * 24 * 3600
+# Alerts a failed Notify left unpublished are kept a week for the next sweeps to send, and so are
+# the per-sweep markers that each message is published once (a marker outlives what it guards).
+ALERT_RETENTION_SECONDS = 7 * 24 * 3600
 
-# ASL placeholder names (infra substitutes them via DefinitionBody.from_file substitutions).
-ASL_FUNCTION_PLACEHOLDERS: dict[str, str] = {
-    "discover": "DiscoverFunctionArn",
-    "collect_logs": "CollectLogsFunctionArn",
-    "collect_kubernetes": "CollectKubernetesFunctionArn",
-    "probe_node": "ProbeNodeFunctionArn",
-    "aggregate": "AggregateFunctionArn",
-    "notify": "NotifyFunctionArn",
-}
+# The sweep's other ASL placeholders (the functions' are `LambdaFunction.asl_placeholder`).
 ASL_MAP_CONCURRENCY_PLACEHOLDER = "MapMaxConcurrency"
 ASL_PROBE_TIMEOUT_PLACEHOLDER = "ProbeTimeoutSeconds"
 
@@ -167,7 +252,7 @@ class WatchedCluster(BaseModel):
 class MonitorSettings(BaseModel):
     """Everything any handler may read from its environment; unset optional values keep defaults.
 
-    Handlers call `MonitorSettings.from_env()` once at import (cold start) and fail loudly when a
+    Handlers call `MonitorSettings.from_env()` at the start of each invocation and fail loudly when a
     variable their function needs is missing (`require_*`).
     """
 
@@ -191,7 +276,7 @@ class MonitorSettings(BaseModel):
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> MonitorSettings:
-        """Read the variables of `FUNCTION_ENVIRONMENT` that are set."""
+        """Read the variables above that are set: those of `LAMBDAS` and SDK_READ_TIMEOUT_ENV."""
         env = os.environ if environ is None else environ
         values: dict[str, object] = {}
         mapping = {

@@ -1,100 +1,179 @@
 """DynamoDB single-table store of the monitor, designed from its access patterns.
 
-Keys (pk / sk; `C` = `<region>#<cluster name>`), one line per access pattern:
+This module is the only one that spells the table: its keys, the attributes of each item and every
+condition and update expression (tests/unit/test_store_owns_table.py). The rest of the monitor calls
+one `Store` method per step, named by what the step means; a new access pattern is a new method.
 
-- per-cluster sweep lock with folded triggers: `CLUSTER#C` / `LOCK`
+Keys (pk / sk; `C` = `<region>#<cluster name>`), one line per access pattern, with its methods:
+
+- per-cluster sweep lock with folded triggers: `CLUSTER#C` / `LOCK` (`lock`, `take_lock`, `take_over_lock`,
+  `fold_trigger_into_lock`, `hand_over_lock`, `release_lock`, `release_lock_if_idle`)
 - IAM actions the last sweep was denied (alert once when one appears): `CLUSTER#C` / `PERMISSION_GAPS`
-- a trigger seen (idempotency per event id): `CLUSTER#C` / `TRIGGER#<trigger id>`
+  (`permission_gaps`, `record_permission_gaps`)
+- a trigger seen (idempotency per event id): `CLUSTER#C` / `TRIGGER#<trigger id>` (`trigger_seen`,
+  `record_trigger_seen`)
 - sweeps of a cluster with coverage and duration (TTL): `CLUSTER#C` / `SWEEP#<started ISO>#<sweep id>`
+  (`record_sweep`)
 - a finding's state and history summary (first/last seen, occurrences, resolved at):
-  `CLUSTER#C` / `FINDING#<fingerprint>`
-- open findings of a cluster: GSI `gsi1` `OPEN#C` / `<priority>#<fingerprint>` (sparse: removed on resolve)
-- a finding's occurrences: `FINDING#C#<fingerprint>` / `OCC#<started ISO>#<sweep id>`
+  `CLUSTER#C` / `FINDING#<fingerprint>` (`record_finding_seen`, `mark_finding_resolved`)
+- open findings of a cluster: GSI `gsi1` `OPEN#C` / `<priority>#<fingerprint>` (sparse: removed on resolve;
+  `open_findings`)
+- a finding's occurrences: `FINDING#C#<fingerprint>` / `OCC#<started ISO>#<sweep id>` (`add_occurrence`)
 - a finding too long for its item (thousands of resources), whole, per sweep that saw it (TTL):
   `FINDING#C#<fingerprint>` / blob `BODY#<sweep id>#<chunk>`, named by the item's `finding_body`
 - per-node fault history (survives replacement): `NODE#<instance id>` / `FAULT#<ISO>#<sweep id>#<fingerprint>`
 - per-GPU fault history (serial/UUID): `GPU#<serial or uuid>` / `FAULT#<ISO>#<sweep id>#<fingerprint>`
+  (both `add_fault_history`)
 - an incident (status open/resolved, first/last seen, timeline; monitor/incidents.py): `CLUSTER#C` / `INCIDENT#<id>`
+  (`stored_incidents`, `record_incident_seen`, `mark_incident_resolved`)
 - an incident too long for its item (thousands of nodes), whole, per sweep that stored it (TTL):
   `INCIDENT#C#<id>` / blob `BODY#<sweep id>#<chunk>`, named by the item's `incident_body`
 - alerts a failed Notify left unpublished, sent by the next sweep (TTL): `CLUSTER#C` / `ALERT_PENDING#<sweep id>`
+  (`put_pending_alert`, `pending_alerts`, `drop_pending_alert`)
 - a pending alert SNS refused for good, dropped so it blocks nothing (TTL): `CLUSTER#C` / `ALERT_DROPPED#<sweep id>`
-- one sweep's scratch (collector outputs, TTL): `SWEEP#<sweep id>` / `REQUEST`, `TARGET#<id>`,
-  `DEGRADED#<step>`, `NOTIFIED`, `NOTIFIED#INCIDENT#<id>` and blobs `<NAME>#<chunk>` (CONTROL_PLANE, PLAN, LOGS,
-  KUBERNETES, RESULT, DIFF, INCIDENTS, `PROBE#<id>`: one per node)
+  (`record_dropped_alert`)
+- one sweep's scratch (collector outputs, TTL): `SWEEP#<sweep id>` / `REQUEST` (`put_sweep_request`,
+  `sweep_request`), `ABORTED` (`record_discovery_aborted`), `TARGET#<id>` (`put_probe_targets`, `probe_target`),
+  `DEGRADED#<step>` (`record_degraded`, `degraded_sources`), `NOTIFIED` and `NOTIFIED#INCIDENT#<id>`
+  (`claim_notification`, `release_notification_claim`) and blobs `<NAME>#<chunk>` (`put_sweep_blob`,
+  `sweep_blob`: CONTROL_PLANE, PLAN, LOGS, KUBERNETES, RESULT, DIFF, INCIDENTS; `PROBE#<id>`, one per node:
+  `put_probe_result`, `probe_result_texts`)
 
 Node and GPU history are keyed by the hardware, not by cluster membership, so a node replaced
 by HyperPod keeps its record and a GPU UUID that reappears is recognised.
 
 Idempotency: every write that a retried Lambda may repeat is either an overwrite of the same
 value (scratch items, fault history keyed by the sweep id, finding bodies) or conditional on the
-sweep id (occurrences, finding counters, the stored diff), so a retry never duplicates a finding
-or an occurrence.
+sweep id (occurrences, finding and incident updates, the stored diff), so a retry never duplicates
+a finding or an occurrence.
 
 Size: no item may pass DynamoDB's 400 KB (DYNAMODB_ITEM_MAX_BYTES). Collector outputs, probe
 results and diffs are compressed blobs in chunks; a finding naming thousands of resources keeps a
-shortened copy in its item and its whole text in a blob, which `open_findings` reads back.
+shortened copy in its item and its whole text in a blob, which `open_findings` reads back (an
+incident likewise, read back by `stored_incidents`).
 """
 
 from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.conditions import Attr, Key
 from botocore.exceptions import ClientError
 
 from hyperpod_nccl.aws_errors import is_conditional_failure
-from hyperpod_nccl.models.findings import Finding
-from hyperpod_nccl.monitor.settings import GSI1, SCRATCH_RETENTION_SECONDS
+from hyperpod_nccl.models.findings import DegradedSource, Finding
+from hyperpod_nccl.models.node_probe import ProbeTarget
+from hyperpod_nccl.monitor.settings import (
+    GSI1,
+    GSI1_PARTITION_KEY,
+    GSI1_SORT_KEY,
+    PARTITION_KEY,
+    SCRATCH_RETENTION_SECONDS,
+    SORT_KEY,
+    TTL_ATTRIBUTE,
+)
+
+if TYPE_CHECKING:
+    from botocore.config import Config
+    from mypy_boto3_dynamodb.service_resource import Table
+
+    from hyperpod_nccl.incidents.models import Incident
+    from hyperpod_nccl.monitor.diff import SweepDiff
+    from hyperpod_nccl.monitor.events import TriggerRequest
+    from hyperpod_nccl.monitor.payloads import SweepRef
 
 # DynamoDB's item limit: 400 KB, attribute names and values together (UTF-8 and binary bytes).
 DYNAMODB_ITEM_MAX_BYTES = 400 * 1024
 # Blobs are compressed and split well below the item limit (the key and attributes add a little).
 BLOB_CHUNK_BYTES = 300_000
 # A finding's JSON kept in its FINDING item; a longer one (a finding naming thousands of nodes) is
-# stored whole as a blob and the item keeps a shortened copy (`Store.put_finding_body`).
+# stored whole as a blob and the item keeps a shortened copy (`Store.record_finding_seen`).
 FINDING_INLINE_MAX_BYTES = 64 * 1024
+# An incident's JSON kept in its item, as for a finding (the other attributes are small); a longer
+# one is stored whole in a blob and the item keeps a shortened copy (`Store.record_incident_seen`).
+INCIDENT_INLINE_MAX_BYTES = FINDING_INLINE_MAX_BYTES
 
-# Blobs of one sweep's scratch, under `SWEEP#<sweep id>`: what each state stored for Aggregate.
+# The table's vocabulary: every key is built from these (tests/unit/test_store_owns_table.py
+# refuses them anywhere else). Partitions:
+CLUSTER = "CLUSTER#"  # everything about one cluster
+OPEN = "OPEN#"  # the sparse index of a cluster's open findings
+SWEEP = "SWEEP#"  # one sweep's scratch; under a cluster, its sweep records
+FINDING = "FINDING#"  # a finding's occurrences and bodies; under a cluster, its state
+INCIDENT = "INCIDENT#"  # an incident's bodies; under a cluster, its state
+NODE = "NODE#"  # a node's fault history
+GPU = "GPU#"  # a GPU's fault history
+# Under a cluster:
+LOCK = "LOCK"
+# The IAM actions the last sweep was denied (a new one alerts once).
+PERMISSION_GAPS = "PERMISSION_GAPS"
+TRIGGER = "TRIGGER#"
+# Alerts a failed Notify left unpublished.
+ALERT_PENDING = "ALERT_PENDING#"
+# A pending alert SNS refused permanently (even as a short stand-in).
+ALERT_DROPPED = "ALERT_DROPPED#"
+# Under a finding's or a node's or GPU's history:
+OCC = "OCC#"
+FAULT = "FAULT#"
+# A record stored whole when its item keeps a shortened copy: blob `BODY#<sweep id>`.
+BODY = "BODY#"
+# Under a sweep: its SweepRef, why Discover gave up, the nodes to probe, what each step could not
+# read, the publish markers.
+REQUEST = "REQUEST"
+ABORTED = "ABORTED"
+TARGET = "TARGET#"
+DEGRADED = "DEGRADED#"
+NOTIFIED = "NOTIFIED"
+# Blobs of one sweep's scratch: what each state stored for the next ones.
 CONTROL_PLANE = "CONTROL_PLANE"
 PLAN = "PLAN"
 LOGS = "LOGS"
 KUBERNETES = "KUBERNETES"
 RESULT = "RESULT"
 DIFF = "DIFF"
+# The incident changes Aggregate computed, once per sweep (monitor/incidents.py).
+INCIDENTS = "INCIDENTS"
 # A node's probe result: blob `PROBE#<instance id>#<chunk>` under the sweep.
 PROBE = "PROBE#"
-# Alerts a failed Notify left unpublished: `CLUSTER#C / ALERT_PENDING#<sweep id>`.
-ALERT_PENDING = "ALERT_PENDING#"
-# A pending alert SNS refused permanently (even as a short stand-in): `CLUSTER#C / ALERT_DROPPED#<sweep id>`.
-ALERT_DROPPED = "ALERT_DROPPED#"
-LOCK = "LOCK"
-# The IAM actions the last sweep was denied: `CLUSTER#C / PERMISSION_GAPS` (a new one alerts once).
-PERMISSION_GAPS = "PERMISSION_GAPS"
 
 
 def cluster_key(region: str, cluster: str) -> str:
     """The partition of everything about one cluster."""
-    return f"CLUSTER#{region}#{cluster}"
+    return f"{CLUSTER}{region}#{cluster}"
 
 
 def open_index_key(region: str, cluster: str) -> str:
     """The sparse GSI partition holding a cluster's open findings."""
-    return f"OPEN#{region}#{cluster}"
+    return f"{OPEN}{region}#{cluster}"
 
 
 def sweep_key(sweep_id: str) -> str:
     """The partition of one sweep's scratch data."""
-    return f"SWEEP#{sweep_id}"
+    return f"{SWEEP}{sweep_id}"
 
 
 def finding_history_key(region: str, cluster: str, fingerprint: str) -> str:
     """The partition of one finding's occurrences."""
-    return f"FINDING#{region}#{cluster}#{fingerprint}"
+    return f"{FINDING}{region}#{cluster}#{fingerprint}"
+
+
+def incident_sk(incident_id: str) -> str:
+    """The sort key of an incident's item in its cluster's partition."""
+    return f"{INCIDENT}{incident_id}"
+
+
+def incident_history_key(region: str, cluster: str, incident_id: str) -> str:
+    """The partition of an incident's whole bodies (one blob per sweep that stored it too long)."""
+    return f"{INCIDENT}{region}#{cluster}#{incident_id}"
+
+
+def fingerprint_of(item: Mapping[str, Any]) -> str:
+    """The fingerprint of a FINDING item read back (`Store.open_findings`)."""
+    return str(item[SORT_KEY]).removeprefix(FINDING)
 
 
 def epoch(moment: datetime) -> int:
@@ -134,54 +213,88 @@ def shortened_finding(finding: Finding, max_bytes: int) -> str:
     return text  # without lists and detail: check, title and commands, bounded by the checks that write them
 
 
+def shortened_incident(incident: Incident, max_bytes: int) -> str:
+    """`incident` as JSON of at most `max_bytes`: its timeline, evidence, affected lists and
+    finding fingerprints cut to their first entries (halving), never its id, title, priority or
+    root cause. The copy an item keeps when the whole incident is in a blob."""
+    affected = incident.affected
+    lists = {name: getattr(affected, name) for name in type(affected).model_fields}
+
+    def render(keep: int) -> str:
+        update = {
+            "timeline": incident.timeline[:keep],
+            "evidence": incident.evidence[:keep],
+            "finding_fingerprints": incident.finding_fingerprints[:keep],
+            "affected": affected.model_copy(update={name: values[:keep] for name, values in lists.items()}),
+        }
+        return incident.model_copy(update=update).model_dump_json()
+
+    longest = max(
+        len(incident.timeline), len(incident.evidence), len(incident.finding_fingerprints), *map(len, lists.values())
+    )
+    # With every list empty: the title and root cause, bounded by their sources.
+    return halve_until_fits(render, longest, max_bytes)[0]
+
+
+def _key(pk: str, sk: str) -> dict[str, Any]:
+    return {PARTITION_KEY: pk, SORT_KEY: sk}
+
+
 def _chunk(item: dict[str, Any]) -> bytes:
     """A blob chunk's bytes (boto3 returns Binary attributes wrapped)."""
     data = item["data"]
     return bytes(data.value if hasattr(data, "value") else data)
 
 
-class Store:
-    """Typed access to the monitor's table. `table` is a boto3 `dynamodb.Table` resource."""
+def _priority_label(finding: Finding) -> str:
+    """A finding's priority as its items store it (and its open-index sort key starts with)."""
+    return finding.priority.value if finding.priority else "none"
 
-    def __init__(self, table: Any) -> None:
+
+def _notified(incident_id: str | None) -> str:
+    """The marker of a sweep's alert, or of one incident's message of it."""
+    return NOTIFIED if incident_id is None else f"{NOTIFIED}#{INCIDENT}{incident_id}"
+
+
+@dataclass(frozen=True)
+class PendingAlert:
+    """An alert a failed Notify left unpublished, as `Store.pending_alerts` reads it back. `ref` is
+    the SweepRef JSON `put_pending_alert` stored, unvalidated: an item that does not parse is the
+    reader's to drop."""
+
+    region: str
+    cluster: str
+    sweep_id: str
+    ref: str
+    failure: str
+    expires_at: int
+
+
+class Store:
+    """Typed access to the monitor's table: one method per step of an access pattern (the module
+    docstring lists them), each owning its key, item and condition. `get`, `query` and the blob
+    reads stay generic for readers that inspect the table (the local monitor, tests)."""
+
+    def __init__(self, table: Table) -> None:
         self.table = table
 
     @classmethod
-    def connect(cls, table_name: str, region: str | None = None, config: Any = None) -> Store:
+    def connect(cls, table_name: str, region: str | None = None, config: Config | None = None) -> Store:
         """Open the table with boto3's default credentials and endpoint (AWS_ENDPOINT_URL honoured);
         `config` is an optional botocore `Config` (timeouts, retries)."""
         import boto3
 
         return cls(boto3.resource("dynamodb", region_name=region, config=config).Table(table_name))
 
-    # --- plain items ------------------------------------------------------------------------
+    # --- generic reads ------------------------------------------------------------------------
     def get(self, pk: str, sk: str) -> dict[str, Any] | None:
         """One item, read consistently (a step reads what the previous step wrote)."""
-        item: dict[str, Any] | None = self.table.get_item(Key={"pk": pk, "sk": sk}, ConsistentRead=True).get("Item")
+        item: dict[str, Any] | None = self.table.get_item(Key=_key(pk, sk), ConsistentRead=True).get("Item")
         return item
-
-    def put(self, item: dict[str, Any]) -> None:
-        """Overwrite one item (used where a retry writes the same value again)."""
-        self.table.put_item(Item=item)
-
-    def put_new(self, item: dict[str, Any]) -> bool:
-        """Create an item only if its key is unused. False when it already existed."""
-        return self.put_if(item, ConditionExpression=Attr("pk").not_exists())
-
-    def put_if(self, item: dict[str, Any], **condition: Any) -> bool:
-        """PutItem under `condition` (ConditionExpression and its values). False when the
-        condition did not hold: another writer got there first, which callers treat as done."""
-        try:
-            self.table.put_item(Item=item, **condition)
-        except ClientError as error:
-            if is_conditional_failure(error):
-                return False
-            raise
-        return True
 
     def query(self, pk: str, prefix: str = "", *, index: str | None = None) -> Iterator[dict[str, Any]]:
         """All items of a partition whose sort key starts with `prefix`, ascending."""
-        partition, sort = ("gsi1pk", "gsi1sk") if index else ("pk", "sk")
+        partition, sort = (GSI1_PARTITION_KEY, GSI1_SORT_KEY) if index else (PARTITION_KEY, SORT_KEY)
         condition: Any = Key(partition).eq(pk)
         if prefix:
             condition = condition & Key(sort).begins_with(prefix)
@@ -197,35 +310,50 @@ class Store:
                 return
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def put_many(self, items: list[dict[str, Any]]) -> None:
+    # --- the writes every method below is made of (callers never pass a condition) --------------
+    def _put(self, item: dict[str, Any]) -> None:
+        """Overwrite one item (where a retry writes the same value again)."""
+        self.table.put_item(Item=item)
+
+    def _put_if(self, item: dict[str, Any], **condition: Any) -> bool:
+        """PutItem under `condition` (ConditionExpression and its values). False when the
+        condition did not hold: another writer got there first, which callers treat as done."""
+        try:
+            self.table.put_item(Item=item, **condition)
+        except ClientError as error:
+            if is_conditional_failure(error):
+                return False
+            raise
+        return True
+
+    def _put_new(self, item: dict[str, Any]) -> bool:
+        """Create an item only if its key is unused. False when it already existed."""
+        return self._put_if(item, ConditionExpression=Attr(PARTITION_KEY).not_exists())
+
+    def _put_many(self, items: list[dict[str, Any]]) -> None:
         """Overwrite many items in batches."""
-        with self.table.batch_writer(overwrite_by_pkeys=["pk", "sk"]) as batch:
+        with self.table.batch_writer(overwrite_by_pkeys=[PARTITION_KEY, SORT_KEY]) as batch:
             for item in items:
                 batch.put_item(Item=item)
 
-    def update(self, pk: str, sk: str, **kwargs: Any) -> dict[str, Any]:
-        """UpdateItem passthrough returning the new attributes."""
-        response = self.table.update_item(Key={"pk": pk, "sk": sk}, ReturnValues="ALL_NEW", **kwargs)
-        attributes: dict[str, Any] = response.get("Attributes", {})
-        return attributes
-
-    def update_if(self, pk: str, sk: str, **kwargs: Any) -> dict[str, Any] | None:
+    def _update_if(self, pk: str, sk: str, **expression: Any) -> dict[str, Any] | None:
         """Conditional UpdateItem: the new attributes, or None when its condition did not hold."""
         try:
-            return self.update(pk, sk, **kwargs)
+            response = self.table.update_item(Key=_key(pk, sk), ReturnValues="ALL_NEW", **expression)
         except ClientError as error:
             if is_conditional_failure(error):
                 return None
             raise
+        attributes: dict[str, Any] = response.get("Attributes", {})
+        return attributes
 
-    def delete(self, pk: str, sk: str, **kwargs: Any) -> None:
-        """DeleteItem passthrough."""
-        self.table.delete_item(Key={"pk": pk, "sk": sk}, **kwargs)
+    def _delete(self, pk: str, sk: str) -> None:
+        self.table.delete_item(Key=_key(pk, sk))
 
-    def delete_if(self, pk: str, sk: str, **kwargs: Any) -> bool:
+    def _delete_if(self, pk: str, sk: str, **condition: Any) -> bool:
         """Conditional DeleteItem. False when its condition did not hold."""
         try:
-            self.delete(pk, sk, **kwargs)
+            self.table.delete_item(Key=_key(pk, sk), **condition)
         except ClientError as error:
             if is_conditional_failure(error):
                 return False
@@ -239,11 +367,19 @@ class Store:
         data = zlib.compress(text.encode(), 6)
         chunks = [data[i : i + BLOB_CHUNK_BYTES] for i in range(0, len(data), BLOB_CHUNK_BYTES)] or [b""]
         for index in range(len(chunks) - 1, 0, -1):
-            self.put({"pk": pk, "sk": f"{name}#{index:04d}", "data": chunks[index], "expires_at": expires_at})
-        head = {"pk": pk, "sk": f"{name}#0000", "data": chunks[0], "chunks": len(chunks), "expires_at": expires_at}
+            self._put(
+                {PARTITION_KEY: pk, SORT_KEY: f"{name}#{index:04d}", "data": chunks[index], TTL_ATTRIBUTE: expires_at}
+            )
+        head = {
+            PARTITION_KEY: pk,
+            SORT_KEY: f"{name}#0000",
+            "data": chunks[0],
+            "chunks": len(chunks),
+            TTL_ATTRIBUTE: expires_at,
+        }
         if only_if_new:
-            return self.put_new(head)
-        self.put(head)
+            return self._put_new(head)
+        self._put(head)
         return True
 
     def get_blob(self, pk: str, name: str) -> str | None:
@@ -265,7 +401,7 @@ class Store:
         interleaved), is left out: to the reader it was never stored."""
         chunks: dict[str, dict[int, dict[str, Any]]] = {}
         for item in self.query(pk, prefix):
-            name, _, index = str(item["sk"]).rpartition("#")
+            name, _, index = str(item[SORT_KEY]).rpartition("#")
             if "data" in item and index.isdigit():
                 chunks.setdefault(name, {})[int(index)] = item
         found: dict[str, str] = {}
@@ -279,55 +415,489 @@ class Store:
                 continue
         return found
 
-    # --- sweep scratch ------------------------------------------------------------------------
-    def put_scratch(self, sweep_id: str, sk: str, payload: Any, *, now: datetime) -> None:
+    def _put_body(
+        self, pk: str, sweep_id: str, text: str, shortened: Callable[[int], str], max_bytes: int, expires_at: int
+    ) -> tuple[str, str]:
+        """What an item stores of a record whose JSON is `text`: (`text`, "") when it fits
+        `max_bytes`, else (`shortened(max_bytes)`, the name of the blob `BODY#<sweep id>` under `pk`
+        now holding it whole). The blob is written first, so an item never names a body that is not
+        there (a retry rewrites the same text under the same name)."""
+        if len(text.encode()) <= max_bytes:
+            return text, ""
+        name = f"{BODY}{sweep_id}"
+        self.put_blob(pk, name, text, expires_at=expires_at)
+        return shortened(max_bytes), name
+
+    # --- one sweep's scratch ------------------------------------------------------------------
+    def put_sweep_blob(
+        self, sweep_id: str, name: str, text: str, *, expires_at: int, only_if_new: bool = False
+    ) -> bool:
+        """A blob of the sweep's scratch (`CONTROL_PLANE`, `PLAN`, ...; `put_blob`). With
+        `only_if_new` the first attempt's blob wins: False when it already existed (the DIFF and
+        INCIDENTS a retried Aggregate reuses)."""
+        return self.put_blob(sweep_key(sweep_id), name, text, expires_at=expires_at, only_if_new=only_if_new)
+
+    def sweep_blob(self, sweep_id: str, name: str) -> str | None:
+        """A blob `put_sweep_blob` stored, or None."""
+        return self.get_blob(sweep_key(sweep_id), name)
+
+    def _put_scratch(self, sweep_id: str, sk: str, payload: Any, *, now: datetime) -> None:
         """A small JSON value of one sweep (overwritten identically on retry)."""
-        self.put(
+        self._put(
             {
-                "pk": sweep_key(sweep_id),
-                "sk": sk,
+                PARTITION_KEY: sweep_key(sweep_id),
+                SORT_KEY: sk,
                 "json": json.dumps(payload, default=str),
-                "expires_at": epoch(now) + SCRATCH_RETENTION_SECONDS,
+                TTL_ATTRIBUTE: epoch(now) + SCRATCH_RETENTION_SECONDS,
             }
         )
 
-    def get_scratch(self, sweep_id: str, sk: str) -> Any:
-        """A value written by `put_scratch`, or None."""
+    def _get_scratch(self, sweep_id: str, sk: str) -> Any:
         item = self.get(sweep_key(sweep_id), sk)
         return None if item is None else json.loads(item["json"])
 
-    def scratch_items(self, sweep_id: str, prefix: str) -> list[Any]:
-        """Every JSON value of one sweep under `prefix` (e.g. all PROBE# results)."""
+    def _scratch_items(self, sweep_id: str, prefix: str) -> list[Any]:
         return [json.loads(item["json"]) for item in self.query(sweep_key(sweep_id), prefix) if "json" in item]
 
+    def put_sweep_request(self, ref: SweepRef) -> None:
+        """The sweep Discover started (its SweepRef), for the states that are given only its id."""
+        self._put_scratch(ref.sweep_id, REQUEST, ref.model_dump(mode="json"), now=ref.started_at)
+
+    def sweep_request(self, sweep_id: str) -> Any:
+        """The SweepRef (as JSON values) `put_sweep_request` stored, or None: Discover did not run."""
+        return self._get_scratch(sweep_id, REQUEST)
+
+    def record_discovery_aborted(self, ref: SweepRef, reason: str) -> None:
+        """Why Discover could not read the cluster (kept with the sweep's scratch, for the record)."""
+        self._put_scratch(ref.sweep_id, ABORTED, {"reason": reason}, now=ref.started_at)
+
+    def put_probe_targets(self, sweep_id: str, targets: Iterable[ProbeTarget], *, expires_at: int) -> None:
+        """The nodes the sweep probes, one item each (in batches), for `probe_target`."""
+        pk = sweep_key(sweep_id)
+        self._put_many(
+            [
+                {
+                    PARTITION_KEY: pk,
+                    SORT_KEY: f"{TARGET}{target.instance_id}",
+                    "json": target.model_dump_json(),
+                    TTL_ATTRIBUTE: expires_at,
+                }
+                for target in targets
+            ]
+        )
+
+    def probe_target(self, sweep_id: str, instance_id: str) -> ProbeTarget | None:
+        """A node's probe target in the sweep's plan, or None when the plan does not name it."""
+        item = self.get(sweep_key(sweep_id), f"{TARGET}{instance_id}")
+        return None if item is None else ProbeTarget.model_validate_json(item["json"])
+
+    def record_degraded(self, ref: SweepRef, step: str, degraded: list[DegradedSource]) -> None:
+        """What `step` of the sweep could not read (overwritten identically on retry)."""
+        payload = [d.model_dump(mode="json") for d in degraded]
+        self._put_scratch(ref.sweep_id, f"{DEGRADED}{step}", payload, now=ref.started_at)
+
+    def degraded_sources(self, sweep_id: str) -> list[DegradedSource]:
+        """Every degraded source the sweep's steps recorded, read with one query."""
+        return [DegradedSource.model_validate(d) for batch in self._scratch_items(sweep_id, DEGRADED) for d in batch]
+
+    def put_probe_result(self, ref: SweepRef, instance_id: str, text: str) -> None:
+        """A node's probe result (JSON) as a compressed blob in chunks under the item limit."""
+        expires_at = epoch(ref.started_at) + SCRATCH_RETENTION_SECONDS
+        self.put_sweep_blob(ref.sweep_id, f"{PROBE}{instance_id}", text, expires_at=expires_at)
+
+    def probe_result_texts(self, sweep_id: str) -> list[str]:
+        """The complete probe results of a sweep (JSON), read with one query (`blobs`)."""
+        return list(self.blobs(sweep_key(sweep_id), PROBE).values())
+
+    def unchunked_probe_results(self, sweep_id: str) -> list[Any]:
+        """The probe results of a sweep started before they were stored as blobs (JSON values)."""
+        return self._scratch_items(sweep_id, PROBE)
+
+    def claim_notification(self, sweep_id: str, *, expires_at: int, incident_id: str | None = None) -> bool:
+        """Claim the publishing of a sweep's alert (or, with `incident_id`, of one incident's message):
+        True for the one caller that created its marker, False when the marker already existed (an
+        earlier attempt published it)."""
+        return self._put_new(
+            {PARTITION_KEY: sweep_key(sweep_id), SORT_KEY: _notified(incident_id), TTL_ATTRIBUTE: expires_at}
+        )
+
+    def release_notification_claim(self, sweep_id: str, *, incident_id: str | None = None) -> None:
+        """Give a claim back after its publish failed, so that the retry publishes it."""
+        self._delete(sweep_key(sweep_id), _notified(incident_id))
+
+    # --- the per-cluster sweep lock (the protocol: monitor/lock.py) -----------------------------
+    def lock(self, region: str, cluster: str) -> dict[str, Any] | None:
+        """The cluster's lock: `sweep_id` holding it, its `ref` (SweepRef JSON), `lease_expires_at`
+        (epoch seconds) and `pending` (the TriggerRequest JSON of each trigger folded in); None when
+        no sweep holds it."""
+        return self.get(cluster_key(region, cluster), LOCK)
+
+    def _lock_item(self, ref: SweepRef, lease_expires_at: int, pending: list[Any]) -> dict[str, Any]:
+        return {
+            PARTITION_KEY: cluster_key(ref.region, ref.cluster),
+            SORT_KEY: LOCK,
+            "sweep_id": ref.sweep_id,
+            "ref": ref.model_dump_json(),
+            "lease_expires_at": lease_expires_at,
+            "pending": pending,
+        }
+
+    def take_lock(self, ref: SweepRef, *, now: datetime, lease_expires_at: int) -> bool:
+        """Hold the cluster's lock for `ref`'s sweep, nothing folded in: only when no sweep holds it,
+        its lease ran out before `now`, or `ref`'s sweep holds it already (a retried trigger). False
+        when another sweep holds it."""
+        return self._put_if(
+            self._lock_item(ref, lease_expires_at, pending=[]),
+            ConditionExpression=f"attribute_not_exists({PARTITION_KEY}) OR lease_expires_at < :now OR sweep_id = :me",
+            ExpressionAttributeValues={":now": epoch(now), ":me": ref.sweep_id},
+        )
+
+    def take_over_lock(self, ref: SweepRef, *, holder: str, pending: list[Any], lease_expires_at: int) -> bool:
+        """Hold the lock for `ref`'s sweep in place of the sweep `holder` (whose execution can no
+        longer release it), keeping the triggers `pending` in it. False when the lock changed since it
+        was read (`holder` no longer holds it)."""
+        return self._put_if(
+            self._lock_item(ref, lease_expires_at, pending=pending),
+            ConditionExpression="sweep_id = :holder",
+            ExpressionAttributeValues={":holder": holder},
+        )
+
+    def fold_trigger_into_lock(self, trigger: TriggerRequest, *, now: datetime) -> dict[str, Any] | None:
+        """Append `trigger` to the pending triggers of its cluster's lock while the lease runs at
+        `now`: the lock as it is now, or None when no sweep holds it (released or expired meanwhile)."""
+        return self._update_if(
+            cluster_key(trigger.region, trigger.cluster),
+            LOCK,
+            UpdateExpression="SET pending = list_append(if_not_exists(pending, :empty), :trigger)",
+            ConditionExpression=f"attribute_exists({PARTITION_KEY}) AND lease_expires_at >= :now",
+            ExpressionAttributeValues={":empty": [], ":trigger": [trigger.model_dump_json()], ":now": epoch(now)},
+        )
+
+    def hand_over_lock(self, holder: str, follow_up: SweepRef, *, folded: int, lease_expires_at: int) -> bool:
+        """Pass the lock from the sweep `holder` to `follow_up`, the sweep of the `folded` triggers
+        pending in it, emptying the list. False when `holder` no longer holds it or the list is no
+        longer `folded` long (a trigger folded itself in meanwhile: read the lock again)."""
+        handed_over = self._update_if(
+            cluster_key(follow_up.region, follow_up.cluster),
+            LOCK,
+            UpdateExpression="SET sweep_id = :next, #ref = :ref, lease_expires_at = :lease, pending = :empty",
+            ConditionExpression="sweep_id = :me AND size(pending) = :count",
+            ExpressionAttributeNames={"#ref": "ref"},
+            ExpressionAttributeValues={
+                ":next": follow_up.sweep_id,
+                ":ref": follow_up.model_dump_json(),
+                ":lease": lease_expires_at,
+                ":empty": [],
+                ":me": holder,
+                ":count": folded,
+            },
+        )
+        return handed_over is not None
+
+    def release_lock(self, region: str, cluster: str, sweep_id: str) -> bool:
+        """Delete the cluster's lock if the sweep `sweep_id` holds it (False otherwise)."""
+        return self._delete_if(
+            cluster_key(region, cluster),
+            LOCK,
+            ConditionExpression="sweep_id = :me",
+            ExpressionAttributeValues={":me": sweep_id},
+        )
+
+    def release_lock_if_idle(self, region: str, cluster: str, sweep_id: str) -> bool:
+        """Delete the cluster's lock if the sweep `sweep_id` holds it and no trigger is folded into
+        it. False otherwise (a trigger folded itself in meanwhile: hand the lock over instead)."""
+        return self._delete_if(
+            cluster_key(region, cluster),
+            LOCK,
+            ConditionExpression="sweep_id = :me AND (attribute_not_exists(pending) OR size(pending) = :zero)",
+            ExpressionAttributeValues={":me": sweep_id, ":zero": 0},
+        )
+
+    # --- triggers -----------------------------------------------------------------------------
+    def trigger_seen(self, region: str, cluster: str, trigger_id: str) -> dict[str, Any] | None:
+        """What `record_trigger_seen` stored of a trigger (its `status` and `sweep_id`), or None."""
+        return self.get(cluster_key(region, cluster), f"{TRIGGER}{trigger_id}")
+
+    def record_trigger_seen(self, trigger: TriggerRequest, *, status: str, sweep_id: str, expires_at: int) -> None:
+        """A trigger handled: `status` "started" or "folded" into the sweep `sweep_id` (a replayed
+        event finds it and is dropped as a duplicate)."""
+        self._put(
+            {
+                PARTITION_KEY: cluster_key(trigger.region, trigger.cluster),
+                SORT_KEY: f"{TRIGGER}{trigger.trigger_id}",
+                "status": status,
+                "sweep_id": sweep_id,
+                "kind": trigger.kind,
+                "reason": trigger.reason[:1000],
+                "node": trigger.node or "",
+                "received_at": trigger.received_at.isoformat(),
+                TTL_ATTRIBUTE: expires_at,
+            }
+        )
+
+    # --- a cluster's sweeps and permission gaps --------------------------------------------------
+    def record_sweep(
+        self, ref: SweepRef, *, status: str, diff: SweepDiff, finished_at: datetime, duration_seconds: float,
+        expires_at: int,
+    ) -> None:  # fmt: skip
+        """The record of one sweep under its cluster (overwritten when a retry or the failure
+        recorder records it again)."""
+        self._put(
+            {
+                PARTITION_KEY: cluster_key(ref.region, ref.cluster),
+                SORT_KEY: f"{SWEEP}{ref.started_at.isoformat()}#{ref.sweep_id}",
+                "sweep_id": ref.sweep_id,
+                "execution": ref.execution,
+                "status": status,
+                "started_at": ref.started_at.isoformat(),
+                "finished_at": finished_at.isoformat(),
+                "duration_seconds": str(round(duration_seconds, 3)),
+                "coverage": diff.coverage.model_dump_json(),
+                "open_by_priority": json.dumps(diff.open_by_priority),
+                "changes": len(diff.changes),
+                "degraded_sources": json.dumps([d.model_dump(mode="json") for d in diff.degraded_sources]),
+                "triggers": ref.triggers,
+                "node": ref.node or "",
+                "failure": diff.failure or "",
+                TTL_ATTRIBUTE: expires_at,
+            }
+        )
+
+    def permission_gaps(self, region: str, cluster: str) -> set[str]:
+        """The IAM actions the cluster's last sweep was denied (none recorded: empty)."""
+        item = self.get(cluster_key(region, cluster), PERMISSION_GAPS)
+        return set(json.loads(item["actions"])) if item else set()
+
+    def record_permission_gaps(self, region: str, cluster: str, actions: Iterable[str]) -> None:
+        """The IAM actions denied now, for the next sweep to tell which are new."""
+        self._put(
+            {
+                PARTITION_KEY: cluster_key(region, cluster),
+                SORT_KEY: PERMISSION_GAPS,
+                "actions": json.dumps(sorted(actions)),
+            }
+        )
+
+    # --- findings -----------------------------------------------------------------------------
     def open_findings(self, region: str, cluster: str) -> list[dict[str, Any]]:
         """The open findings of a cluster, read from the sparse index, with their stored state.
 
         The index is eventually consistent, so each hit is re-read from the table: a finding
         resolved a moment ago must not be reported open again. `finding` is the whole finding's
-        JSON, read from its body blob when the item holds a shortened copy."""
+        JSON, read from its body blob when the item holds a shortened copy (`fingerprint_of` names
+        the finding of an item)."""
         result = []
         for hit in self.query(open_index_key(region, cluster), index=GSI1):
-            item = self.get(hit["pk"], hit["sk"])
+            item = self.get(hit[PARTITION_KEY], hit[SORT_KEY])
             if item is not None and item.get("state") == "open":
                 body = str(item.get("finding_body") or "")
                 if body:
-                    fingerprint = str(item["sk"]).split("#", 1)[1]
                     # An expired body (a finding kept open, unseen, past the history) leaves the copy.
-                    whole = self.get_blob(finding_history_key(region, cluster, fingerprint), body)
+                    whole = self.get_blob(finding_history_key(region, cluster, fingerprint_of(item)), body)
                     item["finding"] = whole if whole is not None else item["finding"]
                 result.append(item)
         return result
 
-    def put_finding_body(
-        self, region: str, cluster: str, fingerprint: str, finding: Finding, sweep_id: str, expires_at: int
-    ) -> tuple[str, str]:
-        """What a FINDING item stores of `finding`: (its JSON, "") when it fits the item, else (a
-        shortened copy, the name of the blob now holding it whole). The blob is written first, so
-        an item never names a body that is not there."""
-        text = finding.model_dump_json()
-        if len(text.encode()) <= FINDING_INLINE_MAX_BYTES:
-            return text, ""
-        name = f"BODY#{sweep_id}"
-        self.put_blob(finding_history_key(region, cluster, fingerprint), name, text, expires_at=expires_at)
-        return shortened_finding(finding, FINDING_INLINE_MAX_BYTES), name
+    def record_finding_seen(
+        self, ref: SweepRef, fingerprint: str, finding: Finding, *, seen_at: str, expires_at: int
+    ) -> bool:
+        """`finding` (whose fingerprint is `fingerprint`) seen by `ref`'s sweep at `seen_at` (ISO):
+        its cluster's FINDING item opened or updated (the finding's JSON, whole or a shortened copy
+        with the whole in a body blob; last seen; one more occurrence; first seen kept) and put in the
+        open-findings index. Once per sweep: False, and nothing counted, when the item already names
+        this sweep (a retried Aggregate)."""
+        priority = _priority_label(finding)
+        inline, body = self._put_body(
+            finding_history_key(ref.region, ref.cluster, fingerprint), ref.sweep_id, finding.model_dump_json(),
+            lambda max_bytes: shortened_finding(finding, max_bytes), FINDING_INLINE_MAX_BYTES, expires_at,
+        )  # fmt: skip
+        updated = self._update_if(
+            cluster_key(ref.region, ref.cluster),
+            f"{FINDING}{fingerprint}",
+            UpdateExpression=(
+                "SET finding = :finding, finding_body = :body, check_id = :check, priority = :priority, "
+                "title = :title, #state = :open, last_seen = :now, last_sweep_id = :sweep, "
+                f"{GSI1_PARTITION_KEY} = :openpk, {GSI1_SORT_KEY} = :opensk, "
+                "first_seen = if_not_exists(first_seen, :now) ADD occurrences :one REMOVE resolved_at"
+            ),
+            ConditionExpression="attribute_not_exists(last_sweep_id) OR last_sweep_id <> :sweep",
+            ExpressionAttributeNames={"#state": "state"},
+            ExpressionAttributeValues={
+                ":finding": inline,
+                ":body": body,
+                ":check": finding.check_id,
+                ":priority": priority,
+                ":title": finding.title,
+                ":open": "open",
+                ":now": seen_at,
+                ":sweep": ref.sweep_id,
+                ":openpk": open_index_key(ref.region, ref.cluster),
+                ":opensk": f"{priority}#{fingerprint}",
+                ":one": 1,
+            },
+        )
+        return updated is not None
+
+    def mark_finding_resolved(self, ref: SweepRef, fingerprint: str, *, resolved_at: str) -> bool:
+        """The open finding `fingerprint` resolved by `ref`'s sweep at `resolved_at` (ISO) and taken
+        out of the open-findings index. False when it is not open (already resolved)."""
+        resolved = self._update_if(
+            cluster_key(ref.region, ref.cluster),
+            f"{FINDING}{fingerprint}",
+            UpdateExpression=(
+                "SET #state = :resolved, resolved_at = :now, resolved_sweep_id = :sweep "
+                f"REMOVE {GSI1_PARTITION_KEY}, {GSI1_SORT_KEY}"
+            ),
+            ConditionExpression="#state = :open",
+            ExpressionAttributeNames={"#state": "state"},
+            ExpressionAttributeValues={
+                ":resolved": "resolved",
+                ":open": "open",
+                ":now": resolved_at,
+                ":sweep": ref.sweep_id,
+            },
+        )
+        return resolved is not None
+
+    def add_occurrence(self, ref: SweepRef, fingerprint: str, finding: Finding, *, expires_at: int) -> bool:
+        """One occurrence of the finding `fingerprint` in `ref`'s sweep, in the finding's history.
+        Once per sweep: False when this sweep's occurrence is already there."""
+        return self._put_new(
+            {
+                PARTITION_KEY: finding_history_key(ref.region, ref.cluster, fingerprint),
+                SORT_KEY: f"{OCC}{ref.started_at.isoformat()}#{ref.sweep_id}",
+                "priority": _priority_label(finding),
+                "status": finding.status.value,
+                TTL_ATTRIBUTE: expires_at,
+            }
+        )
+
+    def add_fault_history(self, ref: SweepRef, findings: Mapping[str, Finding], *, expires_at: int) -> None:
+        """The fault history of every node and GPU the findings (by fingerprint) name: one item per
+        resource (10,000 for a finding naming every node), written in batches. Each key names the
+        sweep and the finding, so a retry rewrites the same items."""
+        stamp = ref.started_at.isoformat()
+        faults = [
+            {
+                PARTITION_KEY: f"{NODE if resource.kind == 'node' else GPU}{resource.id}",
+                SORT_KEY: f"{FAULT}{stamp}#{ref.sweep_id}#{fingerprint}",
+                "check_id": finding.check_id,
+                "priority": _priority_label(finding),
+                "title": finding.title,
+                "cluster": ref.cluster,
+                "region": ref.region,
+                TTL_ATTRIBUTE: expires_at,
+            }
+            for fingerprint, finding in findings.items()
+            for resource in finding.resources
+            if resource.kind in ("node", "gpu")
+        ]
+        if faults:
+            self._put_many(faults)
+
+    # --- incidents (monitor/incidents.py) ---------------------------------------------------------
+    def stored_incidents(self, region: str, cluster: str) -> list[dict[str, Any]]:
+        """Every incident item of a cluster, open and resolved, with `incident` the whole incident's
+        JSON: read from its body blob when the item holds a shortened copy (the copy when that blob
+        expired)."""
+        found = []
+        for item in self.query(cluster_key(region, cluster), INCIDENT):
+            if body := str(item.get("incident_body") or ""):
+                incident_id = str(item[SORT_KEY]).removeprefix(INCIDENT)
+                whole = self.get_blob(incident_history_key(region, cluster, incident_id), body)
+                item["incident"] = whole or str(item["incident"])
+            found.append(item)
+        return found
+
+    def record_incident_seen(
+        self, region: str, cluster: str, incident: Incident, *, digest: str, sweep_id: str, expires_at: int
+    ) -> bool:
+        """`incident` as the sweep `sweep_id` stores it, open: its JSON (whole, or a shortened copy with
+        the whole in a body blob), `digest`, priority, title, first/last seen, first sweep kept. Once
+        per sweep: False, and nothing written, when the item already names this sweep."""
+        text, body = self._put_body(
+            incident_history_key(region, cluster, incident.id), sweep_id, incident.model_dump_json(),
+            lambda max_bytes: shortened_incident(incident, max_bytes), INCIDENT_INLINE_MAX_BYTES, expires_at,
+        )  # fmt: skip
+        updated = self._update_if(
+            cluster_key(region, cluster),
+            incident_sk(incident.id),
+            UpdateExpression=(
+                "SET incident = :incident, #status = :open, digest = :digest, priority = :priority, "
+                "title = :title, first_seen = :first, last_seen = :last, last_sweep_id = :sweep, "
+                f"first_sweep_id = if_not_exists(first_sweep_id, :sweep), {TTL_ATTRIBUTE} = :expires"
+                + (", incident_body = :body REMOVE resolved_at" if body else " REMOVE resolved_at, incident_body")
+            ),
+            ConditionExpression="attribute_not_exists(last_sweep_id) OR last_sweep_id <> :sweep",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={
+                ":incident": text,
+                **({":body": body} if body else {}),
+                ":open": "open",
+                ":digest": digest,
+                ":priority": incident.priority.value,
+                ":title": incident.title,
+                ":first": incident.first_seen.isoformat() if incident.first_seen else "",
+                ":last": incident.last_seen.isoformat() if incident.last_seen else "",
+                ":sweep": sweep_id,
+                ":expires": expires_at,
+            },
+        )
+        return updated is not None
+
+    def mark_incident_resolved(self, region: str, cluster: str, incident_id: str, *, sweep_id: str) -> bool:
+        """The open incident `incident_id` resolved by the sweep `sweep_id`. False when it is not open."""
+        resolved = self._update_if(
+            cluster_key(region, cluster),
+            incident_sk(incident_id),
+            UpdateExpression="SET #status = :resolved, resolved_sweep_id = :sweep",
+            ConditionExpression="#status = :open",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={":resolved": "resolved", ":open": "open", ":sweep": sweep_id},
+        )
+        return resolved is not None
+
+    # --- alerts left unpublished ------------------------------------------------------------------
+    def put_pending_alert(self, ref: SweepRef, failure: str | None, *, expires_at: int) -> None:
+        """Remember that `ref`'s sweep's alerts may be unpublished (`failure`: why the sweep failed),
+        for the next sweep's Notify (`pending_alerts`)."""
+        self._put(
+            {
+                PARTITION_KEY: cluster_key(ref.region, ref.cluster),
+                SORT_KEY: f"{ALERT_PENDING}{ref.sweep_id}",
+                "ref": ref.model_dump_json(),
+                "failure": failure or "",
+                TTL_ATTRIBUTE: expires_at,
+            }
+        )
+
+    def pending_alerts(self, region: str, cluster: str) -> list[PendingAlert]:
+        """The alerts of the cluster's sweeps still unpublished, read with one query."""
+        return [
+            PendingAlert(
+                region=region,
+                cluster=cluster,
+                sweep_id=str(item[SORT_KEY]).removeprefix(ALERT_PENDING),
+                ref=str(item.get("ref", "")),
+                failure=str(item.get("failure") or ""),
+                expires_at=int(item.get(TTL_ATTRIBUTE) or 0),
+            )
+            for item in self.query(cluster_key(region, cluster), ALERT_PENDING)
+        ]
+
+    def drop_pending_alert(self, region: str, cluster: str, sweep_id: str) -> None:
+        """Forget the pending alert of the sweep `sweep_id` (published, or recorded as dropped)."""
+        self._delete(cluster_key(region, cluster), f"{ALERT_PENDING}{sweep_id}")
+
+    def record_dropped_alert(self, alert: PendingAlert, reason: str) -> None:
+        """The record of a pending alert SNS refused for good (`reason`), kept as long as the alert
+        would have been."""
+        self._put(
+            {
+                PARTITION_KEY: cluster_key(alert.region, alert.cluster),
+                SORT_KEY: f"{ALERT_DROPPED}{alert.sweep_id}",
+                "reason": reason[:1000],
+                "ref": alert.ref[:10_000],
+                TTL_ATTRIBUTE: alert.expires_at,
+            }
+        )

@@ -7,7 +7,6 @@ failed, naming why, and the writes of a stored diff completed."""
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -29,20 +28,7 @@ from hyperpod_nccl.monitor.payloads import AggregateOutput, SweepRef, SweepState
 from hyperpod_nccl.monitor.states.notify import alerts_pending
 from hyperpod_nccl.monitor.states.probe_node import load_probe_results
 from hyperpod_nccl.monitor.states.shared import load_control_plane, request_for
-from hyperpod_nccl.monitor.store import (
-    DIFF,
-    KUBERNETES,
-    LOGS,
-    PERMISSION_GAPS,
-    PLAN,
-    RESULT,
-    Store,
-    cluster_key,
-    epoch,
-    finding_history_key,
-    open_index_key,
-    sweep_key,
-)
+from hyperpod_nccl.monitor.store import DIFF, KUBERNETES, LOGS, PLAN, RESULT, Store, epoch, fingerprint_of
 
 
 def _missing(source: str, why: str) -> DegradedSource:
@@ -55,7 +41,7 @@ def _missing(source: str, why: str) -> DegradedSource:
 
 
 def _load_optional(store: Store, sweep_id: str, blob: str, model: type[BaseModel]) -> tuple[bool, Any]:
-    text = store.get_blob(sweep_key(sweep_id), blob)
+    text = store.sweep_blob(sweep_id, blob)
     if text is None:
         return False, None
     return True, None if text == "null" else model.model_validate_json(text)
@@ -67,12 +53,9 @@ def build_inventory(store: Store, ref: SweepRef) -> tuple[Inventory, list[Degrad
     control_plane = load_control_plane(store, ref.sweep_id)
     if control_plane is None:
         return None
-    pk = sweep_key(ref.sweep_id)
-    plan_text = store.get_blob(pk, PLAN)
+    plan_text = store.sweep_blob(ref.sweep_id, PLAN)
     plan = ProbePlan.model_validate_json(plan_text) if plan_text else ProbePlan()
-    degraded = [
-        DegradedSource.model_validate(d) for batch in store.scratch_items(ref.sweep_id, "DEGRADED#") for d in batch
-    ]
+    degraded = store.degraded_sources(ref.sweep_id)
     logs_done, logs = _load_optional(store, ref.sweep_id, LOGS, LogInventory)
     if not logs_done:
         degraded.append(_missing("CloudWatch scan", "the CloudWatch scan state failed or timed out"))
@@ -137,7 +120,7 @@ def _previous_open(store: Store, ref: SweepRef) -> list[OpenFinding]:
     for item in store.open_findings(ref.region, ref.cluster):
         found.append(
             OpenFinding(
-                fingerprint=item["sk"].split("#", 1)[1],
+                fingerprint=fingerprint_of(item),
                 finding=Finding.model_validate_json(item["finding"]),
                 first_seen=datetime.fromisoformat(item["first_seen"]),
                 last_seen=datetime.fromisoformat(item["last_seen"]),
@@ -150,8 +133,7 @@ def _previous_open(store: Store, ref: SweepRef) -> list[OpenFinding]:
 def _permission_gaps(store: Store, ref: SweepRef, degraded: list[DegradedSource]) -> tuple[list[str], set[str]]:
     """(actions denied now and not in the last sweep, the set to remember). A lost permission is
     told once, when it is lost; throttling and outages come and go and stay in the sweep record."""
-    item = store.get(cluster_key(ref.region, ref.cluster), PERMISSION_GAPS)
-    known: set[str] = set(json.loads(item["actions"])) if item else set()
+    known = store.permission_gaps(ref.region, ref.cluster)
     denied = {d.missing_action for d in degraded if d.missing_action}
     # A node-scoped sweep reads less: it can add gaps but not clear the others.
     remembered = denied if ref.node is None else denied | known
@@ -161,98 +143,32 @@ def _permission_gaps(store: Store, ref: SweepRef, degraded: list[DegradedSource]
 def _store_diff(store: Store, diff: SweepDiff, history_seconds: int) -> SweepDiff:
     """Store the diff once; a retried Aggregate reuses the first attempt's diff (whose updates
     it may already have applied) instead of computing an empty one."""
-    pk = sweep_key(diff.sweep_id)
-    if store.put_blob(
-        pk, DIFF, diff.model_dump_json(), expires_at=epoch(diff.started_at) + history_seconds, only_if_new=True
+    if store.put_sweep_blob(
+        diff.sweep_id,
+        DIFF,
+        diff.model_dump_json(),
+        expires_at=epoch(diff.started_at) + history_seconds,
+        only_if_new=True,
     ):
         return diff
-    text = store.get_blob(pk, DIFF)
+    text = store.sweep_blob(diff.sweep_id, DIFF)
     return diff if text is None else SweepDiff.model_validate_json(text)
 
 
 def _persist_findings(store: Store, ref: SweepRef, result: SweepResult, diff: SweepDiff, history_seconds: int) -> None:
     """Findings history, occurrences and node/GPU fault history; each write conditional on the
-    sweep id, so a retry adds nothing."""
-    ck = cluster_key(ref.region, ref.cluster)
+    sweep id or keyed by it, so a retry adds nothing."""
     now = (result.finished_at or ref.started_at).isoformat()
-    stamp = ref.started_at.isoformat()
     expires = epoch(ref.started_at) + history_seconds
     current: dict[str, Finding] = {}
     for finding in result.issues:
         current.setdefault(finding.fingerprint, finding)
-    # Per-node and per-GPU fault history: one item per resource (10,000 for a finding naming every
-    # node), written in batches; each key names the sweep and the finding, so a retry rewrites
-    # the same items.
-    faults: list[dict[str, Any]] = []
     for fingerprint, finding in current.items():
-        priority = finding.priority.value if finding.priority else "none"
-        inline, body = store.put_finding_body(ref.region, ref.cluster, fingerprint, finding, ref.sweep_id, expires)
-        store.update_if(
-            ck,
-            f"FINDING#{fingerprint}",
-            UpdateExpression=(
-                "SET finding = :finding, finding_body = :body, check_id = :check, priority = :priority, "
-                "title = :title, #state = :open, last_seen = :now, last_sweep_id = :sweep, gsi1pk = :openpk, "
-                "gsi1sk = :opensk, first_seen = if_not_exists(first_seen, :now) ADD occurrences :one "
-                "REMOVE resolved_at"
-            ),
-            ConditionExpression="attribute_not_exists(last_sweep_id) OR last_sweep_id <> :sweep",
-            ExpressionAttributeNames={"#state": "state"},
-            ExpressionAttributeValues={
-                ":finding": inline,
-                ":body": body,
-                ":check": finding.check_id,
-                ":priority": priority,
-                ":title": finding.title,
-                ":open": "open",
-                ":now": now,
-                ":sweep": ref.sweep_id,
-                ":openpk": open_index_key(ref.region, ref.cluster),
-                ":opensk": f"{priority}#{fingerprint}",
-                ":one": 1,
-            },
-        )
-        store.put_new(
-            {
-                "pk": finding_history_key(ref.region, ref.cluster, fingerprint),
-                "sk": f"OCC#{stamp}#{ref.sweep_id}",
-                "priority": priority,
-                "status": finding.status.value,
-                "expires_at": expires,
-            }
-        )
-        faults.extend(
-            {
-                "pk": f"{'NODE' if resource.kind == 'node' else 'GPU'}#{resource.id}",
-                "sk": f"FAULT#{stamp}#{ref.sweep_id}#{fingerprint}",
-                "check_id": finding.check_id,
-                "priority": priority,
-                "title": finding.title,
-                "cluster": ref.cluster,
-                "region": ref.region,
-                "expires_at": expires,
-            }
-            for resource in finding.resources
-            if resource.kind in ("node", "gpu")
-        )
-    if faults:
-        store.put_many(faults)
+        store.record_finding_seen(ref, fingerprint, finding, seen_at=now, expires_at=expires)
+        store.add_occurrence(ref, fingerprint, finding, expires_at=expires)
+    store.add_fault_history(ref, current, expires_at=expires)
     for change in diff.of_kind("resolved"):
-        store.update_if(
-            ck,
-            f"FINDING#{change.fingerprint}",
-            UpdateExpression=(
-                "SET #state = :resolved, resolved_at = :now, resolved_sweep_id = :sweep REMOVE gsi1pk, gsi1sk"
-            ),
-            ConditionExpression="#state = :open",
-            ExpressionAttributeNames={"#state": "state"},
-            ExpressionAttributeValues={
-                ":resolved": "resolved",
-                ":open": "open",
-                ":now": now,
-                ":sweep": ref.sweep_id,
-            },
-        )
+        store.mark_finding_resolved(ref, change.fingerprint, resolved_at=now)
 
 
 def _record_sweep(
@@ -264,26 +180,10 @@ def _record_sweep(
     history_seconds: int,
 ) -> float:
     duration = max(0.0, (finished_at - ref.started_at).total_seconds())
-    store.put(
-        {
-            "pk": cluster_key(ref.region, ref.cluster),
-            "sk": f"SWEEP#{ref.started_at.isoformat()}#{ref.sweep_id}",
-            "sweep_id": ref.sweep_id,
-            "execution": ref.execution,
-            "status": status,
-            "started_at": ref.started_at.isoformat(),
-            "finished_at": finished_at.isoformat(),
-            "duration_seconds": str(round(duration, 3)),
-            "coverage": diff.coverage.model_dump_json(),
-            "open_by_priority": json.dumps(diff.open_by_priority),
-            "changes": len(diff.changes),
-            "degraded_sources": json.dumps([d.model_dump(mode="json") for d in diff.degraded_sources]),
-            "triggers": ref.triggers,
-            "node": ref.node or "",
-            "failure": diff.failure or "",
-            "expires_at": epoch(ref.started_at) + history_seconds,
-        }
-    )
+    store.record_sweep(
+        ref, status=status, diff=diff, finished_at=finished_at, duration_seconds=duration,
+        expires_at=epoch(ref.started_at) + history_seconds,
+    )  # fmt: skip
     return duration
 
 
@@ -340,8 +240,7 @@ def _aggregate_did_not_finish(
     ref = state.sweep
     failure = aggregate_failure_text(error)
     _record_sweep(store, ref, "failed", _failed_diff(ref, failure, now), now, history_seconds)
-    pk = sweep_key(ref.sweep_id)
-    diff_text, result_text = store.get_blob(pk, DIFF), store.get_blob(pk, RESULT)
+    diff_text, result_text = store.sweep_blob(ref.sweep_id, DIFF), store.sweep_blob(ref.sweep_id, RESULT)
     if diff_text is not None and result_text is not None:
         diff = SweepDiff.model_validate_json(diff_text)
         if diff.failure is None:
@@ -359,7 +258,7 @@ def _apply_diff(
     store: Store, ref: SweepRef, result: SweepResult, diff: SweepDiff, gaps: set[str], history_seconds: int
 ) -> None:
     """The table writes a stored diff stands for: the permissions denied now, the findings."""
-    store.put({"pk": cluster_key(ref.region, ref.cluster), "sk": PERMISSION_GAPS, "actions": json.dumps(sorted(gaps))})
+    store.record_permission_gaps(ref.region, ref.cluster, gaps)
     _persist_findings(store, ref, result, diff, history_seconds)
 
 
@@ -373,8 +272,8 @@ def _aggregate_failed(
         # The diff was stored before the failure (its changes may be partly applied): keep its
         # changes for Notify, and say that the sweep did not complete.
         stored = stored.model_copy(update={"failure": failure})
-        store.put_blob(
-            sweep_key(ref.sweep_id), DIFF, stored.model_dump_json(), expires_at=epoch(ref.started_at) + history_seconds
+        store.put_sweep_blob(
+            ref.sweep_id, DIFF, stored.model_dump_json(), expires_at=epoch(ref.started_at) + history_seconds
         )
     duration = _record_sweep(store, ref, "failed", stored, now, history_seconds)
     follow = finish_sweep(store, ref, now)
@@ -405,8 +304,8 @@ def _aggregate(state: SweepState, store: Store, *, history_seconds: int, now: da
     if state.failure is not None:
         degraded.append(_missing("collectors", f"the Collect state failed: {state.failure.Error}"))
     result = build_result(inventory, degraded, ref.started_at)
-    store.put_blob(
-        sweep_key(ref.sweep_id), RESULT, result.model_dump_json(), expires_at=epoch(ref.started_at) + history_seconds
+    store.put_sweep_blob(
+        ref.sweep_id, RESULT, result.model_dump_json(), expires_at=epoch(ref.started_at) + history_seconds
     )
     new_gaps, gaps = _permission_gaps(store, ref, result.degraded_sources)
     changes, kept_open = compute_changes(

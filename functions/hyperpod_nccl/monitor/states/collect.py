@@ -11,8 +11,9 @@ from hyperpod_nccl.collectors.aws import AwsClients
 from hyperpod_nccl.collectors.kubernetes import collect_kubernetes
 from hyperpod_nccl.collectors.logs import collect_logs
 from hyperpod_nccl.monitor.payloads import StepOutput, SweepRef
+from hyperpod_nccl.monitor.settings import SCRATCH_RETENTION_SECONDS
 from hyperpod_nccl.monitor.states.shared import context_for, expiry, load_control_plane, store_degraded
-from hyperpod_nccl.monitor.store import KUBERNETES, LOGS, Store, sweep_key
+from hyperpod_nccl.monitor.store import KUBERNETES, LOGS, Store
 
 
 def run_collect_logs(ref: SweepRef, store: Store, aws: AwsClients, coverage: int | Literal["all"]) -> StepOutput:
@@ -35,6 +36,6 @@ def _run_collector(
     collector = collect_logs if source == "logs" else collect_kubernetes
     collected: BaseModel | None = collector(ctx, control_plane)
     text = "null" if collected is None else collected.model_dump_json()
-    store.put_blob(sweep_key(ref.sweep_id), blob, text, expires_at=expiry(ref, 2 * 24 * 3600))
+    store.put_sweep_blob(ref.sweep_id, blob, text, expires_at=expiry(ref, SCRATCH_RETENTION_SECONDS))
     count = store_degraded(store, ref, source, ctx.degraded)
     return StepOutput(source=source, collected=collected is not None, degraded=count)

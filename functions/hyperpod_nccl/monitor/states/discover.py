@@ -11,20 +11,20 @@ from hyperpod_nccl.collectors.control_plane import collect_control_plane
 from hyperpod_nccl.collectors.node_probes import plan_probes
 from hyperpod_nccl.errors import DiagnosisAborted
 from hyperpod_nccl.monitor.payloads import DiscoverOutput, SweepRef
-from hyperpod_nccl.monitor.settings import batch_targets
+from hyperpod_nccl.monitor.settings import SCRATCH_RETENTION_SECONDS, batch_targets
 from hyperpod_nccl.monitor.states.shared import context_for, expiry, store_degraded
-from hyperpod_nccl.monitor.store import CONTROL_PLANE, PLAN, Store, sweep_key
+from hyperpod_nccl.monitor.store import CONTROL_PLANE, PLAN, Store
 
 
 def run_discover(ref: SweepRef, store: Store, aws: AwsClients, coverage: int | Literal["all"]) -> DiscoverOutput:
     """Discover: the control plane and the probe plan, stored; the node ids, returned."""
-    store.put_scratch(ref.sweep_id, "REQUEST", ref.model_dump(mode="json"), now=ref.started_at)
+    store.put_sweep_request(ref)
     ctx = context_for(ref, aws, coverage)
     try:
         control_plane = collect_control_plane(ctx)
     except DiagnosisAborted as aborted:
         reason = f"{aborted.message}; fix: {aborted.fix}"
-        store.put_scratch(ref.sweep_id, "ABORTED", {"reason": reason}, now=ref.started_at)
+        store.record_discovery_aborted(ref, reason)
         return DiscoverOutput(discovered=False, reason=reason)
     cluster = control_plane.cluster
     orchestrator = resolve_orchestrator(ctx, cluster.orchestrator if cluster else "unknown")
@@ -33,16 +33,10 @@ def run_discover(ref: SweepRef, store: Store, aws: AwsClients, coverage: int | L
             update={"cluster": cluster.model_copy(update={"orchestrator": orchestrator})}
         )
     plan = plan_probes(ctx, control_plane)
-    pk = sweep_key(ref.sweep_id)
-    expires = expiry(ref, 2 * 24 * 3600)
-    store.put_blob(pk, CONTROL_PLANE, control_plane.model_dump_json(), expires_at=expires)
-    store.put_blob(pk, PLAN, plan.model_dump_json(), expires_at=expires)
-    store.put_many(
-        [
-            {"pk": pk, "sk": f"TARGET#{t.instance_id}", "json": t.model_dump_json(), "expires_at": expires}
-            for t in plan.targets
-        ]
-    )
+    expires = expiry(ref, SCRATCH_RETENTION_SECONDS)
+    store.put_sweep_blob(ref.sweep_id, CONTROL_PLANE, control_plane.model_dump_json(), expires_at=expires)
+    store.put_sweep_blob(ref.sweep_id, PLAN, plan.model_dump_json(), expires_at=expires)
+    store.put_probe_targets(ref.sweep_id, plan.targets, expires_at=expires)
     store_degraded(store, ref, "discover", ctx.degraded)
     targets = [t.instance_id for t in plan.targets]
     return DiscoverOutput(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
@@ -24,15 +24,17 @@ from hyperpod_nccl.monitor.notify import (
     undeliverable_alert,
 )
 from hyperpod_nccl.monitor.payloads import NotifyOutput, SweepRef, SweepState, aggregate_failure_text
-from hyperpod_nccl.monitor.store import ALERT_DROPPED, ALERT_PENDING, DIFF, Store, cluster_key, epoch, sweep_key
+from hyperpod_nccl.monitor.settings import ALERT_RETENTION_SECONDS
+from hyperpod_nccl.monitor.store import DIFF, PendingAlert, Store, epoch
+
+if TYPE_CHECKING:
+    from mypy_boto3_sns import SNSClient
+    from mypy_boto3_sns.type_defs import PublishResponseTypeDef
 
 _log = logging.getLogger(__name__)
 
-# Alerts a failed Notify left unpublished (`store.ALERT_PENDING`) are kept a week.
-PENDING_ALERT_SECONDS = 7 * 24 * 3600
 
-
-def run_notify(state: SweepState, store: Store, sns: Any, *, topic_arn: str, base_url: str) -> NotifyOutput:
+def run_notify(state: SweepState, store: Store, sns: SNSClient, *, topic_arn: str, base_url: str) -> NotifyOutput:
     """Notify: publish the stored diff once (a retried Notify does not publish twice).
 
     An alert still unpublished when this attempt fails (an SNS outage outlasting the task's
@@ -47,28 +49,26 @@ def run_notify(state: SweepState, store: Store, sns: Any, *, topic_arn: str, bas
     the channel instead of retrying for a week."""
     ref = state.sweep
     failure = aggregate_failure_text(state.aggregate_error) if state.aggregate_error else None
-    ck = cluster_key(ref.region, ref.cluster)
-    own = f"{ALERT_PENDING}{ref.sweep_id}"
-    pending = _pending_alerts(store, ck)
+    pending = _pending_alerts(store, ref)
     earlier = dropped = 0
-    for item in sorted((i for i in pending if i["sk"] != own), key=_pending_order):
-        sent, gone = _publish_pending(item, store, sns, topic_arn=topic_arn, base_url=base_url)
+    for alert in sorted((a for a in pending if a.sweep_id != ref.sweep_id), key=_pending_order):
+        sent, gone = _publish_pending(alert, store, sns, topic_arn=topic_arn, base_url=base_url)
         earlier, dropped = earlier + sent, dropped + gone
     try:
         output = _publish_sweep(ref, _diff_to_notify(store, ref, failure), store, sns, topic_arn, base_url)
     except Exception:
         _keep_pending(store, ref, failure)
         raise
-    if any(item["sk"] == own for item in pending):
-        store.delete(ck, own)  # an earlier attempt of this Notify had left it
+    if any(alert.sweep_id == ref.sweep_id for alert in pending):  # an earlier attempt of this Notify had left it
+        store.drop_pending_alert(ref.region, ref.cluster, ref.sweep_id)
     return output.model_copy(update={"earlier_alerts": earlier, "dropped_alerts": dropped})
 
 
-def _pending_order(item: dict[str, Any]) -> str:
-    """Oldest sweep first; an unreadable item sorts first and is dropped there."""
+def _pending_order(alert: PendingAlert) -> str:
+    """Oldest sweep first; an unreadable one sorts first and is dropped there."""
     try:
-        return SweepRef.model_validate_json(item["ref"]).started_at.isoformat()
-    except (ValidationError, KeyError, TypeError):
+        return SweepRef.model_validate_json(alert.ref).started_at.isoformat()
+    except ValidationError:
         return ""
 
 
@@ -80,11 +80,11 @@ def _permanent(error: BaseException) -> bool:
     return isinstance(error, ValidationError | KeyError)
 
 
-def _publish(sns: Any, topic_arn: str, alert: Alert) -> dict[str, Any]:
+def _publish(sns: SNSClient, topic_arn: str, alert: Alert) -> PublishResponseTypeDef:
     """Publish `alert` (fitted to SNS's limits by `sns_message`); when SNS still refuses that
     message permanently, publish its short stand-in instead (`undeliverable_alert`)."""
     try:
-        response: dict[str, Any] = sns.publish(TopicArn=topic_arn, **sns_message(alert))
+        response = sns.publish(TopicArn=topic_arn, **sns_message(alert))
     except ClientError as error:
         if not _permanent(error):
             raise
@@ -95,7 +95,7 @@ def _publish(sns: Any, topic_arn: str, alert: Alert) -> dict[str, Any]:
 
 
 def _diff_to_notify(store: Store, ref: SweepRef, failure: str | None) -> SweepDiff:
-    text = store.get_blob(sweep_key(ref.sweep_id), DIFF)
+    text = store.sweep_blob(ref.sweep_id, DIFF)
     if text is not None:
         stored = SweepDiff.model_validate_json(text)
         # A diff stored by an Aggregate that was then stopped does not know it failed.
@@ -110,75 +110,63 @@ def _keep_pending(store: Store, ref: SweepRef, failure: str | None) -> None:
     """Remember that this sweep's alerts may be unpublished (best effort: when the table is what
     fails, the execution's failure and its alarm are what remains)."""
     with contextlib.suppress(Exception):  # the publish error is the one to report
-        store.put(
-            {
-                "pk": cluster_key(ref.region, ref.cluster),
-                "sk": f"{ALERT_PENDING}{ref.sweep_id}",
-                "ref": ref.model_dump_json(),
-                "failure": failure or "",
-                "expires_at": epoch(ref.started_at) + PENDING_ALERT_SECONDS,
-            }
-        )
+        store.put_pending_alert(ref, failure, expires_at=_alert_expiry(ref))
 
 
-def _publish_pending(item: dict[str, Any], store: Store, sns: Any, *, topic_arn: str, base_url: str) -> tuple[int, int]:
+def _publish_pending(
+    alert: PendingAlert, store: Store, sns: SNSClient, *, topic_arn: str, base_url: str
+) -> tuple[int, int]:
     """Publish what an earlier sweep could not (each message once), then forget it: (messages
     sent, alerts dropped). Never raises, so that no earlier alert blocks a later one: a failure
     that may pass leaves it pending for the next sweep; a permanent one drops it, with a record
-    under the cluster (`ALERT_DROPPED#<sweep id>`) and a warning in the function's log."""
+    under the cluster (`Store.record_dropped_alert`) and a warning in the function's log."""
     try:
-        ref = SweepRef.model_validate_json(item["ref"])
-        diff = _diff_to_notify(store, ref, item.get("failure") or None).model_copy(update={"delivered_late": True})
+        ref = SweepRef.model_validate_json(alert.ref)
+        diff = _diff_to_notify(store, ref, alert.failure or None).model_copy(update={"delivered_late": True})
         output = _publish_sweep(ref, diff, store, sns, topic_arn, base_url)
     except Exception as error:  # noqa: BLE001 - kept or dropped below, never raised
         reason = error_message(error)
         if not _permanent(error):
             _log.warning("an earlier alert is still unpublished; kept for the next sweep", extra={"reason": reason})
             return 0, 0
-        _log.error("an earlier alert can never be published; dropped", extra={"reason": reason, "key": item["sk"]})
+        _log.error(
+            "an earlier alert can never be published; dropped", extra={"reason": reason, "sweep": alert.sweep_id}
+        )
         with contextlib.suppress(ClientError, BotoCoreError):  # the log line above remains
-            store.put(
-                {
-                    "pk": item["pk"],
-                    "sk": ALERT_DROPPED + str(item["sk"]).removeprefix(ALERT_PENDING),
-                    "reason": reason[:1000],
-                    "ref": str(item.get("ref", ""))[:10_000],
-                    "expires_at": int(item.get("expires_at") or 0),
-                }
-            )
-            store.delete(item["pk"], item["sk"])
+            store.record_dropped_alert(alert, reason)
+            store.drop_pending_alert(alert.region, alert.cluster, alert.sweep_id)
         return 0, 1
-    store.delete(item["pk"], item["sk"])
+    store.drop_pending_alert(alert.region, alert.cluster, alert.sweep_id)
     return output.incident_messages + (1 if output.message_id else 0), 0
 
 
-def _pending_alerts(store: Store, ck: str) -> list[dict[str, Any]]:
+def _pending_alerts(store: Store, ref: SweepRef) -> list[PendingAlert]:
     """Alerts earlier Notify attempts left unpublished; none when the table cannot be read (they
     stay stored for the next sweep: reading them must not cost this sweep its own alert)."""
     try:
-        return list(store.query(ck, ALERT_PENDING))
+        return store.pending_alerts(ref.region, ref.cluster)
     except (ClientError, BotoCoreError):
         return []
 
 
 def alerts_pending(store: Store, ref: SweepRef) -> bool:
     """An earlier sweep of the cluster left alerts unpublished (Notify must run)."""
-    return bool(_pending_alerts(store, cluster_key(ref.region, ref.cluster)))
+    return bool(_pending_alerts(store, ref))
+
+
+def _alert_expiry(ref: SweepRef) -> int:
+    """The TTL of what keeps a sweep's alerts deliverable: its pending alert and publish markers."""
+    return epoch(ref.started_at) + ALERT_RETENTION_SECONDS
 
 
 def _publish_sweep(
-    ref: SweepRef, diff: SweepDiff, store: Store, sns: Any, topic_arn: str, base_url: str
+    ref: SweepRef, diff: SweepDiff, store: Store, sns: SNSClient, topic_arn: str, base_url: str
 ) -> NotifyOutput:
     incident_messages = _publish_incidents(ref, store, sns, topic_arn=topic_arn, base_url=base_url)
     if not diff.worth_notifying:
         reason = f"{incident_messages} incident messages" if incident_messages else "nothing changed"
         return NotifyOutput(published=incident_messages > 0, reason=reason, incident_messages=incident_messages)
-    marker: dict[str, Any] = {
-        "pk": sweep_key(ref.sweep_id),
-        "sk": "NOTIFIED",
-        "expires_at": epoch(ref.started_at) + 7 * 24 * 3600,
-    }
-    if not store.put_new(marker):
+    if not store.claim_notification(ref.sweep_id, expires_at=_alert_expiry(ref)):
         return NotifyOutput(
             published=incident_messages > 0,
             reason="already published for this sweep",
@@ -187,7 +175,7 @@ def _publish_sweep(
     try:
         response = _publish(sns, topic_arn, build_alert(diff, base_url))
     except Exception:
-        store.delete(marker["pk"], marker["sk"])  # let the Retry publish it
+        store.release_notification_claim(ref.sweep_id)  # let the Retry publish it
         raise
     return NotifyOutput(
         published=True,
@@ -197,7 +185,7 @@ def _publish_sweep(
     )
 
 
-def _publish_incidents(ref: SweepRef, store: Store, sns: Any, *, topic_arn: str, base_url: str) -> int:
+def _publish_incidents(ref: SweepRef, store: Store, sns: SNSClient, *, topic_arn: str, base_url: str) -> int:
     """One message per new, changed or resolved incident, each at most once per sweep (a marker
     per incident: a Retry after a failed publish sends only what was not sent)."""
     sweep = load_incident_sweep(store, ref.sweep_id)
@@ -205,17 +193,13 @@ def _publish_incidents(ref: SweepRef, store: Store, sns: Any, *, topic_arn: str,
         return 0
     published = 0
     for change in sorted(sweep.changes, key=lambda c: (c.incident.priority.rank, c.incident.id)):
-        marker: dict[str, Any] = {
-            "pk": sweep_key(ref.sweep_id),
-            "sk": f"NOTIFIED#INCIDENT#{change.incident.id}",
-            "expires_at": epoch(ref.started_at) + 7 * 24 * 3600,
-        }
-        if not store.put_new(marker):
+        incident_id = change.incident.id
+        if not store.claim_notification(ref.sweep_id, expires_at=_alert_expiry(ref), incident_id=incident_id):
             continue
         try:
             _publish(sns, topic_arn, build_incident_alert(sweep, change, base_url))
         except Exception:
-            store.delete(marker["pk"], marker["sk"])
+            store.release_notification_claim(ref.sweep_id, incident_id=incident_id)
             raise
         published += 1
     return published

@@ -10,11 +10,11 @@ from pydantic import ValidationError
 from hyperpod_nccl.collectors.aws import AwsClients
 from hyperpod_nccl.collectors.node_probes import probe_node
 from hyperpod_nccl.models.findings import DegradedSource
-from hyperpod_nccl.models.node_probe import NodeProbeResult, ProbeTarget
+from hyperpod_nccl.models.node_probe import NodeProbeResult
 from hyperpod_nccl.monitor.payloads import ProbeItem, ProbeOutput, SweepRef
-from hyperpod_nccl.monitor.settings import PROBE_NODE_OUTPUT_MAX_BYTES, SCRATCH_RETENTION_SECONDS
+from hyperpod_nccl.monitor.settings import PROBE_NODE_OUTPUT_MAX_BYTES
 from hyperpod_nccl.monitor.states.shared import context_for, load_ref, store_degraded
-from hyperpod_nccl.monitor.store import PROBE, Store, epoch, sweep_key
+from hyperpod_nccl.monitor.store import Store
 
 # At most this much of one node's probe result is stored (JSON bytes, before compression): the
 # storage's own bound, whatever the collector read (ProbeNode reads at most
@@ -34,8 +34,8 @@ def run_probe_node(
     `probe_documents` are the stack's Session documents by probe role (settings.PROBE_DOCUMENTS_ENV);
     a role without one uses the AWS managed document (the function's role may not allow it)."""
     ref = load_ref(store, item.sweep_id)
-    stored = store.get(sweep_key(item.sweep_id), f"TARGET#{item.instance_id}")
-    if stored is None:
+    target = store.probe_target(item.sweep_id, item.instance_id)
+    if target is None:
         result = NodeProbeResult(
             instance_id=item.instance_id, reachable=False, error="node was not in the sweep's plan"
         )
@@ -43,7 +43,7 @@ def run_probe_node(
         ctx = context_for(ref, aws, coverage)
         ctx.probe_output_max_bytes = PROBE_NODE_OUTPUT_MAX_BYTES
         ctx.probe_documents = dict(probe_documents or {})
-        result = probe_node(ctx, ProbeTarget.model_validate_json(stored["json"]))
+        result = probe_node(ctx, target)
         if ctx.degraded:
             store_degraded(store, ref, f"probe#{item.instance_id}", ctx.degraded)
     store_probe_result(store, ref, result)
@@ -85,20 +85,17 @@ def store_probe_result(store: Store, ref: SweepRef, result: NodeProbeResult) -> 
             partial=True,
         )
         store_degraded(store, ref, f"store#{result.instance_id}", [why])
-    expires = epoch(ref.started_at) + SCRATCH_RETENTION_SECONDS
-    store.put_blob(
-        sweep_key(ref.sweep_id), f"{PROBE}{result.instance_id}", bounded.model_dump_json(), expires_at=expires
-    )
+    store.put_probe_result(ref, result.instance_id, bounded.model_dump_json())
 
 
 def load_probe_results(store: Store, sweep_id: str) -> dict[str, NodeProbeResult]:
     """The stored node results of a sweep by instance id, read with one query (blobs, and the plain
     JSON items of a sweep started before probe results were chunked)."""
     results: dict[str, NodeProbeResult] = {}
-    for raw in store.scratch_items(sweep_id, PROBE):
+    for raw in store.unchunked_probe_results(sweep_id):
         result = NodeProbeResult.model_validate(raw)
         results[result.instance_id] = result
-    for text in store.blobs(sweep_key(sweep_id), PROBE).values():
+    for text in store.probe_result_texts(sweep_id):
         try:
             result = NodeProbeResult.model_validate_json(text)
         except ValidationError:

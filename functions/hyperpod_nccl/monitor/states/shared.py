@@ -13,7 +13,7 @@ from hyperpod_nccl.models.cluster import ControlPlaneInventory
 from hyperpod_nccl.models.findings import DegradedSource, Scope
 from hyperpod_nccl.models.request import DiagnoseRequest
 from hyperpod_nccl.monitor.payloads import SweepRef
-from hyperpod_nccl.monitor.store import CONTROL_PLANE, Store, epoch, sweep_key
+from hyperpod_nccl.monitor.store import CONTROL_PLANE, Store, epoch
 
 
 def request_for(ref: SweepRef, coverage: int | Literal["all"]) -> DiagnoseRequest:
@@ -33,21 +33,21 @@ def expiry(ref: SweepRef, seconds: int) -> int:
 
 
 def store_degraded(store: Store, ref: SweepRef, step: str, degraded: Iterable[DegradedSource]) -> int:
-    """Store what `step` could not read (`DEGRADED#<step>`, read back by Aggregate); how many."""
-    items = [d.model_dump(mode="json") for d in degraded]
-    store.put_scratch(ref.sweep_id, f"DEGRADED#{step}", items, now=ref.started_at)
-    return len(items)
+    """Store what `step` could not read (read back by Aggregate: `Store.degraded_sources`); how many."""
+    sources = list(degraded)
+    store.record_degraded(ref, step, sources)
+    return len(sources)
 
 
 def load_control_plane(store: Store, sweep_id: str) -> ControlPlaneInventory | None:
     """The control plane Discover stored (None if it stored none)."""
-    text = store.get_blob(sweep_key(sweep_id), CONTROL_PLANE)
+    text = store.sweep_blob(sweep_id, CONTROL_PLANE)
     return None if text is None else ControlPlaneInventory.model_validate_json(text)
 
 
 def load_ref(store: Store, sweep_id: str) -> SweepRef:
     """The sweep Discover stored (its request); LookupError when Discover did not run."""
-    raw = store.get_scratch(sweep_id, "REQUEST")
+    raw = store.sweep_request(sweep_id)
     if raw is None:
         raise LookupError(f"sweep {sweep_id} has no stored request (Discover did not run)")
     return SweepRef.model_validate(raw)
