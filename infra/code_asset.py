@@ -1,7 +1,7 @@
 """What the Lambda code asset holds: what the deployed handlers import, found from the source, so
 that no exclusion list has to be kept right by hand.
 
-- Modules: the import closure of every handler module of `FUNCTION_ENVIRONMENT`, as the standard
+- Modules: the import closure of the handler module of every function of `LAMBDAS`, as the standard
   `modulefinder` reads it from the byte code: every import statement, at module level or inside a
   function (imports under TYPE_CHECKING count too), and the packages above each module. A package
   whose `__init__` imports its own modules by walking `__path__` (`checks` registers every check
@@ -10,9 +10,8 @@ that no exclusion list has to be kept right by hand.
   folders that are not packages (the classifier's catalog, the probe scripts, the state machine
   definition).
 
-So a module only the CLI, the benchmarks or the simulation import (`cli/`, `monitor/pricing.py`,
-`hyperpod_nccl_sim`) is not shipped. tests/infra/test_config_and_packaging.py proves the closure from the
-asset itself.
+So a module only the CLI, the benchmarks or the simulation import (`cli/`, `hyperpod_nccl_sim`) is not
+shipped. tests/infra/test_config_and_packaging.py proves the closure from the asset itself.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
-from hyperpod_nccl.monitor.settings import FUNCTION_ENVIRONMENT, handler_path
+from hyperpod_nccl.monitor.settings import LAMBDAS
 from infra.constants import FUNCTIONS_DIR
 
 _DISCOVERY_CALLS = {"walk_packages", "iter_modules"}
@@ -32,7 +31,7 @@ _BYTE_CODE = "__pycache__"
 
 def handler_modules() -> list[str]:
     """The module of every deployed handler, e.g. "hyperpod_nccl.handlers.discover"."""
-    return sorted(handler_path(name).rsplit(".", 1)[0] for name in FUNCTION_ENVIRONMENT)
+    return sorted(function.handler.rsplit(".", 1)[0] for function in LAMBDAS.values())
 
 
 def _discovers_its_modules(init: Path) -> bool:

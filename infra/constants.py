@@ -1,8 +1,9 @@
 """Fixed names of the monitor's infrastructure: construct ids, output ids, paths and the Lambda platform.
 
-Environment-variable names, the table schema, the ASL placeholders and the sweep's time budgets are
-NOT here: they belong to the runtime (`hyperpod_nccl.monitor.settings`), which infra imports so both
-sides read one definition.
+Environment-variable names, the table of Lambda functions (`LAMBDAS`: each one's environment, table
+actions, memory and ASL placeholder), the table schema and the sweep's time budgets are NOT here: they
+belong to the runtime (`hyperpod_nccl.monitor.settings`), which infra imports so both sides read one
+definition.
 """
 
 from __future__ import annotations
@@ -58,21 +59,6 @@ OUTPUT_PROBE_DOCUMENTS = {"node": "NodeProbeDocumentName", "slurm_controller": "
 TRIGGER_FUNCTION = "trigger"
 # Lambda timeout of the trigger (it validates an event and starts one execution).
 TRIGGER_TIMEOUT_SECONDS = 30
-
-# Memory per function (MB). CPU scales with memory; aggregate runs the whole check engine.
-FUNCTION_MEMORY_MB: dict[str, int] = {
-    "trigger": 256,
-    "discover": 512,
-    "collect_logs": 512,
-    "collect_kubernetes": 512,
-    # Waits on one SSM session; about 80-90 MB at rest (BENCHMARKS.md), plus about 4x the node's
-    # answer while parsing and storing it, bounded by settings.PROBE_NODE_OUTPUT_MAX_BYTES (16 MiB).
-    # Billed per GB-s while waiting, so no more than that.
-    "probe_node": 256,
-    "aggregate": 1024,
-    "notify": 256,
-}
-DEFAULT_FUNCTION_MEMORY_MB = 512
 
 # Step Functions vended-log groups must live under this prefix to keep the account's log resource
 # policy small (one policy covers every state machine).

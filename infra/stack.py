@@ -13,13 +13,12 @@ from hyperpod_nccl.monitor.settings import (
     ALERTS_TOPIC_ENV,
     CLUSTERS_ENV,
     FINDINGS_TABLE_ENV,
-    FUNCTION_ENVIRONMENT,
     HISTORY_DAYS_ENV,
+    LAMBDAS,
     NODE_COVERAGE_ENV,
     PROBE_DOCUMENTS_ENV,
     REFERENCE_BASE_URL_ENV,
     STATE_MACHINE_ENV,
-    TABLE_ACTIONS,
 )
 from infra import nag
 from infra.config import StageConfig
@@ -128,9 +127,10 @@ class MonitorStack(Stack):
         """Writes go only to the monitor's own resources, and only to the functions that use them."""
         functions, roles = self.functions.functions, self.functions.roles
         table = self.storage.table
-        for handler, actions in TABLE_ACTIONS.items():
-            # Exactly the item operations the handler's code makes (settings.TABLE_ACTIONS); a
-            # Query may read the secondary index (open findings by cluster).
+        for handler, function in LAMBDAS.items():
+            # Exactly the item operations the handler's code makes (its `table_actions`); a Query
+            # may read the secondary index (open findings by cluster).
+            actions = function.table_actions
             resources = [table.table_arn, *([f"{table.table_arn}/index/*"] if "Query" in actions else [])]
             roles[handler].add_to_policy(
                 iam.PolicyStatement(actions=[f"dynamodb:{a}" for a in actions], resources=resources)
@@ -140,7 +140,8 @@ class MonitorStack(Stack):
                 resources,
                 "Queries on the monitor's own table include its secondary index (open findings by cluster).",
             )
-        for handler, names in FUNCTION_ENVIRONMENT.items():
+        for handler, function in LAMBDAS.items():
+            names = function.environment
             if ALERTS_TOPIC_ENV in names:
                 self.notifications.topic.grant_publish(functions[handler])
                 nag.acknowledge(

@@ -62,6 +62,7 @@ from hyperpod_nccl.monitor.settings import (
     STATE_MACHINE_ENV,
     TABLE_SCHEMA,
     batches_at_once,
+    execution_arn,
     handler_path,
 )
 from hyperpod_nccl.probe import documents
@@ -491,7 +492,7 @@ class LocalMonitor:
 
     def execution_arn(self, sweep_id: str) -> str:
         """The execution ARN of a sweep started by the trigger (named after its sweep id)."""
-        return self.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{sweep_id}"
+        return execution_arn(self.state_machine_arn, sweep_id)
 
     def drain_notifications(self) -> list[dict[str, Any]]:
         """Every message the topic delivered since the last drain (Chatbot JSON bodies)."""

@@ -30,12 +30,10 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from hyperpod_nccl.monitor import lambda_timeouts as monitor_lambda_timeouts
-from hyperpod_nccl.monitor.settings import FUNCTION_ENVIRONMENT, WatchedCluster, handler_path
+from hyperpod_nccl.monitor.settings import LAMBDAS, LambdaFunction, WatchedCluster
 from infra import nag
 from infra.code_asset import shipped_files
 from infra.constants import (
-    DEFAULT_FUNCTION_MEMORY_MB,
-    FUNCTION_MEMORY_MB,
     FUNCTIONS_DIR,
     LAMBDA_PIP_PLATFORM,
     LAMBDA_PYTHON_VERSION,
@@ -127,7 +125,8 @@ SESSION_DOCUMENT_CHECK = {"BoolIfExists": {"ssm:SessionDocumentAccessCheck": "tr
 
 
 class MonitorFunctions(Construct):
-    """Every handler of `hyperpod_nccl.handlers` as a Lambda function with the shared defaults."""
+    """Every function of `hyperpod_nccl.monitor.settings.LAMBDAS` as a Lambda function with the
+    shared defaults, its environment and memory from its entry, and its cluster reads."""
 
     def __init__(
         self,
@@ -140,7 +139,7 @@ class MonitorFunctions(Construct):
         probe_documents: Mapping[str, str],
     ) -> None:
         super().__init__(scope, construct_id)
-        missing = sorted({name for names in FUNCTION_ENVIRONMENT.values() for name in names} - set(environment_values))
+        missing = sorted({name for f in LAMBDAS.values() for name in f.environment} - set(environment_values))
         if missing:
             raise ValueError(f"no value for the handlers' environment variables: {', '.join(missing)}")
         self._log_retention_days = log_retention_days
@@ -172,12 +171,18 @@ class MonitorFunctions(Construct):
         self.functions: dict[str, lambda_.Function] = {}
         self.log_groups: dict[str, logs.LogGroup] = {}
         self.roles: dict[str, iam.Role] = {}
-        for handler in FUNCTION_ENVIRONMENT:
-            environment = {name: environment_values[name] for name in FUNCTION_ENVIRONMENT[handler]}
+        read_grants = self._read_grants()
+        if set(read_grants) != set(LAMBDAS):
+            raise ValueError(
+                "the functions' read grants and settings.LAMBDAS name different functions:"
+                f" {', '.join(sorted(set(read_grants) ^ set(LAMBDAS)))}"
+            )
+        for handler, function in LAMBDAS.items():
+            environment = {name: environment_values[name] for name in function.environment}
             timeout = TRIGGER_TIMEOUT_SECONDS if handler == TRIGGER_FUNCTION else timeouts.get(handler, 60)
-            self.functions[handler] = self._function(handler, environment=environment, timeout_seconds=timeout)
+            self.functions[handler] = self._function(function, environment=environment, timeout_seconds=timeout)
             role = self.roles[handler]
-            for grant in self._read_grants(handler):
+            for grant in read_grants[handler]:
                 role.add_to_policy(
                     iam.PolicyStatement(
                         actions=list(grant.actions),
@@ -187,9 +192,11 @@ class MonitorFunctions(Construct):
                 )
                 nag.acknowledge_wildcard_resources(role, grant.resources, grant.wildcard_reason)
 
-    def _function(self, handler: str, *, environment: Mapping[str, str], timeout_seconds: int) -> lambda_.Function:
+    def _function(
+        self, function: LambdaFunction, *, environment: Mapping[str, str], timeout_seconds: int
+    ) -> lambda_.Function:
         """The factory: every default of the monitor's functions lives here."""
-        construct_name = "".join(part.capitalize() for part in handler.split("_"))
+        handler, construct_name = function.module, function.name
         log_group = logs.LogGroup(self, f"{construct_name}Logs")
         # The L2 maps retention to an enum; the config holds the number CloudWatch accepts.
         log_group.node.default_child.retention_in_days = self._log_retention_days  # type: ignore[union-attr]
@@ -216,13 +223,13 @@ class MonitorFunctions(Construct):
             description=f"hyperpod-nccl-monitor: {handler}",
             runtime=RUNTIME,
             architecture=lambda_.Architecture.ARM_64,
-            handler=handler_path(handler),
+            handler=function.handler,
             code=self.code,
             layers=[self.layer],
             role=role,
             environment={**POWERTOOLS_ENVIRONMENT, **environment},
             timeout=Duration.seconds(timeout_seconds),
-            memory_size=FUNCTION_MEMORY_MB.get(handler, DEFAULT_FUNCTION_MEMORY_MB),
+            memory_size=function.memory_mb,
             logging_format=lambda_.LoggingFormat.JSON,
             application_log_level_v2=lambda_.ApplicationLogLevel.INFO,
             system_log_level_v2=lambda_.SystemLogLevel.WARN,
@@ -260,9 +267,11 @@ class MonitorFunctions(Construct):
             ]
         return self._arns("sagemaker", "cluster", "*", sep=slash, regions=regions)
 
-    def _read_grants(self, handler: str) -> list[ReadGrant]:
-        """The read-only AWS actions each handler's code calls (writes to our own resources come
-        from the stack); tests/infra/test_security.py fails on a granted action no code calls.
+    def _read_grants(self) -> dict[str, list[ReadGrant]]:
+        """The read-only AWS actions each handler's code calls, by module, with an entry (empty when
+        it reads nothing) for every function of `LAMBDAS`, which __init__ checks. Writes to our own
+        resources come from the stack; tests/infra/test_probe_access.py fails on a granted action
+        no code calls.
 
         Resources are narrowed to what is known at synth time: the account and the watched regions.
         """
@@ -281,7 +290,8 @@ class MonitorFunctions(Construct):
             for name in self._probe_documents.values()
             for arn in self._arns("ssm", "document", name, sep=slash, regions=stack_region)
         ]
-        grants: dict[str, list[ReadGrant]] = {
+        return {
+            "trigger": [],
             "discover": [
                 ReadGrant(
                     ("sts:GetCallerIdentity", "sagemaker:ListClusters", "ec2:DescribeSecurityGroups"),
@@ -341,5 +351,6 @@ class MonitorFunctions(Construct):
                     " sessions. Scoped to this account and the stack's region.",
                 ),
             ],
+            "aggregate": [],
+            "notify": [],
         }
-        return grants.get(handler, [])

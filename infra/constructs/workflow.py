@@ -20,6 +20,7 @@ from hyperpod_nccl.monitor.settings import (
     PROBE_TIMEOUT_SECONDS,
     SWEEP_TIMEOUT_SECONDS,
     batches_at_once,
+    execution_arn,
 )
 from infra import nag
 from infra.constants import STATE_MACHINE_LOG_PREFIX
@@ -38,9 +39,7 @@ def state_machine_arn(scope: Construct, name: str) -> str:
 
 def executions_arn(scope: Construct, name: str) -> str:
     """The ARN pattern of every execution of the state machine named `name`."""
-    return Stack.of(scope).format_arn(
-        service="states", resource="execution", resource_name=f"{name}:*", arn_format=ArnFormat.COLON_RESOURCE_NAME
-    )
+    return execution_arn(state_machine_arn(scope, name), "*")
 
 
 def uses_distributed_map(definition: object) -> bool:

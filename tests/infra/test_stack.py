@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pytest
+from aws_cdk import App, Stack
 from aws_cdk.assertions import Match, Template
 
 from hyperpod_nccl.monitor import LAMBDA_TIMEOUT_HEADROOM_SECONDS, asl_placeholders, render_definition
@@ -15,9 +16,9 @@ from hyperpod_nccl.monitor.settings import (
     ASL_MAP_CONCURRENCY_PLACEHOLDER,
     ASL_PROBE_TIMEOUT_PLACEHOLDER,
     CLUSTERS_ENV,
-    FUNCTION_ENVIRONMENT,
     HISTORY_DAYS_ENV,
     HYPERPOD_EVENT_PATTERNS,
+    LAMBDAS,
     METRIC_DIMENSION_CLUSTER,
     METRIC_FINDINGS,
     METRIC_NODES_PROBED,
@@ -30,11 +31,12 @@ from hyperpod_nccl.monitor.settings import (
     SCHEDULE_TARGET_INPUT,
     SWEEP_TIMEOUT_SECONDS,
     TABLE_SCHEMA,
+    LambdaFunction,
     batches_at_once,
-    handler_path,
 )
 from infra.constants import LAMBDA_PYTHON_VERSION, POWERTOOLS_ENVIRONMENT, TRIGGER_FUNCTION, TRIGGER_TIMEOUT_SECONDS
-from infra.constructs.functions import lambda_timeouts
+from infra.constructs import functions as functions_construct
+from infra.constructs.functions import MonitorFunctions, lambda_timeouts
 from infra.constructs.monitoring import missed_sweep_period_seconds
 from infra.constructs.workflow import definition_with_timeout, uses_distributed_map
 from tests.infra.conftest import TEST_CONTEXT, Synthesized
@@ -64,7 +66,7 @@ def test_one_resource_per_capability(synthesized: Synthesized) -> None:
     # Then each capability is there exactly as many times as configured.
     template = Template.from_json(synthesized.template)
     expected = {
-        "AWS::Lambda::Function": len(FUNCTION_ENVIRONMENT),
+        "AWS::Lambda::Function": len(LAMBDAS),
         "AWS::Lambda::LayerVersion": 1,
         "AWS::DynamoDB::GlobalTable": 1,
         "AWS::SNS::Topic": 1,
@@ -77,19 +79,20 @@ def test_one_resource_per_capability(synthesized: Synthesized) -> None:
         "AWS::CloudWatch::Alarm": 2,
         "AWS::CloudWatch::Dashboard": 1,
         # one explicit log group per function, plus the state machine's
-        "AWS::Logs::LogGroup": len(FUNCTION_ENVIRONMENT) + 1,
+        "AWS::Logs::LogGroup": len(LAMBDAS) + 1,
     }
     for resource_type, count in expected.items():
         template.resource_count_is(resource_type, count)
 
 
-def test_every_function_has_the_handler_modules_environment(synthesized: Synthesized) -> None:
+def test_every_function_is_built_from_its_lambdas_entry(synthesized: Synthesized) -> None:
     functions = _functions_by_handler(synthesized)
-    assert set(functions) == set(FUNCTION_ENVIRONMENT)
+    assert set(functions) == set(LAMBDAS)
     for handler, (_, properties) in functions.items():
         environment = properties["Environment"]["Variables"]
-        assert set(environment) == set(FUNCTION_ENVIRONMENT[handler]) | set(POWERTOOLS_ENVIRONMENT), handler
-        assert properties["Handler"] == handler_path(handler)
+        assert set(environment) == set(LAMBDAS[handler].environment) | set(POWERTOOLS_ENVIRONMENT), handler
+        assert properties["Handler"] == LAMBDAS[handler].handler
+        assert properties["MemorySize"] == LAMBDAS[handler].memory_mb, handler
         # Values come from the configuration, in the form the runtime's settings parse.
         if CLUSTERS_ENV in environment:
             assert json.loads(environment[CLUSTERS_ENV]) == TEST_CONTEXT["clusters"]
@@ -120,6 +123,26 @@ def test_functions_share_the_factory_defaults(synthesized: Synthesized) -> None:
     # The probe's Lambda stops a headroom before its state (the design card's budget plus the margin).
     assert functions["probe_node"][1]["Timeout"] == PROBE_TIMEOUT_SECONDS - LAMBDA_TIMEOUT_HEADROOM_SECONDS
     assert layers[layer_id]["Properties"]["CompatibleArchitectures"] == ["arm64"]
+
+
+@pytest.mark.parametrize("change", ["a function added", "a function removed"])
+def test_read_grants_name_exactly_the_functions_of_lambdas(monkeypatch: pytest.MonkeyPatch, change: str) -> None:
+    # The cluster reads stay in infra (their ARNs need the stack), keyed by the modules of
+    # settings.LAMBDAS: a function in one table and not the other fails the synthesis by name.
+    lambdas = dict(LAMBDAS)
+    if change == "a function added":
+        lambdas["inspect"] = LambdaFunction("inspect", environment=(), table_actions=(), memory_mb=256)
+        named = "inspect"
+    else:
+        named = "notify"
+        del lambdas[named]
+    monkeypatch.setattr(functions_construct, "LAMBDAS", lambdas)
+    stack = Stack(App(context={"aws:cdk:bundling-stacks": []}), "Guard")
+    values = {name: "value" for function in LAMBDAS.values() for name in function.environment}
+    with pytest.raises(ValueError, match=f"read grants and settings.LAMBDAS name different functions: {named}$"):
+        MonitorFunctions(
+            stack, "Functions", environment_values=values, log_retention_days=14, clusters=[], probe_documents={}
+        )
 
 
 def test_state_machine_substitutes_every_placeholder(synthesized: Synthesized) -> None:

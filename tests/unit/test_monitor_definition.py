@@ -20,11 +20,11 @@ from hyperpod_nccl.monitor.settings import (
     ASL_FUNCTION_PLACEHOLDERS,
     ASL_MAP_CONCURRENCY_PLACEHOLDER,
     ASL_PROBE_TIMEOUT_PLACEHOLDER,
-    FUNCTION_ENVIRONMENT,
+    LAMBDAS,
     PROBE_STORE_MARGIN_SECONDS,
     PROBE_TIMEOUT_SECONDS,
     MonitorSettings,
-    handler_path,
+    execution_arn,
 )
 
 
@@ -39,9 +39,15 @@ def _substitutions() -> dict[str, str | int]:
 
 
 def test_every_handler_module_exists_and_exposes_handler() -> None:
-    for module in FUNCTION_ENVIRONMENT:
-        path, attribute = handler_path(module).rsplit(".", 1)
+    for function in LAMBDAS.values():
+        path, attribute = function.handler.rsplit(".", 1)
         assert callable(getattr(importlib.import_module(path), attribute))
+
+
+def test_a_sweeps_execution_arn_is_its_state_machines_with_the_execution_name() -> None:
+    machine = "arn:aws:states:us-west-2:123456789012:stateMachine:hpnc-sweep"
+    assert execution_arn(machine, "s-1") == "arn:aws:states:us-west-2:123456789012:execution:hpnc-sweep:s-1"
+    assert execution_arn(machine, "*") == "arn:aws:states:us-west-2:123456789012:execution:hpnc-sweep:*"
 
 
 def test_placeholders_are_exactly_the_declared_ones() -> None:
