@@ -154,7 +154,7 @@ def _patch_sns() -> None:
     from moto.sns import models as sns_models
     from moto.sns.exceptions import InvalidParameterValue
 
-    from hyperpod_nccl.monitor.notify import SNS_MESSAGE_MAX_BYTES, sns_message_bytes
+    from hyperpod_nccl.monitor.alert_messages import SNS_MESSAGE_MAX_BYTES, sns_message_bytes
     from hyperpod_nccl.sanitize import is_valid_sns_subject
 
     original = sns_models.SNSBackend.publish

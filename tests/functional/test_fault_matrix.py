@@ -37,8 +37,8 @@ from hyperpod_nccl.errors import DiagnosisAborted
 from hyperpod_nccl.handlers import AwsCallFailed
 from hyperpod_nccl.models.findings import Coverage
 from hyperpod_nccl.models.request import DiagnoseRequest
+from hyperpod_nccl.monitor.alert_messages import MAX_LISTED_RESOURCES, SNS_MESSAGE_MAX_BYTES, resource_ids
 from hyperpod_nccl.monitor.diff import SweepDiff
-from hyperpod_nccl.monitor.notify import MAX_LISTED_RESOURCES, SNS_MESSAGE_MAX_BYTES, resource_ids
 from hyperpod_nccl.monitor.payloads import SweepRef
 from hyperpod_nccl.monitor.settings import SCHEDULE_SOURCE
 from hyperpod_nccl.monitor.states.notify import _keep_pending

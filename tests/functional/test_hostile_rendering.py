@@ -26,9 +26,9 @@ from hyperpod_nccl.cli.render import TextReport, render_json
 from hyperpod_nccl.incidents.report import IncidentRun, incidents_json, render_incidents_text, run_incidents
 from hyperpod_nccl.models.findings import Scope
 from hyperpod_nccl.models.request import DiagnoseRequest
+from hyperpod_nccl.monitor.alert_messages import Alert, build_alert, build_incident_alert, sns_message
 from hyperpod_nccl.monitor.diff import Change, SweepDiff
-from hyperpod_nccl.monitor.incidents import IncidentChange, IncidentSweep
-from hyperpod_nccl.monitor.notify import Alert, build_alert, build_incident_alert, sns_message
+from hyperpod_nccl.monitor.incident_tracking import IncidentChange, IncidentSweep
 from hyperpod_nccl.sanitize import email_subject
 from hyperpod_nccl_sim.scenario import LogLineSpec, Scenario
 

@@ -12,8 +12,13 @@ from typing import Any
 
 from hyperpod_nccl.models.findings import Finding, Priority, Resource, Status, SweepResult
 from hyperpod_nccl.models.inventory import ControlPlaneInventory, Inventory
-from hyperpod_nccl.monitor.incidents import _persist, load_incident_sweep, load_stored, record_incidents
-from hyperpod_nccl.monitor.notify import SNS_MESSAGE_MAX_BYTES, build_incident_alert, sns_message, sns_message_bytes
+from hyperpod_nccl.monitor.alert_messages import (
+    SNS_MESSAGE_MAX_BYTES,
+    build_incident_alert,
+    sns_message,
+    sns_message_bytes,
+)
+from hyperpod_nccl.monitor.incident_tracking import _persist, load_incident_sweep, load_stored, record_incidents
 from hyperpod_nccl.monitor.store import DYNAMODB_ITEM_MAX_BYTES, INCIDENT_INLINE_MAX_BYTES, cluster_key, incident_sk
 from hyperpod_nccl.references import DBG_TIMEOUT_RENDEZVOUS
 from hyperpod_nccl_sim.serverless import LocalMonitor

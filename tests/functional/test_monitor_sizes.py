@@ -36,8 +36,7 @@ from hyperpod_nccl.models.node_probe import (
     NodeProbeResult,
     XidEvent,
 )
-from hyperpod_nccl.monitor.diff import Change, SweepDiff, compute_changes
-from hyperpod_nccl.monitor.notify import (
+from hyperpod_nccl.monitor.alert_messages import (
     CHATBOT_DESCRIPTION_MAX_CHARS,
     CHATBOT_TITLE_MAX_CHARS,
     EMAIL_MAX_BYTES,
@@ -48,6 +47,7 @@ from hyperpod_nccl.monitor.notify import (
     sns_message,
     sns_message_bytes,
 )
+from hyperpod_nccl.monitor.diff import Change, SweepDiff, compute_changes
 from hyperpod_nccl.monitor.payloads import NotifyOutput, SweepRef, SweepState
 from hyperpod_nccl.monitor.states.aggregate import _persist_findings, _previous_open, _record_sweep, _store_diff
 from hyperpod_nccl.monitor.states.notify import _keep_pending, run_notify

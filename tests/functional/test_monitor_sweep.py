@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from hyperpod_nccl.monitor.notify import INCIDENT_EVENT_TYPES, ChatbotNotification
+from hyperpod_nccl.monitor.alert_messages import INCIDENT_EVENT_TYPES, ChatbotNotification
 from hyperpod_nccl.monitor.store import Store, cluster_key
 from hyperpod_nccl_sim.runtime import SimulatedCluster
 from hyperpod_nccl_sim.scenario import FaultSpec

@@ -24,7 +24,8 @@ Keys (pk / sk; `C` = `<region>#<cluster name>`), one line per access pattern, wi
 - per-node fault history (survives replacement): `NODE#<instance id>` / `FAULT#<ISO>#<sweep id>#<fingerprint>`
 - per-GPU fault history (serial/UUID): `GPU#<serial or uuid>` / `FAULT#<ISO>#<sweep id>#<fingerprint>`
   (both `add_fault_history`)
-- an incident (status open/resolved, first/last seen, timeline; monitor/incidents.py): `CLUSTER#C` / `INCIDENT#<id>`
+- an incident (status open/resolved, first/last seen, timeline; monitor/incident_tracking.py):
+  `CLUSTER#C` / `INCIDENT#<id>`
   (`stored_incidents`, `record_incident_seen`, `mark_incident_resolved`)
 - an incident too long for its item (thousands of nodes), whole, per sweep that stored it (TTL):
   `INCIDENT#C#<id>` / blob `BODY#<sweep id>#<chunk>`, named by the item's `incident_body`
@@ -135,7 +136,7 @@ LOGS = "LOGS"
 KUBERNETES = "KUBERNETES"
 RESULT = "RESULT"
 DIFF = "DIFF"
-# The incident changes Aggregate computed, once per sweep (monitor/incidents.py).
+# The incident changes Aggregate computed, once per sweep (monitor/incident_tracking.py).
 INCIDENTS = "INCIDENTS"
 # A node's probe result: blob `PROBE#<instance id>#<chunk>` under the sweep.
 PROBE = "PROBE#"
@@ -795,7 +796,7 @@ class Store:
         if faults:
             self._put_many(faults)
 
-    # --- incidents (monitor/incidents.py) ---------------------------------------------------------
+    # --- incidents (monitor/incident_tracking.py) ---------------------------------------------------------
     def stored_incidents(self, region: str, cluster: str) -> list[dict[str, Any]]:
         """Every incident item of a cluster, open and resolved, with `incident` the whole incident's
         JSON: read from its body blob when the item holds a shortened copy (the copy when that blob

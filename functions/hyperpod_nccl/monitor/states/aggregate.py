@@ -22,7 +22,7 @@ from hyperpod_nccl.models.logs import LogInventory
 from hyperpod_nccl.models.node_probe import NodeProbeInventory, NodeProbeResult, ProbePlan
 from hyperpod_nccl.monitor.diff import OpenFinding, SweepDiff, compute_changes, open_counts
 from hyperpod_nccl.monitor.failures import describe_aws_failure
-from hyperpod_nccl.monitor.incidents import record_incidents
+from hyperpod_nccl.monitor.incident_tracking import record_incidents
 from hyperpod_nccl.monitor.lock import finish_sweep
 from hyperpod_nccl.monitor.payloads import AggregateOutput, SweepRef, SweepState, TaskFailure, aggregate_failure_text
 from hyperpod_nccl.monitor.states.notify import alerts_pending

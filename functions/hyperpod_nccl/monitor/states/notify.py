@@ -1,7 +1,7 @@
 """State Notify: this sweep's alert and incident messages, each published once (per-sweep markers
 in the table), after the alerts earlier sweeps left pending.
 
-Alert formatting is `hyperpod_nccl.monitor.notify`; this module publishes."""
+Alert formatting is `hyperpod_nccl.monitor.alert_messages`; this module publishes."""
 
 from __future__ import annotations
 
@@ -13,9 +13,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from hyperpod_nccl.aws_errors import error_message
-from hyperpod_nccl.monitor.diff import SweepDiff
-from hyperpod_nccl.monitor.incidents import load_incident_sweep
-from hyperpod_nccl.monitor.notify import (
+from hyperpod_nccl.monitor.alert_messages import (
     PERMANENT_PUBLISH_ERRORS,
     Alert,
     build_alert,
@@ -23,6 +21,8 @@ from hyperpod_nccl.monitor.notify import (
     sns_message,
     undeliverable_alert,
 )
+from hyperpod_nccl.monitor.diff import SweepDiff
+from hyperpod_nccl.monitor.incident_tracking import load_incident_sweep
 from hyperpod_nccl.monitor.payloads import NotifyOutput, SweepRef, SweepState, aggregate_failure_text
 from hyperpod_nccl.monitor.settings import ALERT_RETENTION_SECONDS
 from hyperpod_nccl.monitor.store import DIFF, PendingAlert, Store, epoch

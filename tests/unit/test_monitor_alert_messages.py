@@ -6,8 +6,8 @@ import json
 from datetime import UTC, datetime
 
 from hyperpod_nccl.models.findings import Finding, Priority, Resource, Status
+from hyperpod_nccl.monitor.alert_messages import ChatbotNotification, build_alert, sns_message
 from hyperpod_nccl.monitor.diff import Change, SweepDiff
-from hyperpod_nccl.monitor.notify import ChatbotNotification, build_alert, sns_message
 from hyperpod_nccl.references import DBG_SECURITY_GROUPS
 from hyperpod_nccl.suggested import sg_self_reference
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from hyperpod_nccl.incidents.models import Incident, TimelineEntry
 from hyperpod_nccl.models.findings import Finding, Priority, Resource
 from hyperpod_nccl.monitor.diff import Change, SweepDiff
-from hyperpod_nccl.monitor.incidents import IncidentChange, IncidentSweep
+from hyperpod_nccl.monitor.incident_tracking import IncidentChange, IncidentSweep
 from hyperpod_nccl.sanitize import email_subject, for_slack, one_line
 
 # Listing every change of a large first sweep would exceed chat limits; the rest is counted.

@@ -8,7 +8,13 @@ from datetime import UTC, datetime, timedelta
 
 from hyperpod_nccl.incidents.models import Affected, Incident, Recurrence, RootCause, TimelineEntry
 from hyperpod_nccl.models.findings import Priority
-from hyperpod_nccl.monitor.incidents import (
+from hyperpod_nccl.monitor.alert_messages import (
+    INCIDENT_EVENT_TYPES,
+    ChatbotNotification,
+    build_incident_alert,
+    sns_message,
+)
+from hyperpod_nccl.monitor.incident_tracking import (
     IncidentChange,
     IncidentSweep,
     StoredIncident,
@@ -16,7 +22,6 @@ from hyperpod_nccl.monitor.incidents import (
     digest,
     merge,
 )
-from hyperpod_nccl.monitor.notify import INCIDENT_EVENT_TYPES, ChatbotNotification, build_incident_alert, sns_message
 from hyperpod_nccl.references import NODE_HARDWARE
 
 T0 = datetime(2026, 3, 1, 2, 5, tzinfo=UTC)
