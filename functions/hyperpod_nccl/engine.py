@@ -19,6 +19,7 @@ from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.request import DiagnoseRequest
 from hyperpod_nccl.probe import documents
 from hyperpod_nccl.ssm import client as ssm_client
+from hyperpod_nccl.verdict import build_verdict
 
 
 def applicable_checks(inventory: Inventory) -> list[Check]:
@@ -80,6 +81,7 @@ def build_result(inventory: Inventory, degraded: list[DegradedSource], started_a
         scope=inventory.scope,
         coverage=coverage_of(inventory),
         findings=findings,
+        verdict=build_verdict(findings, inventory),
         degraded_sources=[*degraded, *check_errors],
     )
 

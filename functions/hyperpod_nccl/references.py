@@ -15,7 +15,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, computed_field
 
 REFERENCES_DIR_ENV = "HYPERPOD_NCCL_REFERENCES_DIR"
 
@@ -33,6 +33,7 @@ class Reference(BaseModel):
     file: str
     section: str
 
+    @computed_field  # type: ignore[prop-decorator]  # serialised with the model: JSON readers get the pointer
     @property
     def pointer(self) -> str:
         """The text form printed after a finding and inside any text that names the section:

@@ -8,6 +8,7 @@ import json
 from hyperpod_nccl.engine import diagnose
 from hyperpod_nccl.models.findings import Priority, Status
 from hyperpod_nccl.models.request import DiagnoseRequest
+from hyperpod_nccl.models.verdict import SCHEMA_VERSION
 from hyperpod_nccl_sim.scenario import FaultSpec, Scenario
 
 
@@ -190,6 +191,8 @@ def test_cli_text_report_layout(simulate, cli) -> None:
     issues = int(out.split("Issues Found: ", 1)[1].split()[0])
     listed = sum(1 for line in out.splitlines() if line.startswith("  ") and ". [" in line and "→" in line)
     assert issues == listed
+    # The report opens with the verdict: it comes before the first finding's section.
+    assert out.index("==== Verdict ====") < out.index("== HyperPod control plane ==")
     assert "\033[" not in out
 
 
@@ -210,10 +213,17 @@ def test_cli_json_has_every_field_and_counts_agree(simulate, cli) -> None:
         "scope",
     ):
         assert key in document
+    assert document["schema_version"] == SCHEMA_VERSION
     issues = [f for f in document["findings"] if f["status"] in ("FAIL", "WARN")]
-    assert document["issues_found"] == len(issues)
-    assert sum(document["issues_by_priority"].values()) == len(issues)
+    causes = document["verdict"]["root_causes"]
+    assert document["issues_found"] == len(causes) == sum(document["issues_by_priority"].values())
+    assert document["findings_with_issues"] == len(issues) == document["verdict"]["findings_folded"]
+    # Every issue belongs to exactly one root cause, named by its fingerprint.
+    owned = [fp for c in causes for fp in [*c["evidence"], *(f for s in c["explains"] for f in s["findings"])]]
+    assert sorted(owned) == sorted(f["fingerprint"] for f in issues)
+    assert len(causes) < len(issues)  # the verdict folds: eks-p5 plants symptoms that share a cause
     assert all(f["reference"]["pointer"].startswith("references/") for f in document["findings"])
+    assert all(c["reference"]["pointer"].startswith("references/") for c in causes)
 
 
 def test_fail_on_sets_exit_3(simulate, cli) -> None:

@@ -18,6 +18,7 @@ from hyperpod_nccl.cli import validate
 from hyperpod_nccl.cli.render import TextReport, render_json
 from hyperpod_nccl.models.findings import Finding, Priority, Resource, Status, SweepResult
 from hyperpod_nccl.references import OPS_REMEDIATIONS
+from hyperpod_nccl.verdict import build_verdict
 from hyperpod_nccl_sim.scenario import load_scenario
 
 VALIDATORS = (
@@ -111,15 +112,20 @@ finding_strategy = st.builds(
 def test_renderers_handle_any_findings_and_counts_agree(findings: list[Finding]) -> None:
     now = datetime(2026, 11, 30, tzinfo=UTC)
     result = SweepResult(
-        cluster_name="c", region="us-west-2", started_at=now, window_start=now, window_end=now, findings=findings
+        cluster_name="c",
+        region="us-west-2",
+        started_at=now,
+        window_start=now,
+        window_end=now,
+        findings=findings,
+        verdict=build_verdict(findings),
     )
     out = io.StringIO()
     TextReport(out, colour=False).render(result)
     text = out.getvalue()
-    assert f"Issues Found: {len(result.issues)}" in text
+    causes = len(result.verdict.root_causes)
+    assert f"Issues Found: {causes} root cause(s), folding {len(result.issues)} finding(s)" in text
     document = json.loads(render_json(result))
-    assert (
-        document["issues_found"]
-        == len(result.issues)
-        == sum(document["issues_by_priority"].values()) + sum(1 for f in result.issues if f.priority is None)
-    )
+    assert document["issues_found"] == causes == sum(document["issues_by_priority"].values())
+    assert document["findings_with_issues"] == len(result.issues) == result.verdict.findings_folded
+    assert (causes == 0) == (not result.issues)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable
 from typing import TextIO
 
 from hyperpod_nccl.checks import REGISTRY
 from hyperpod_nccl.models.findings import DegradedSource, Finding, Priority, Status, SweepResult
+from hyperpod_nccl.models.verdict import SCHEMA_VERSION
 from hyperpod_nccl.sanitize import one_line
 
 SECTION_TITLES = {
@@ -67,8 +69,9 @@ class TextReport:
         self._line(f"       fix: {source.fix}{pointer}")
 
     def render(self, result: SweepResult) -> None:
-        """The whole report: header, sections, degraded sources, summary, commands."""
+        """The whole report: header, verdict, sections, degraded sources, summary, commands."""
         self._header(result)
+        self._verdict(result)
         for source, title in SECTION_TITLES.items():
             findings = [f for f in result.findings if _source_of(f) == source]
             if not findings:
@@ -99,6 +102,31 @@ class TextReport:
         self._line(f"Scope:        {' '.join(s for s in scoped if s) or 'whole cluster'}")
         self._line(f"Window:       {result.window_start:%Y-%m-%d %H:%M:%S} → {result.window_end:%Y-%m-%d %H:%M:%S} UTC")
 
+    def _verdict(self, result: SweepResult) -> None:
+        """The root causes, in the order to act on them, each with where, why and the section."""
+        causes = result.verdict.root_causes
+        self._line()
+        self._line("==== Verdict ====")
+        if result.degraded_sources:
+            self._line(
+                f"Partial: {len(result.degraded_sources)} source(s) not fully read (listed below): "
+                "a cause only they would show is missing here",
+                status=Status.WARN,
+            )
+        if not causes:
+            self._line("No root cause found in the data read.")
+            return
+        folded = result.verdict.findings_folded
+        self._line(f"{len(causes)} root cause(s) explain {folded} finding(s); act in this order:")
+        for number, cause in enumerate(causes, 1):
+            self._line(f"  {number}. {cause.priority.value} {cause.title}  [{cause.scope}]")
+            self._line(f"       blocks: {cause.why}")
+            if cause.resources:
+                self._line(f"       where: {_listed(f'{r.kind} {r.id}' for r in cause.resources)}")
+            if cause.explains:
+                self._line(f"       explains: {_listed(f'{s.title} ({len(s.findings)})' for s in cause.explains)}")
+            self._line(f"       → {cause.reference.pointer}")
+
     def _summary(self, result: SweepResult) -> None:
         cov = result.coverage
         issues = result.issues
@@ -112,15 +140,19 @@ class TextReport:
             self._line(cov.probe_access_note, status=Status.WARN)
         if result.degraded_sources:
             self._line(f"Sources not fully read: {len(result.degraded_sources)} (the report is partial)")
-        self._line(f"Issues Found: {len(issues)}")
+        causes = result.verdict.root_causes
+        self._line(f"Issues Found: {len(causes)} root cause(s), folding {len(issues)} finding(s) (Verdict above)")
         for priority in Priority:
-            group = [f for f in issues if f.priority is priority]
+            group = [c for c in causes if c.priority is priority]
             if not group:
                 continue
             self._line()
             self._line(f"{PRIORITY_HEADINGS[priority]}: {len(group)}")
-            for number, finding in enumerate(group, 1):
-                self._line(f"  {number}. [{finding.status.value}] {finding.title} → {finding.reference.pointer}")
+            for number, cause in enumerate(group, 1):
+                folded = len(cause.fingerprints)
+                self._line(
+                    f"  {number}. [{cause.scope}] {cause.title} ({folded} finding(s)) → {cause.reference.pointer}"
+                )
         if not issues:
             self._line(
                 "No issues found. If training still fails: scan CloudWatch for NCCL WARN lines, "
@@ -149,6 +181,16 @@ class TextReport:
                 self._line(line)
 
 
+# A verdict line lists this many resources or symptoms, then counts the rest.
+MAX_LISTED = 6
+
+
+def _listed(items: Iterable[str]) -> str:
+    values = list(items)
+    shown = ", ".join(values[:MAX_LISTED])
+    return shown + (f" … and {len(values) - MAX_LISTED} more" if len(values) > MAX_LISTED else "")
+
+
 def _source_of(finding: Finding) -> str:
     registered = REGISTRY.get(finding.check_id)
     return registered.meta.source if registered else "control_plane"
@@ -162,13 +204,18 @@ def _ordered(findings: list[Finding]) -> list[Finding]:
 
 
 def render_json(result: SweepResult) -> str:
-    """One JSON document with every field of the sweep result (plus the derived counts)."""
-    document = result.model_dump(mode="json")
-    document["issues_found"] = len(result.issues)
-    document["issues_by_priority"] = {p.value: sum(1 for f in result.issues if f.priority is p) for p in Priority}
-    for finding, dumped in zip(result.findings, document["findings"], strict=True):
-        dumped["reference"]["pointer"] = finding.reference.pointer
-        dumped["fingerprint"] = finding.fingerprint
-    import json
-
+    """One JSON document with every field of the sweep result, its layout version first, plus the
+    derived counts. Every `reference` carries its `pointer`; every finding its `fingerprint`, which
+    the verdict's `evidence` and `explains[].findings` name."""
+    dumped = result.model_dump(mode="json")
+    for finding, entry in zip(result.findings, dumped["findings"], strict=True):
+        entry["fingerprint"] = finding.fingerprint
+    causes = result.verdict.root_causes
+    document = {
+        "schema_version": SCHEMA_VERSION,
+        **dumped,
+        "issues_found": len(causes),
+        "findings_with_issues": len(result.issues),
+        "issues_by_priority": {p.value: sum(1 for c in causes if c.priority is p) for p in Priority},
+    }
     return json.dumps(document, indent=2, sort_keys=False)

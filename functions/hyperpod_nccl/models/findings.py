@@ -4,66 +4,26 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
-from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
+from hyperpod_nccl.models.common import Priority, Resource, ResourceKind, Status
+from hyperpod_nccl.models.verdict import Verdict
 from hyperpod_nccl.references import Reference
 
-
-class Status(StrEnum):
-    """The label printed in front of a finding."""
-
-    PASS = "PASS"
-    FAIL = "FAIL"
-    WARN = "WARN"
-    INFO = "INFO"
-
-
-class Priority(StrEnum):
-    """P0 blocks training, P1 degrades it, P2 is advisory."""
-
-    P0 = "P0"
-    P1 = "P1"
-    P2 = "P2"
-
-    @property
-    def rank(self) -> int:
-        """0 for P0 (most urgent), 2 for P2."""
-        return int(self.value[1])
-
-    def at_least(self, other: Priority) -> bool:
-        """True when this priority is as urgent as `other` or more."""
-        return self.rank <= other.rank
-
-
-ResourceKind = Literal[
-    "cluster",
-    "instance_group",
-    "node",
-    "pod",
-    "namespace",
-    "job",
-    "security_group",
-    "log_stream",
-    "gpu",
-    "k8s_node",
-    "network_policy",
-    "service",
-    "slurm_node",
-    "rank",
+__all__ = [
+    "Coverage",
+    "DegradedSource",
+    "Finding",
+    "Priority",
+    "Resource",
+    "ResourceKind",
+    "Scope",
+    "Status",
+    "SuggestedCommand",
+    "SweepResult",
 ]
-
-
-class Resource(BaseModel):
-    """One thing a finding concerns, e.g. ("node", "i-0abc...") or ("security_group", "sg-1")."""
-
-    model_config = ConfigDict(frozen=True)
-
-    kind: ResourceKind
-    id: str
-    name: str | None = None
 
 
 class SuggestedCommand(BaseModel):
@@ -155,6 +115,9 @@ class SweepResult(BaseModel):
     coverage: Coverage = Field(default_factory=Coverage)
     findings: list[Finding] = Field(default_factory=list)
     degraded_sources: list[DegradedSource] = Field(default_factory=list)
+    verdict: Verdict = Field(
+        default_factory=Verdict, description="the findings folded into root causes (hyperpod_nccl.verdict)"
+    )
     read_only: bool = True
 
     @property
