@@ -32,11 +32,7 @@ def _controller_resource(result: NodeProbeResult) -> Resource:
 
 def _instance_by_host(inv: Inventory) -> dict[str, str]:
     """Slurm node names are the short private DNS names: map them to instance ids."""
-    mapping = {}
-    for node in inv.control_plane.nodes or []:
-        if node.private_dns_hostname:
-            mapping[node.private_dns_hostname.split(".", 1)[0]] = node.instance_id
-    return mapping
+    return {node.short_hostname: node.instance_id for node in inv.control_plane.nodes or [] if node.short_hostname}
 
 
 @check(

@@ -70,6 +70,11 @@ class ClusterNode(BaseModel):
     launch_time: datetime | None = None
     private_dns_hostname: str | None = None
 
+    @property
+    def short_hostname(self) -> str | None:
+        """`ip-10-1-0-15` of `ip-10-1-0-15.ec2.internal`: the name Slurm knows a HyperPod node by."""
+        return self.private_dns_hostname.split(".", 1)[0] if self.private_dns_hostname else None
+
 
 class ClusterEvent(BaseModel):
     """One ListClusterEvents record."""

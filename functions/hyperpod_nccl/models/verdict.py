@@ -30,6 +30,21 @@ class ExplainedSymptom(BaseModel):
     findings: list[str] = Field(default_factory=list, description="fingerprints of the symptom's findings")
 
 
+PlanStage = Literal["watch", "investigate", "drain", "job", "reboot", "recheck", "replace", "resume", "fix"]
+
+
+class PlanStep(BaseModel):
+    """One step of a root cause's plan: what it does, the command a person runs (we never run it)
+    and when it applies. `conditional` steps run only if the step before them says so (replace only
+    if the recheck still fails)."""
+
+    stage: PlanStage
+    description: str
+    command: str | None = None
+    precondition: str | None = None
+    conditional: bool = False
+
+
 class RootCause(BaseModel):
     """One root cause: what is broken, where, how urgent, and which findings it explains."""
 
@@ -44,6 +59,7 @@ class RootCause(BaseModel):
     why: str = Field(description="what the cause blocks, in one line")
     evidence: list[str] = Field(default_factory=list, description="fingerprints of its own findings")
     explains: list[ExplainedSymptom] = Field(default_factory=list)
+    plan: list[PlanStep] = Field(default_factory=list, description="ordered steps, safest first")
     first_seen: datetime | None = None
 
     @staticmethod

@@ -24,6 +24,7 @@ from hyperpod_nccl.models.findings import Finding, Priority, Resource, Status
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.verdict import BLAST_RANK, BlastRadius, ExplainedSymptom, RootCause, Verdict
 from hyperpod_nccl.verdict.kinds import CAUSE_KINDS, CauseKind, classify
+from hyperpod_nccl.verdict.plan import PlanContext, plan_for
 from hyperpod_nccl.verdict.rules import EXPLAINS, RELATION_RANK, Explains
 
 # Resource kinds a root cause lists: where to act, not where the evidence was read.
@@ -314,10 +315,15 @@ def _root_cause(root: _Group, symptoms: list[_Group]) -> RootCause:
     )
 
 
-def build_verdict(findings: Iterable[Finding], inventory: Inventory | None = None) -> Verdict:
-    """The root causes of a diagnosis: every FAIL/WARN finding in exactly one of them."""
+def build_verdict(
+    findings: Iterable[Finding], inventory: Inventory | None = None, *, context: PlanContext | None = None
+) -> Verdict:
+    """The root causes of a diagnosis: every FAIL/WARN finding in exactly one of them, each with its
+    plan when the cluster's name and region are known (from `inventory`, or `context`)."""
     issues = [f for f in findings if f.is_issue]
     topology = Topology.of(inventory)
+    if context is None and inventory is not None:
+        context = PlanContext.of(inventory)
     groups = _group(issues, topology)
     _explain(groups, topology)
     symptoms_of: dict[int, list[_Group]] = defaultdict(list)
@@ -329,6 +335,10 @@ def build_verdict(findings: Iterable[Finding], inventory: Inventory | None = Non
         else:
             symptoms_of[id(root)].append(group)
     causes = [_root_cause(root, symptoms_of[id(root)]) for root in roots]
+    if context is not None:
+        evidence = {id(root): root.findings for root in roots}
+        for cause, root in zip(causes, roots, strict=True):
+            cause.plan = plan_for(cause, evidence[id(root)], context)
     latest = datetime.max.replace(tzinfo=UTC)
     causes.sort(key=lambda c: (c.priority.rank, BLAST_RANK[c.scope], c.first_seen or latest, c.title))
     return Verdict(root_causes=causes, findings_folded=len(issues))
