@@ -59,188 +59,187 @@ def _runs_pytorch(pod: Pod, env: dict[str, EnvValue]) -> bool:
 def _audit(
     env: dict[str, EnvValue], uses_efa: bool, instance_type: str | None, *, pytorch: bool = False
 ) -> list[_Rule]:
+    """Every rule that fires for one job's environment, in a stable order: debuggability gaps, the
+    debug level, error handling, intra-node transport, then (EFA pods only) the network path."""
     value = {k: (v.value or "").strip() for k, v in env.items()}
     rules: list[_Rule] = [
         _Rule(gap.variable, Status.INFO, Priority.P2, gap.title, gap.detail, gap.reference)
         for gap in debug_gaps(value, pytorch=pytorch)
     ]
+    rules.extend(_debug_level_rules(value))
+    rules.extend(_error_handling_rules(value))
+    rules.extend(_intra_node_rules(value))
+    if uses_efa:
+        rules.extend(_efa_transport_rules(value))
+        rules.extend(_gpudirect_rdma_rules(value, instance_type))
+        rules.extend(_bootstrap_interface_rules(value))
+    return rules
+
+
+def _debug_level_rules(value: dict[str, str]) -> Iterator[_Rule]:
+    """NCCL_DEBUG left at a verbose level in a training job."""
     debug = value.get("NCCL_DEBUG", "").upper()
     if debug == "TRACE":
-        rules.append(
-            _Rule(
-                "NCCL_DEBUG",
-                Status.WARN,
-                Priority.P1,
-                "NCCL_DEBUG=TRACE in a training job",
-                "TRACE logs every operation: large slowdowns and log volume; use WARN in production",
-            )
+        yield _Rule(
+            "NCCL_DEBUG",
+            Status.WARN,
+            Priority.P1,
+            "NCCL_DEBUG=TRACE in a training job",
+            "TRACE logs every operation: large slowdowns and log volume; use WARN in production",
         )
     elif debug == "INFO":
-        rules.append(
-            _Rule(
-                "NCCL_DEBUG",
-                Status.WARN,
-                Priority.P2,
-                "NCCL_DEBUG=INFO left on in a long-running job",
-                "INFO is for an incident; it adds log volume and some overhead — set WARN once diagnosed",
-            )
+        yield _Rule(
+            "NCCL_DEBUG",
+            Status.WARN,
+            Priority.P2,
+            "NCCL_DEBUG=INFO left on in a long-running job",
+            "INFO is for an incident; it adds log volume and some overhead — set WARN once diagnosed",
         )
+
+
+def _error_handling_rules(value: dict[str, str]) -> Iterator[_Rule]:
+    """How a failed or slow collective surfaces: timeout, async error handling, blocking waits."""
     if "NCCL_TIMEOUT" in value:
-        rules.append(
-            _Rule(
-                "NCCL_TIMEOUT",
-                Status.INFO,
-                None,
-                "NCCL_TIMEOUT is set but nothing reads it",
-                "NCCL_TIMEOUT is not an NCCL or PyTorch variable; the collective timeout is the "
-                "timeout= argument of torch.distributed.init_process_group (default 10 minutes)",
-            )
+        yield _Rule(
+            "NCCL_TIMEOUT",
+            Status.INFO,
+            None,
+            "NCCL_TIMEOUT is set but nothing reads it",
+            "NCCL_TIMEOUT is not an NCCL or PyTorch variable; the collective timeout is the "
+            "timeout= argument of torch.distributed.init_process_group (default 10 minutes)",
         )
     if value.get("TORCH_NCCL_ASYNC_ERROR_HANDLING") == "0" or value.get("NCCL_ASYNC_ERROR_HANDLING") == "0":
-        rules.append(
-            _Rule(
-                "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-                Status.WARN,
-                Priority.P1,
-                "async NCCL error handling is turned off",
-                "a failed collective then hangs until the watchdog instead of aborting the job; "
-                "leave TORCH_NCCL_ASYNC_ERROR_HANDLING at its default (or 1)",
-            )
+        yield _Rule(
+            "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+            Status.WARN,
+            Priority.P1,
+            "async NCCL error handling is turned off",
+            "a failed collective then hangs until the watchdog instead of aborting the job; "
+            "leave TORCH_NCCL_ASYNC_ERROR_HANDLING at its default (or 1)",
         )
     elif "NCCL_ASYNC_ERROR_HANDLING" in value:
-        rules.append(
-            _Rule(
-                "NCCL_ASYNC_ERROR_HANDLING",
-                Status.INFO,
-                None,
-                "NCCL_ASYNC_ERROR_HANDLING is the deprecated name",
-                "current PyTorch reads TORCH_NCCL_ASYNC_ERROR_HANDLING",
-            )
+        yield _Rule(
+            "NCCL_ASYNC_ERROR_HANDLING",
+            Status.INFO,
+            None,
+            "NCCL_ASYNC_ERROR_HANDLING is the deprecated name",
+            "current PyTorch reads TORCH_NCCL_ASYNC_ERROR_HANDLING",
         )
     if value.get("TORCH_NCCL_BLOCKING_WAIT") == "1":
-        rules.append(
-            _Rule(
-                "TORCH_NCCL_BLOCKING_WAIT",
-                Status.WARN,
-                Priority.P2,
-                "TORCH_NCCL_BLOCKING_WAIT=1 (debug only)",
-                "blocking waits serialise the host thread with every collective; remove after debugging",
-            )
+        yield _Rule(
+            "TORCH_NCCL_BLOCKING_WAIT",
+            Status.WARN,
+            Priority.P2,
+            "TORCH_NCCL_BLOCKING_WAIT=1 (debug only)",
+            "blocking waits serialise the host thread with every collective; remove after debugging",
         )
+
+
+def _intra_node_rules(value: dict[str, str]) -> Iterator[_Rule]:
+    """NVLink P2P and NVLink SHARP switches."""
     if value.get("NCCL_P2P_DISABLE") == "1":
-        rules.append(
-            _Rule(
-                "NCCL_P2P_DISABLE",
-                Status.WARN,
-                Priority.P1,
-                "NCCL_P2P_DISABLE=1 disables NVLink P2P",
-                "intra-node traffic goes through host memory instead of NVLink; remove it unless a P2P fault is proven",
-                DBG_TUNING_NVLS,
-            )
+        yield _Rule(
+            "NCCL_P2P_DISABLE",
+            Status.WARN,
+            Priority.P1,
+            "NCCL_P2P_DISABLE=1 disables NVLink P2P",
+            "intra-node traffic goes through host memory instead of NVLink; remove it unless a P2P fault is proven",
+            DBG_TUNING_NVLS,
         )
     if "NCCL_NVLS_ENABLE" in value:
-        rules.append(
-            _Rule(
-                "NCCL_NVLS_ENABLE",
-                Status.INFO,
-                None,
-                f"NCCL_NVLS_ENABLE={value['NCCL_NVLS_ENABLE']}",
-                "NVLink SHARP is a tuning switch; 0 is a workaround for NVLS init failures and costs "
-                "intra-node all-reduce bandwidth on NVSwitch systems",
-                DBG_TUNING_NVLS,
-            )
+        yield _Rule(
+            "NCCL_NVLS_ENABLE",
+            Status.INFO,
+            None,
+            f"NCCL_NVLS_ENABLE={value['NCCL_NVLS_ENABLE']}",
+            "NVLink SHARP is a tuning switch; 0 is a workaround for NVLS init failures and costs "
+            "intra-node all-reduce bandwidth on NVSwitch systems",
+            DBG_TUNING_NVLS,
         )
-    if not uses_efa:
-        return rules
+
+
+def _efa_transport_rules(value: dict[str, str]) -> Iterator[_Rule]:
+    """Settings that force an EFA pod's inter-node traffic off EFA (or look as if they do)."""
     provider = value.get("FI_PROVIDER")
     if provider and provider.lower() != "efa":
-        rules.append(
-            _Rule(
-                "FI_PROVIDER",
-                Status.WARN,
-                Priority.P1,
-                f"FI_PROVIDER={provider} on an EFA pod",
-                "libfabric is forced off EFA: NCCL runs over TCP",
-                DBG_TCP_FALLBACK,
-            )
+        yield _Rule(
+            "FI_PROVIDER",
+            Status.WARN,
+            Priority.P1,
+            f"FI_PROVIDER={provider} on an EFA pod",
+            "libfabric is forced off EFA: NCCL runs over TCP",
+            DBG_TCP_FALLBACK,
         )
     elif not provider:
-        rules.append(
-            _Rule(
-                "FI_PROVIDER",
-                Status.INFO,
-                None,
-                "FI_PROVIDER is not set",
-                "set FI_PROVIDER=efa so libfabric cannot silently pick another provider",
-            )
+        yield _Rule(
+            "FI_PROVIDER",
+            Status.INFO,
+            None,
+            "FI_PROVIDER is not set",
+            "set FI_PROVIDER=efa so libfabric cannot silently pick another provider",
         )
-    net = value.get("NCCL_NET", "")
-    if net.lower() == "socket":
-        rules.append(
-            _Rule(
-                "NCCL_NET",
-                Status.WARN,
-                Priority.P1,
-                "NCCL_NET=Socket on an EFA pod",
-                "NCCL is forced onto TCP sockets and ignores EFA",
-                DBG_TCP_FALLBACK,
-            )
+    if value.get("NCCL_NET", "").lower() == "socket":
+        yield _Rule(
+            "NCCL_NET",
+            Status.WARN,
+            Priority.P1,
+            "NCCL_NET=Socket on an EFA pod",
+            "NCCL is forced onto TCP sockets and ignores EFA",
+            DBG_TCP_FALLBACK,
         )
     if value.get("NCCL_IB_DISABLE") == "1":
-        rules.append(
-            _Rule(
-                "NCCL_IB_DISABLE",
-                Status.INFO,
-                None,
-                "NCCL_IB_DISABLE=1 is harmless on EFA",
-                "EFA traffic goes through the aws-ofi-nccl net plugin, not NCCL's InfiniBand "
-                "transport; this only stops NCCL probing for IB",
-            )
+        yield _Rule(
+            "NCCL_IB_DISABLE",
+            Status.INFO,
+            None,
+            "NCCL_IB_DISABLE=1 is harmless on EFA",
+            "EFA traffic goes through the aws-ofi-nccl net plugin, not NCCL's InfiniBand "
+            "transport; this only stops NCCL probing for IB",
         )
+
+
+def _gpudirect_rdma_rules(value: dict[str, str], instance_type: str | None) -> Iterator[_Rule]:
+    """GPUDirect RDMA off (or not asked for) on an instance type that supports it."""
+    if not (instance_type and instance_types.supports_gpudirect_rdma(instance_type)):
+        return
     rdma = value.get("FI_EFA_USE_DEVICE_RDMA")
-    rdma_capable = bool(instance_type and instance_types.supports_gpudirect_rdma(instance_type))
-    if rdma == "0" and rdma_capable:
-        rules.append(
-            _Rule(
-                "FI_EFA_USE_DEVICE_RDMA",
-                Status.WARN,
-                Priority.P1,
-                f"FI_EFA_USE_DEVICE_RDMA=0 on {instance_type}",
-                "GPUDirect RDMA is turned off: every transfer bounces through host memory",
-            )
+    if rdma == "0":
+        yield _Rule(
+            "FI_EFA_USE_DEVICE_RDMA",
+            Status.WARN,
+            Priority.P1,
+            f"FI_EFA_USE_DEVICE_RDMA=0 on {instance_type}",
+            "GPUDirect RDMA is turned off: every transfer bounces through host memory",
         )
-    elif rdma is None and rdma_capable:
-        rules.append(
-            _Rule(
-                "FI_EFA_USE_DEVICE_RDMA",
-                Status.INFO,
-                None,
-                "FI_EFA_USE_DEVICE_RDMA is not set",
-                f"{instance_type} supports GPUDirect RDMA; set FI_EFA_USE_DEVICE_RDMA=1",
-            )
+    elif rdma is None:
+        yield _Rule(
+            "FI_EFA_USE_DEVICE_RDMA",
+            Status.INFO,
+            None,
+            "FI_EFA_USE_DEVICE_RDMA is not set",
+            f"{instance_type} supports GPUDirect RDMA; set FI_EFA_USE_DEVICE_RDMA=1",
         )
+
+
+def _bootstrap_interface_rules(value: dict[str, str]) -> Iterator[_Rule]:
+    """NCCL_SOCKET_IFNAME unset, or naming an interface that does not route between nodes."""
     ifname = value.get("NCCL_SOCKET_IFNAME")
     if ifname is None:
-        rules.append(
-            _Rule(
-                "NCCL_SOCKET_IFNAME",
-                Status.INFO,
-                None,
-                "NCCL_SOCKET_IFNAME is not set",
-                "the bootstrap may pick a bridge or loopback interface; ^lo,docker,efa,veth,virbr excludes them",
-            )
+        yield _Rule(
+            "NCCL_SOCKET_IFNAME",
+            Status.INFO,
+            None,
+            "NCCL_SOCKET_IFNAME is not set",
+            "the bootstrap may pick a bridge or loopback interface; ^lo,docker,efa,veth,virbr excludes them",
         )
     elif re.fullmatch(r"(lo|docker0?)", ifname):
-        rules.append(
-            _Rule(
-                "NCCL_SOCKET_IFNAME",
-                Status.WARN,
-                Priority.P1,
-                f"NCCL_SOCKET_IFNAME={ifname}",
-                "the bootstrap interface is not routable between nodes",
-            )
+        yield _Rule(
+            "NCCL_SOCKET_IFNAME",
+            Status.WARN,
+            Priority.P1,
+            f"NCCL_SOCKET_IFNAME={ifname}",
+            "the bootstrap interface is not routable between nodes",
         )
-    return rules
 
 
 @check(

@@ -16,12 +16,12 @@ from hyperpod_nccl.classifier.findings import hit_status, hits_to_findings
 from hyperpod_nccl.classifier.scanner import (
     Scanner,
     ScanResult,
-    SignatureHit,
     scan_lines,
     scan_stream,
     scan_text,
     version_drift_hit,
 )
+from hyperpod_nccl.models.logs import SignatureHit
 
 __all__ = [
     "Catalog",

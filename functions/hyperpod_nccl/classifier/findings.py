@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from hyperpod_nccl.classifier.scanner import SignatureHit
 from hyperpod_nccl.models.findings import Finding, Priority, Resource, Status
+from hyperpod_nccl.models.logs import SignatureHit
 
 if TYPE_CHECKING:  # the checks package imports the inventory, which imports this package's models
     from hyperpod_nccl.checks import Check

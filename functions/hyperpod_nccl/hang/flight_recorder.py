@@ -85,7 +85,9 @@ def _count_created(data: bytes, limit: int) -> None:
                 raise UnreadableData(f"more than {limit} elements")
 
 
-def load_dump_data(data: bytes, *, source: str = "", max_bytes: int = thresholds.FLIGHT_RECORDER_MAX_BYTES) -> dict:
+def load_dump_data(
+    data: bytes, *, source: str = "", max_bytes: int = thresholds.FLIGHT_RECORDER_MAX_BYTES
+) -> dict[str, Any]:
     """Decode one dump (pickle or JSON) into plain data, refusing anything else.
 
     Raises `HostileDumpError` for oversized, truncated, code-carrying, too deeply nested, too
@@ -235,11 +237,12 @@ def _ranks(value: object) -> list[int]:
     return []
 
 
-def _mapping(value: object) -> dict:
+def _mapping(value: object) -> dict[Any, Any]:
+    # Keys are whatever the dump holds (callers str() them), values are plain data of any shape.
     return value if isinstance(value, dict) else {}
 
 
-def _sequence(value: object) -> list | tuple:
+def _sequence(value: object) -> list[Any] | tuple[Any, ...]:
     return value if isinstance(value, list | tuple) else []
 
 
@@ -264,7 +267,7 @@ def _frames(value: object, limit: int = 4) -> list[str]:
     return out
 
 
-def _entry(raw: dict) -> FlightRecorderEntry:
+def _entry(raw: dict[str, Any]) -> FlightRecorderEntry:
     group = raw.get("process_group")
     pg_name, pg_desc = "", ""
     if isinstance(group, list | tuple) and group:
@@ -313,7 +316,7 @@ def parse_dump(data: bytes, *, source: str = "", rank: int | None = None) -> Fli
         raise HostileDumpError(f"malformed dump: {type(error).__name__}: {str(error)[:200]}", source) from None
 
 
-def _normalise(raw: dict, source: str, resolved: int) -> FlightRecorderDump:
+def _normalise(raw: dict[str, Any], source: str, resolved: int) -> FlightRecorderDump:
     pg_config: dict[str, ProcessGroupConfig] = {}
     for key, value in _mapping(raw.get("pg_config")).items():
         if isinstance(value, dict):

@@ -20,6 +20,7 @@ are joined with Flight Recorder and node evidence, never used alone to clear a j
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -229,82 +230,117 @@ _GROUP_COUNT = re.compile(r"^\s+\d+ ranks have (?:launched up to operation (?P<c
 _DIFFERENT_COUNTS = re.compile(r"^\s+Communicator ranks have different (?P<name>\w+) operation counts")
 _PROCESS_LINE = re.compile(r"^\s+Process (?P<pid>\d+) on node (?P<host>\S+) managing GPUs? (?P<gpus>.*)$")
 _TIMEOUT = re.compile(r"Encountered (\d+) communication timeout")
+_JOB_WIDE_SECTIONS = ("INCOMPLETE", "DEAD")
 
 
 def _parse_text(body: str) -> RasStatus:
-    status = RasStatus(format="text")
-    comms: dict[str, RasCommunicator] = {}
+    parser = _TextParser()
+    for line in body.splitlines():
+        parser.feed(line)
+    return parser.finish()
+
+
+@dataclass
+class _TextParser:
+    """One pass over a text answer, line by line: its state is the section being read."""
+
+    status: RasStatus = field(default_factory=lambda: RasStatus(format="text"))
+    comms: dict[str, RasCommunicator] = field(default_factory=dict)
     section: str | None = None  # "INCOMPLETE" / "DEAD" job-wide lists, or a communicator block
     current: RasCommunicator | None = None
-    current_kind = ""
+    current_kind: str = ""
     counting: str | None = None  # collective whose counts are being listed
     group_count: int | None = None  # the count the preceding "N ranks have ..." line stated
     # Lookups by key, not by scanning lists: a verbose answer lists every rank of the job, and a
     # crafted one millions of them (linear scans per line would make the parse quadratic).
-    known_ranks: dict[tuple[str, int], RasRank] = {}
-    dead: set[tuple[str, str]] = set()
-    for line in body.splitlines():
+    known_ranks: dict[tuple[str, int], RasRank] = field(default_factory=dict)
+    dead: set[tuple[str, str]] = field(default_factory=set)
+
+    def feed(self, line: str) -> None:
+        """Read one line of the answer."""
         if match := _VERSION.match(line):
-            status.nccl_version = match.group(1)
-            continue
+            self.status.nccl_version = match.group(1)
+            return
         if match := _TIMEOUT.search(line):
-            status.timeouts = max(status.timeouts, int(match.group(1)))
-        if line.strip() in ("INCOMPLETE", "DEAD"):
-            section, current, counting = line.strip(), None, None
-            continue
+            self.status.timeouts = max(self.status.timeouts, int(match.group(1)))
+        if self._section_line(line) or self.current is None:
+            return
+        self._communicator_line(self.current, line)
+
+    def finish(self) -> RasStatus:
+        """The status read so far."""
+        self.status.communicators = list(self.comms.values())
+        return self.status
+
+    def _section_line(self, line: str) -> bool:
+        """Section headers and ends, and the job-wide process lists; False for any other line."""
+        stripped = line.strip()
+        if stripped in _JOB_WIDE_SECTIONS:
+            self.section, self.current, self.counting = stripped, None, None
+            return True
         if match := _COMM_HEADER.match(line):
-            comm_hash = match.group("hash")
-            current = comms.setdefault(comm_hash, RasCommunicator(hash=comm_hash))
-            current_kind = match.group("kind")
-            current.errors = sorted(set(current.errors) | set(current_kind.split(",")))
-            section, counting, group_count = None, None, None
-            continue
-        if not line.strip():
-            section = None if section in ("INCOMPLETE", "DEAD") else section
-            continue
-        if section in ("INCOMPLETE", "DEAD") and (match := _PROCESS_LINE.match(line)):
-            process = RasDeadProcess(pid=int(match.group("pid")), host=match.group("host"), gpus=match.group("gpus"))
-            (status.dead_processes if section == "DEAD" else status.missing_processes).append(process)
-            if section == "DEAD":
-                dead.add((process.host, str(process.pid)))
-            continue
-        if current is None:
-            continue
+            self._open_communicator(match)
+            return True
+        if not stripped:
+            self.section = None if self.section in _JOB_WIDE_SECTIONS else self.section
+            return True
+        if self.section in _JOB_WIDE_SECTIONS and (match := _PROCESS_LINE.match(line)):
+            self._add_process(match)
+            return True
+        return False
+
+    def _open_communicator(self, match: re.Match[str]) -> None:
+        comm_hash = match.group("hash")
+        self.current = self.comms.setdefault(comm_hash, RasCommunicator(hash=comm_hash))
+        self.current_kind = match.group("kind")
+        self.current.errors = sorted(set(self.current.errors) | set(self.current_kind.split(",")))
+        self.section, self.counting, self.group_count = None, None, None
+
+    def _add_process(self, match: re.Match[str]) -> None:
+        process = RasDeadProcess(pid=int(match.group("pid")), host=match.group("host"), gpus=match.group("gpus"))
+        (self.status.dead_processes if self.section == "DEAD" else self.status.missing_processes).append(process)
+        if self.section == "DEAD":
+            self.dead.add((process.host, str(process.pid)))
+
+    def _communicator_line(self, current: RasCommunicator, line: str) -> None:
+        """A line inside a communicator block: a count heading, a group count or a rank."""
         if match := _DIFFERENT_COUNTS.match(line):
-            counting, group_count = match.group("name"), None
-            continue
-        if counting is not None and (match := _GROUP_COUNT.match(line)):
-            group_count = int(match.group("count") or 0)
+            self.counting, self.group_count = match.group("name"), None
+            return
+        if self.counting is not None and (match := _GROUP_COUNT.match(line)):
+            self.group_count = int(match.group("count") or 0)
             # Without "verbose", the majority is only summarised ("N ranks have launched up to
             # operation X"), never listed: keep X on a synthetic rank -1 so outliers compare to it.
-            _count_of(current, MAJORITY_RANK, known_ranks).collective_counts[counting] = group_count
-            continue
+            _count_of(current, MAJORITY_RANK, self.known_ranks).collective_counts[self.counting] = self.group_count
+            return
         if match := _RANK_LINE.match(line):
-            rank = int(match.group("rank"))
-            host, pid = match.group("host"), match.group("pid")
-            gpu = match.group("gpu")
-            if "INCOMPLETE" in current_kind and counting is None:
-                current.missing_ranks.append(
-                    RasMissingRank(
-                        rank=rank,
-                        host=host,
-                        pid=int(pid) if pid else None,
-                        cuda_dev=int(gpu) if gpu else None,
-                        considered_dead=(host, pid) in dead,
-                    )
-                )
-                continue
-            if counting is not None:
-                count = int(match.group("count")) if match.group("count") else group_count
-                if count is None and "not launched" in line:
-                    count = 0
-                if count is None:
-                    continue
-                known = _count_of(current, rank, known_ranks)
-                known.host, known.pid = host or known.host, int(pid) if pid else known.pid
-                known.collective_counts[counting] = count
-    status.communicators = list(comms.values())
-    return status
+            if "INCOMPLETE" in self.current_kind and self.counting is None:
+                self._add_missing_rank(current, match)
+            elif self.counting is not None:
+                self._add_rank_count(current, self.counting, match, line)
+
+    def _add_missing_rank(self, current: RasCommunicator, match: re.Match[str]) -> None:
+        host, pid, gpu = match.group("host"), match.group("pid"), match.group("gpu")
+        current.missing_ranks.append(
+            RasMissingRank(
+                rank=int(match.group("rank")),
+                host=host,
+                pid=int(pid) if pid else None,
+                cuda_dev=int(gpu) if gpu else None,
+                considered_dead=(host, pid) in self.dead,
+            )
+        )
+
+    def _add_rank_count(self, current: RasCommunicator, counting: str, match: re.Match[str], line: str) -> None:
+        count = int(match.group("count")) if match.group("count") else self.group_count
+        if count is None and "not launched" in line:
+            count = 0
+        if count is None:
+            return
+        host, pid = match.group("host"), match.group("pid")
+        known = _count_of(current, int(match.group("rank")), self.known_ranks)
+        known.host, known.pid = host or known.host, int(pid) if pid else known.pid
+        known.collective_counts[counting] = count
 
 
 def _count_of(comm: RasCommunicator, rank: int, index: dict[tuple[str, int], RasRank]) -> RasRank:
