@@ -1,7 +1,9 @@
 """Suggested commands, filled with concrete ids. We print these; we never run them.
 
 Each builder states the precondition and blast radius the runbook section gives, so that an
-operator can judge a command without opening the runbook first.
+operator can judge a command without opening the runbook first. A Kubernetes change is YAML that
+parses, with the nesting path it goes under; a command for a node comes with the session line that
+opens the node's shell (`SuggestedCommand.session`), so nothing meant for the node runs on a laptop.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ def describe_cluster_node(cluster: str, instance_id: str, region: str) -> Sugges
         description=f"show HyperPod's view of {instance_id}",
         command=f"aws sagemaker describe-cluster-node --region {_q(region)} --cluster-name {_q(cluster)} "
         f"--node-id {_q(instance_id)}",
+        effect="read",
     )
 
 
@@ -48,6 +51,7 @@ def batch_reboot(cluster: str, instance_ids: list[str], region: str) -> Suggeste
         preconditions="drain/cordon first (Slurm: scontrol update state=drain; EKS: kubectl drain); "
         "at most 25 ids per call",
         blast_radius="jobs on these nodes are interrupted; volumes are kept",
+        effect="reboot",
     )
 
 
@@ -60,6 +64,7 @@ def batch_replace(cluster: str, instance_ids: list[str], region: str) -> Suggest
         f"--node-ids {ids}",
         preconditions="hardware fault confirmed and a reboot did not clear it; never the Slurm controller",
         blast_radius="root and secondary volumes of these nodes are destroyed",
+        effect="replace",
     )
 
 
@@ -72,13 +77,14 @@ def efa_pingpong_pair(server_ip: str | None) -> SuggestedCommand:
         f"/opt/amazon/efa/bin/fi_pingpong -p efa -e rdm -I 1000 {server}   # on a known-good node",
         preconditions="both nodes idle, same subnet, security group self-reference in place",
         blast_radius="a short burst of test traffic between the two nodes",
+        effect="read",
     )
 
 
-def _on_node(region: str, ssm_target: str | None, commands: str) -> str:
-    """Commands to run as root on one node, after opening a session to it (operations.md § 3)."""
+def _session(region: str, ssm_target: str | None) -> str:
+    """The line that opens a root shell on one node (operations.md § 3)."""
     target = _q(ssm_target) if ssm_target else "<SSM_TARGET>"
-    return f"aws ssm start-session --region {_q(region)} --target {target}\n# then, as root on the node:\n{commands}"
+    return f"aws ssm start-session --region {_q(region)} --target {target}"
 
 
 def node_memlock_limit(region: str, ssm_target: str | None, orchestrator: str) -> SuggestedCommand:
@@ -86,16 +92,19 @@ def node_memlock_limit(region: str, ssm_target: str | None, orchestrator: str) -
     nodes, IPC_LOCK for Kubernetes pods (which have no rlimit field)."""
     if orchestrator == "eks":
         return SuggestedCommand(
-            description="let the training containers lock memory (pod spec)",
-            command='securityContext:\n  capabilities:\n    add: ["IPC_LOCK"]   # in every training container; '
-            "or `ulimit -l 8388608` in the entrypoint (up to the hard limit)",
+            description="let every training container lock memory (or `ulimit -l 8388608` in the entrypoint, "
+            "up to the hard limit)",
+            command='securityContext:\n  capabilities:\n    add: ["IPC_LOCK"]',
+            language="yaml",
+            yaml_path="spec.template.spec.containers[]",
             preconditions="applies to pods created after the change; restart the job",
             blast_radius="the job's pods only",
         )
     lines = "printf '* soft memlock 8388608\\n* hard memlock 8388608\\n' >> /etc/security/limits.conf"
     return SuggestedCommand(
         description="raise memlock to 8388608 KiB for new sessions and Slurm jobs",
-        command=_on_node(region, ssm_target, lines),
+        command=lines,
+        session=_session(region, ssm_target),
         preconditions="takes effect for new sessions/jobs (Slurm: also set it in the prolog or slurmd's "
         "LimitMEMLOCK); add the same line to the lifecycle script so replaced nodes get it",
         blast_radius="this node's new sessions; running jobs keep their old limit",
@@ -106,15 +115,20 @@ def node_dev_shm(region: str, ssm_target: str | None, orchestrator: str) -> Sugg
     """Give NCCL a large /dev/shm (debugging-guide.md § 17): emptyDir on EKS, a remount on hosts."""
     if orchestrator == "eks":
         return SuggestedCommand(
-            description="mount a memory-backed emptyDir at /dev/shm in the training pods",
-            command="volumes: [{name: dshm, emptyDir: {medium: Memory, sizeLimit: 10Gi}}]\n"
-            "volumeMounts: [{name: dshm, mountPath: /dev/shm}]",
+            description="mount a memory-backed emptyDir at /dev/shm in the training pods: the volume under "
+            "spec.template.spec, the mount under each training container",
+            command="volumes:\n  - name: dshm\n    emptyDir:\n      medium: Memory\n      sizeLimit: 10Gi\n"
+            "containers:\n  - name: <training container>\n    volumeMounts:\n      - name: dshm\n"
+            "        mountPath: /dev/shm",
+            language="yaml",
+            yaml_path="spec.template.spec",
             preconditions="applies to pods created after the change; restart the job",
             blast_radius=f"counts against the pod's memory limit ({DBG_CONTAINER_OOM.pointer})",
         )
     return SuggestedCommand(
         description="grow /dev/shm on the node",
-        command=_on_node(region, ssm_target, "mount -o remount,size=50% /dev/shm"),
+        command="mount -o remount,size=50% /dev/shm",
+        session=_session(region, ssm_target),
         preconditions="lasts until reboot: persist it in /etc/fstab from the lifecycle script",
         blast_radius="this node; tmpfs pages count as used memory",
     )
@@ -129,7 +143,8 @@ def node_remove_ipc(region: str, ssm_target: str | None) -> SuggestedCommand:
     )
     return SuggestedCommand(
         description="set RemoveIPC=no and restart systemd-logind",
-        command=_on_node(region, ssm_target, commands),
+        command=commands,
+        session=_session(region, ssm_target),
         preconditions="no job running on the node (restarting logind can end idle sessions); "
         "put the same lines in the lifecycle script so replaced nodes get them",
         blast_radius="this node's idle user sessions",
@@ -143,7 +158,8 @@ def node_hugepages(region: str, ssm_target: str | None, pages: int = 512) -> Sug
     )
     return SuggestedCommand(
         description=f"reserve {pages} huge pages of 2 MiB",
-        command=_on_node(region, ssm_target, commands),
+        command=commands,
+        session=_session(region, ssm_target),
         preconditions="enough free memory to reserve them; persist it from the lifecycle script",
         blast_radius=f"{pages * 2} MiB of this node's memory is set aside",
     )
@@ -154,7 +170,8 @@ def node_stale_shm(region: str, ssm_target: str | None) -> SuggestedCommand:
     commands = "fuser -v /dev/shm/nccl-* 2>&1 | head   # read-only: must list no process\nrm -f /dev/shm/nccl-*"
     return SuggestedCommand(
         description="remove the stale /dev/shm/nccl-* segments",
-        command=_on_node(region, ssm_target, commands),
+        command=commands,
+        session=_session(region, ssm_target),
         preconditions="no job running on the node and fuser lists no process",
         blast_radius="breaks any NCCL job still running on the node",
     )

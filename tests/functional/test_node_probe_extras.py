@@ -73,7 +73,7 @@ def test_eks_scenario_extras(simulate) -> None:  # type: ignore[no-untyped-def]
     def only_command(check_id: str) -> str:
         (finding,) = [f for f in result.findings if f.check_id == check_id and f.is_issue]
         (command,) = finding.suggested_commands
-        return command.command
+        return command.text
 
     assert "IPC_LOCK" in only_command("node.memlock")
     assert "medium: Memory" in only_command("node.dev_shm") and "mountPath: /dev/shm" in only_command("node.dev_shm")
@@ -124,7 +124,7 @@ def test_slurm_memlock_fix_is_limits_conf_on_the_node(simulate) -> None:  # type
     (finding,) = [f for f in result.findings if f.check_id == "node.memlock" and f.is_issue]
     assert finding.priority is Priority.P0
     (command,) = finding.suggested_commands
-    assert f"--target {_ssm_target(sim, 'compute:1')}" in command.command
+    assert f"--target {_ssm_target(sim, 'compute:1')}" in command.text
     assert "* hard memlock 8388608" in command.command and "/etc/security/limits.conf" in command.command
     assert command.preconditions and "lifecycle script" in command.preconditions
 

@@ -173,7 +173,7 @@ class TextReport:
                 if command.blast_radius:
                     lines.append(f"  #   blast radius: {command.blast_radius}")
                 # Our multi-line commands are split here, so that each of their lines is shown.
-                lines.extend(f"  {part}" for part in command.command.split("\n"))
+                lines.extend(f"  {part}" for part in command.text.split("\n"))
         if lines:
             self._line()
             self._line("Suggested commands (run yourself):")

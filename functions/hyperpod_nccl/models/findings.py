@@ -13,6 +13,7 @@ from hyperpod_nccl.models.verdict import Verdict
 from hyperpod_nccl.references import Reference
 
 __all__ = [
+    "CommandEffect",
     "Coverage",
     "DegradedSource",
     "Finding",
@@ -26,13 +27,33 @@ __all__ = [
 ]
 
 
+CommandEffect = Literal["read", "change", "reboot", "replace"]
+
+
 class SuggestedCommand(BaseModel):
-    """A state-changing (or deeper read) command the operator may run; we never run it."""
+    """A state-changing (or deeper read) command the operator may run; we never run it.
+
+    `language` says how to paste it: `shell` (one or more shell lines) or `yaml` (a Kubernetes change
+    that goes under the nesting path `yaml_path` of the workload's spec). A shell command that runs on
+    a node carries the `aws ssm start-session` line that opens that node's shell in `session`.
+    `effect` says what it does to the cluster: reboots and replacements are only ever issued by the
+    verdict's plan, in its safe order."""
 
     description: str
     command: str
     preconditions: str | None = None
     blast_radius: str | None = None
+    language: Literal["shell", "yaml"] = "shell"
+    yaml_path: str | None = None
+    session: str | None = None
+    effect: CommandEffect = "change"
+
+    @property
+    def text(self) -> str:
+        """What a person pastes, whole: the session line first for an on-node command."""
+        if self.session:
+            return f"{self.session}\n# run inside the session, as root on the node:\n{self.command}"
+        return self.command
 
 
 class Finding(BaseModel):
@@ -70,9 +91,15 @@ class DegradedSource(BaseModel):
     source: str
     reason: str
     fix: str
+    # The IAM action (or RBAC grant) that was denied: what to grant. None for any other failure.
     missing_action: str | None = None
     reference: Reference | None = None
     partial: bool = False
+    unread: list[str] = Field(
+        default_factory=list,
+        description="what was left unread, whatever the failure: AWS actions (`logs:FilterLogEvents`) or "
+        "input names (`kubernetes:pods`); a check that reads one of them cannot pass (`CheckMeta.reads`)",
+    )
 
 
 class Coverage(BaseModel):

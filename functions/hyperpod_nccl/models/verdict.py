@@ -36,11 +36,14 @@ PlanStage = Literal["watch", "investigate", "drain", "job", "reboot", "recheck",
 class PlanStep(BaseModel):
     """One step of a root cause's plan: what it does, the command a person runs (we never run it)
     and when it applies. `conditional` steps run only if the step before them says so (replace only
-    if the recheck still fails)."""
+    if the recheck still fails). `language`, `yaml_path` and `session` as in `SuggestedCommand`."""
 
     stage: PlanStage
     description: str
     command: str | None = None
+    language: Literal["shell", "yaml"] = "shell"
+    yaml_path: str | None = Field(None, description="yaml: the nesting path of the workload spec it goes under")
+    session: str | None = Field(None, description="shell on a node: the line that opens the node's shell")
     precondition: str | None = None
     conditional: bool = False
 

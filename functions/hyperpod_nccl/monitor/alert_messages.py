@@ -222,9 +222,9 @@ def _detail_lines(change: Change, base_url: str, *, markdown: bool) -> list[str]
         for command in finding.suggested_commands:
             if markdown:
                 # Inside the fence a newline is harmless: the command keeps its own lines.
-                lines.append(_Markup(f"{_chat(command.description)}:\n```{for_slack(command.command)}```"))
+                lines.append(_Markup(f"{_chat(command.description)}:\n```{for_slack(command.text)}```"))
             else:
-                lines.append(f"  Suggested ({command.description}): {command.command}")
+                lines.append(f"  Suggested ({command.description}): {command.text}")
                 if command.preconditions:
                     lines.append(f"    Preconditions: {command.preconditions}")
                 if command.blast_radius:

@@ -255,7 +255,7 @@ def _ladder(cause: RootCause, findings: list[Finding], ctx: PlanContext) -> list
 
 
 def _is_ladder_command(command: SuggestedCommand) -> bool:
-    return command.command.startswith(("aws sagemaker batch-reboot-cluster-nodes", "aws sagemaker batch-replace"))
+    return command.effect in ("reboot", "replace")
 
 
 def _fix_steps(findings: Iterable[Finding]) -> list[PlanStep]:
@@ -271,6 +271,9 @@ def _fix_steps(findings: Iterable[Finding]) -> list[PlanStep]:
                     stage="fix",
                     description=command.description,
                     command=command.command,
+                    language=command.language,
+                    yaml_path=command.yaml_path,
+                    session=command.session,
                     precondition="; ".join(p for p in (command.preconditions, command.blast_radius) if p) or None,
                 )
             )
