@@ -8,7 +8,6 @@ import pytest
 
 from hyperpod_nccl.hang.attribution import (
     attribute,
-    expand_hostlist,
     pod_ranks,
     rank_map_from_hosts,
     rank_map_from_pods,
@@ -17,6 +16,7 @@ from hyperpod_nccl.hang.flight_recorder import analyze, load_dumps
 from hyperpod_nccl.hang.ras import parse_ras_status
 from hyperpod_nccl.models.cluster import ClusterNode
 from hyperpod_nccl.models.kubernetes import Container, EnvVar, K8sNode, Pod
+from hyperpod_nccl.slurm_hostlist import expand_hostlist
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 NODES = [

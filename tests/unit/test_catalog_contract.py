@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from hyperpod_nccl import references
 from hyperpod_nccl.checks import discover
+from tests.unit.source_ast import string_literals
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
 CHECKS = discover()
@@ -72,22 +72,6 @@ def _modules() -> dict[Path, ast.Module]:
     return {path: ast.parse(path.read_text(encoding="utf-8")) for path in paths}
 
 
-def _string_literals(tree: ast.Module) -> Iterator[ast.Constant]:
-    """The module's string literals, f-string parts included; docstrings are left out (they are for
-    developers and never printed)."""
-    docstrings = {
-        id(node.body[0].value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-        and node.body
-        and isinstance(node.body[0], ast.Expr)
-        and isinstance(node.body[0].value, ast.Constant)
-    }
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
-            yield node
-
-
 def test_runbook_pointers_reach_output_only_through_references_py() -> None:
     # A pointer typed as text is never checked against references/ and misses a renamed section:
     # what is printed (details, fixes, advice) takes `<constant>.pointer` from references.py.
@@ -96,7 +80,7 @@ def test_runbook_pointers_reach_output_only_through_references_py() -> None:
         f"{path.relative_to(FUNCTIONS_DIR)}:{node.lineno}: {node.value!r}"
         for path, tree in _modules().items()
         if path != home
-        for node in _string_literals(tree)
+        for node in string_literals(tree)
         if _POINTER_TEXT.search(node.value)
     ]
     data = [
@@ -126,7 +110,7 @@ def test_check_ids_named_outside_checks_are_in_the_catalog() -> None:
         if path.is_relative_to(checks_dir):
             continue
         prefixes = _startswith_arguments(tree)
-        for node in _string_literals(tree):
+        for node in string_literals(tree):
             if not _CHECK_ID_TEXT.fullmatch(node.value):
                 continue
             if id(node) in prefixes:

@@ -16,6 +16,7 @@ import pytest
 import hyperpod_nccl
 import hyperpod_nccl_sim
 from hyperpod_nccl import instance_types, nccl_env
+from tests.unit.source_ast import parsed, string_literals
 
 PRODUCT = Path(hyperpod_nccl.__file__).parent
 SIMULATION = Path(hyperpod_nccl_sim.__file__).parent
@@ -24,12 +25,6 @@ INFRA = PRODUCT.parents[1] / "infra"
 _LITERAL_CALLS = {"frozenset", "set", "tuple"}
 # HyperPod instance types or families as text: `ml.p5.48xlarge`, or `ml\.(p4d|...` in a pattern.
 _INSTANCE_TYPE_TEXT = re.compile(r"ml\\?\.\(?(?:p|g|trn|inf)\d")
-
-
-def _parsed(*roots: Path) -> Iterator[tuple[Path, ast.Module]]:
-    for root in roots:
-        for path in sorted(root.rglob("*.py")):
-            yield path, ast.parse(path.read_text(encoding="utf-8"))
 
 
 def _is_literal(value: ast.expr) -> bool:
@@ -59,26 +54,11 @@ def test_no_public_constant_is_spelled_in_two_modules() -> None:
     # The same name with the same value in two modules is one fact with two homes (the emulation's
     # FilterLogEvents limits beside the product's, say): one of them must import the other.
     homes: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for path, tree in _parsed(PRODUCT, SIMULATION, INFRA):
+    for path, tree in parsed(PRODUCT, SIMULATION, INFRA):
         for name, value in _public_constants(tree):
             homes[(name, ast.unparse(value))].append(str(path.relative_to(PRODUCT.parents[1])))
     twice = {f"{name} = {value}": paths for (name, value), paths in homes.items() if len(paths) > 1}
     assert not twice, f"constants spelled in more than one module: {twice}"
-
-
-def _string_literals(tree: ast.Module) -> Iterator[ast.Constant]:
-    """String literals, f-string parts included, docstrings left out."""
-    docstrings = {
-        id(node.body[0].value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-        and node.body
-        and isinstance(node.body[0], ast.Expr)
-        and isinstance(node.body[0].value, ast.Constant)
-    }
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
-            yield node
 
 
 def test_instance_type_facts_are_spelled_only_in_instance_types() -> None:
@@ -87,9 +67,9 @@ def test_instance_type_facts_are_spelled_only_in_instance_types() -> None:
     home = Path(instance_types.__file__)
     spelled = [
         f"{path.relative_to(PRODUCT)}:{node.lineno}: {node.value!r}"
-        for path, tree in _parsed(PRODUCT)
+        for path, tree in parsed(PRODUCT)
         if path != home and not path.is_relative_to(PRODUCT / "cli")
-        for node in _string_literals(tree)
+        for node in string_literals(tree)
         if _INSTANCE_TYPE_TEXT.search(node.value)
     ]
     assert not spelled, "instance types spelled outside instance_types.py:\n" + "\n".join(spelled)
@@ -121,7 +101,7 @@ def test_the_nccl_relevant_variables_are_one_answer() -> None:
     home = Path(nccl_env.__file__)
     answers = [
         f"{path.relative_to(PRODUCT)}:{node.lineno}: {ast.unparse(node)}"
-        for path, tree in _parsed(PRODUCT)
+        for path, tree in parsed(PRODUCT)
         if path != home
         for node in ast.walk(tree)
         if isinstance(node, ast.Tuple | ast.List | ast.Set)

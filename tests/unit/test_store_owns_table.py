@@ -19,6 +19,7 @@ import pytest
 
 import hyperpod_nccl
 from hyperpod_nccl.monitor import settings
+from tests.unit.source_ast import docstring_ids
 
 ROOT = Path(hyperpod_nccl.__file__).resolve().parents[2]
 STORE = ROOT / "functions" / "hyperpod_nccl" / "monitor" / "store.py"
@@ -92,17 +93,6 @@ def _imports_conditions(node: ast.Import | ast.ImportFrom) -> bool:
     return module.startswith(CONDITIONS_MODULE) or any(f"{module}.{a.name}" == CONDITIONS_MODULE for a in node.names)
 
 
-def _docstrings(tree: ast.Module) -> set[int]:
-    return {
-        id(node.body[0].value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-        and node.body
-        and isinstance(node.body[0], ast.Expr)
-        and isinstance(node.body[0].value, ast.Constant)
-    }
-
-
 def violations(source: str, *, schema_home: bool = False) -> list[str]:
     """What `source` spells of the table: `line: what` for each string literal (f-string parts
     included, docstrings left out) naming a key attribute or a key word, each expression argument
@@ -110,7 +100,7 @@ def violations(source: str, *, schema_home: bool = False) -> list[str]:
     `schema_home`: the module that defines the key names (settings.py), once each."""
     tree = ast.parse(source)
     allowed = {id(value) for name, value in _constants(tree) if schema_home and name in KEY_CONSTANTS}
-    skipped = _docstrings(tree) | allowed
+    skipped = docstring_ids(tree) | allowed
     found: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skipped:
@@ -144,7 +134,7 @@ def test_the_store_spells_each_key_word_as_a_named_constant() -> None:
         for node in ast.walk(tree)
         if isinstance(node, ast.Constant)
         and isinstance(node.value, str)
-        and id(node) not in named | _docstrings(tree)
+        and id(node) not in named | docstring_ids(tree)
         and re.match(r"[A-Z][A-Z0-9_]*#", node.value)
     ]
     assert not inline, f"name these key words as constants of store.py: {inline}"

@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 from hyperpod_nccl.checks import check
 from hyperpod_nccl.checks._debug_env import debug_gaps
-from hyperpod_nccl.hang.attribution import expand_hostlist
 from hyperpod_nccl.models.findings import Finding, Priority, Resource
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.node_probe import NodeProbeResult, SlurmControllerData
 from hyperpod_nccl.references import OPS_NCCL_ENV, OPS_SLURM
+from hyperpod_nccl.slurm_hostlist import expand_hostlist
 
 _BAD_STATES = ("down", "drain", "fail", "not_responding")
 _ASSIGNMENT = re.compile(r"^\s*(?:export\s+)?(?P<name>[A-Z_][A-Z0-9_]*)=(?P<value>.*)$")

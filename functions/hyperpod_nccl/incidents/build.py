@@ -33,6 +33,7 @@ from hyperpod_nccl.incidents.models import (
     SignalSource,
     TimelineEntry,
 )
+from hyperpod_nccl.models.common import parse_time
 from hyperpod_nccl.models.findings import Finding, Priority, SweepResult
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.references import (
@@ -122,19 +123,6 @@ class Signal:
         return (_KIND_RANK[self.kind], hardware, _SOURCE_RANK[self.source])
 
 
-def parse_time(value: object) -> datetime | None:
-    """ISO-8601 text (with or without Z) → aware datetime; None when absent or unreadable."""
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
 def _bus_key(bus_id: str) -> str:
     # nvidia-smi says 00000000:53:00.0, the kernel 0000:53:00: compare bus:device only.
     parts = bus_id.lower().split(".")[0].split(":")
@@ -184,7 +172,7 @@ def _finding_signal(finding: Finding) -> Signal | None:
         kind=kind,
         text=finding.title + (f" — {finding.detail}" if finding.detail else ""),
         reference=finding.reference,
-        time=parse_time(finding.fields.get("first_seen")),
+        time=finding.first_seen,
         instance_id=instance_id,
         instance_group=group,
         check_id=finding.check_id,
@@ -315,7 +303,7 @@ def collect_signals(
                         kind="detection",
                         text=finding.title,
                         reference=finding.reference,
-                        time=parse_time(finding.fields.get("first_seen")),
+                        time=finding.first_seen,
                         instance_id=instance_id,
                         instance_group=group,
                         check_id=finding.check_id,

@@ -104,22 +104,11 @@ class _Group:
 
     @cached_property
     def first_seen(self) -> datetime | None:
-        times = [t for f in self.findings if (t := _first_seen(f)) is not None]
+        times = [t for f in self.findings if (t := f.first_seen) is not None]
         return min(times) if times else None
 
     def urgency(self) -> tuple[int, int]:
         return (self.priority.rank, BLAST_RANK[self.scope])
-
-
-def _first_seen(finding: Finding) -> datetime | None:
-    value = finding.fields.get("first_seen")
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _places(finding: Finding, topology: Topology) -> tuple[set[str], set[str], set[str]]:
