@@ -2,22 +2,29 @@
 sweep result.
 
 `evaluate` and `build_result` are pure but for the finish time `build_result` stamps: they read
-only the inventory, so the CLI and the monitor's Aggregate state (which rebuilds the inventory
-from the table) evaluate alike. `diagnose` is the CLI's whole path: it collects first, and the
-collectors do all the I/O."""
+only the inventory and the degraded sources, so the CLI and the monitor's Aggregate state (which
+rebuilds both from the table) evaluate alike. `diagnose` is the CLI's whole path: it collects
+first, and the collectors do all the I/O.
+
+Never more certainty than the data: a PASS of a check that reads something a degraded source left
+unread (`CheckMeta.reads` against `DegradedSource.unread`) is reported as a SKIP naming what was
+not read, and a source that was not collected at all gets one SKIP line saying how many checks
+did not run and why."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from hyperpod_nccl.checks import Check, discover
+from hyperpod_nccl.checks import COLLECTED_FROM, SOURCE_TITLES, Check, CheckMeta, Source, discover
 from hyperpod_nccl.collectors import collect
 from hyperpod_nccl.collectors.aws import AwsClients
 from hyperpod_nccl.collectors.context import CollectionContext, ProgressSink
-from hyperpod_nccl.models.findings import Coverage, DegradedSource, Finding, SweepResult
+from hyperpod_nccl.models.findings import Coverage, DegradedSource, Finding, Status, SweepResult
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.request import DiagnoseRequest
 from hyperpod_nccl.probe import documents
+from hyperpod_nccl.references import CLUSTER_STATUS, OPS_CLOUDWATCH, OPS_CLUSTER_NAMES, OPS_SSM_TARGET, Reference
 from hyperpod_nccl.ssm import client as ssm_client
 from hyperpod_nccl.verdict import build_verdict
 
@@ -27,23 +34,128 @@ def applicable_checks(inventory: Inventory) -> list[Check]:
     return [c for _, c in sorted(discover().items()) if c.applies_to(inventory)]
 
 
-def evaluate(inventory: Inventory) -> tuple[list[Finding], list[DegradedSource]]:
-    """Run the applicable checks. A check that raises is a bug: it becomes a degraded source
-    naming the check, and the other checks still run."""
+# A reason quoted in a SKIP's detail is cut here (the degraded source below the report has it whole).
+_REASON_MAX_CHARS = 160
+# Where a SKIP line of a source that was not collected points when no degraded source says why.
+_SOURCE_REFERENCES: dict[Source, Reference] = {
+    "control_plane": CLUSTER_STATUS,
+    "logs": OPS_CLOUDWATCH,
+    "node_probes": OPS_SSM_TARGET,
+    "kubernetes": OPS_CLUSTER_NAMES,
+}
+
+
+def unread_by(names: Iterable[str], degraded: Iterable[DegradedSource]) -> list[DegradedSource]:
+    """The degraded sources that left one of `names` unread."""
+    wanted = frozenset(names)
+    return [d for d in degraded if wanted.intersection(d.unread)]
+
+
+def _not_read(names: frozenset[str], source: DegradedSource) -> str:
+    """What one degraded source left unread of `names`, and why, in a few words:
+    `logs:FilterLogEvents denied`, `kubernetes:pod logs (Kubernetes RBAC forbids reading ...)`."""
+    reason = source.reason.split(" (", 1)[0]
+    if len(reason) > _REASON_MAX_CHARS:
+        reason = reason[: _REASON_MAX_CHARS - 1] + "…"
+    matched = sorted(names.intersection(source.unread))
+    text = reason if any(reason.startswith(name) for name in matched) else f"{', '.join(matched)} ({reason})"
+    return text + (", partly read" if source.partial else "")
+
+
+def not_read_text(names: frozenset[str], sources: Iterable[DegradedSource]) -> str:
+    """`not read: <what and why>; <what and why>` for the degraded sources that concern `names`."""
+    return "not read: " + "; ".join(dict.fromkeys(_not_read(names, s) for s in sources))
+
+
+def _unknown_title(meta: CheckMeta) -> str:
+    return f"{meta.title}: unknown (what it reads was not fully read)"
+
+
+def skipped(finding: Finding, meta: CheckMeta, sources: list[DegradedSource]) -> Finding:
+    """A PASS whose check could not read all it reads, as the SKIP it really is: titled by the
+    check, the detail naming what was not read, then what the data that was read showed."""
+    shown = f"{finding.title} ({finding.detail})" if finding.detail else finding.title
+    return finding.model_copy(
+        update={
+            "status": Status.SKIP,
+            "title": _unknown_title(meta),
+            "detail": f"{not_read_text(meta.reads, sources)}. The data that was read shows: {shown}",
+        }
+    )
+
+
+def unknown(meta: CheckMeta, sources: list[DegradedSource]) -> Finding:
+    """The SKIP of a check that could not read all it reads and said nothing: its silence would
+    read as "nothing found"."""
+    return Finding(
+        check_id=meta.id,
+        status=Status.SKIP,
+        title=_unknown_title(meta),
+        detail=not_read_text(meta.reads, sources),
+        reference=meta.reference,
+    )
+
+
+def honest(produced: list[Finding], meta: CheckMeta, degraded: list[DegradedSource]) -> list[Finding]:
+    """A check's findings as certain as its data: when a degraded source left something it reads
+    unread, each PASS becomes a SKIP, and no finding at all becomes one SKIP; FAIL, WARN and INFO
+    stand (what was read shows them)."""
+    blind = unread_by(meta.reads, degraded)
+    if not blind:
+        return produced
+    return [skipped(f, meta, blind) if f.status is Status.PASS else f for f in produced] or [unknown(meta, blind)]
+
+
+def not_collected(inventory: Inventory, degraded: list[DegradedSource]) -> list[Finding]:
+    """One SKIP per source that was not collected at all while checks of it would apply: how many
+    did not run, and the degraded sources that say why."""
+    checks = discover()
+    found: list[Finding] = []
+    for source, title in SOURCE_TITLES.items():
+        if getattr(inventory, source) is not None:
+            continue
+        waiting = [c for c in checks.values() if c.meta.source == source and c.fits_orchestrator(inventory)]
+        if not waiting:
+            continue
+        causes = unread_by(COLLECTED_FROM[source], degraded)
+        why = not_read_text(COLLECTED_FROM[source], causes) if causes else "nothing was collected for them"
+        reference = next((c.reference for c in causes if c.reference is not None), _SOURCE_REFERENCES[source])
+        found.append(
+            Finding(
+                check_id=source,
+                status=Status.SKIP,
+                title=f"{title}: {len(waiting)} check(s) not run, the source was not collected",
+                detail=why,
+                reference=reference,
+                fields={"checks_not_run": len(waiting)},
+            )
+        )
+    return found
+
+
+def evaluate(
+    inventory: Inventory, degraded: Iterable[DegradedSource] = ()
+) -> tuple[list[Finding], list[DegradedSource]]:
+    """Run the applicable checks, each as certain as what it read of `degraded` (`honest`), plus one
+    SKIP per source not collected (`not_collected`). A check that raises is a bug: it becomes a
+    degraded source naming the check, and the other checks still run."""
+    unread = list(degraded)
     findings: list[Finding] = []
-    degraded: list[DegradedSource] = []
+    errors: list[DegradedSource] = []
     for registered in applicable_checks(inventory):
         try:
-            findings.extend(registered.run(inventory))
+            produced = registered.run(inventory)
         except Exception as error:  # noqa: BLE001 - one broken check must not hide the others
-            degraded.append(
+            errors.append(
                 DegradedSource(
                     source=f"check {registered.meta.id}",
                     reason=f"internal error: {type(error).__name__}: {error}",
                     fix="report this as a bug in hyperpod-nccl with the JSON output",
                 )
             )
-    return findings, degraded
+            continue
+        findings.extend(honest(produced, registered.meta, unread))
+    return [*findings, *not_collected(inventory, unread)], errors
 
 
 def coverage_of(inventory: Inventory) -> Coverage:
@@ -66,7 +178,7 @@ def coverage_of(inventory: Inventory) -> Coverage:
 
 def build_result(inventory: Inventory, degraded: list[DegradedSource], started_at: datetime) -> SweepResult:
     """Evaluate and assemble the sweep result (used by the CLI and the monitor alike)."""
-    findings, check_errors = evaluate(inventory)
+    findings, check_errors = evaluate(inventory, degraded)
     cluster = inventory.control_plane.cluster
     return SweepResult(
         cluster_name=inventory.cluster_name,

@@ -19,3 +19,8 @@ class CredentialsError(DiagnosisAborted):
 
 class ClusterNotFound(DiagnosisAborted):
     """DescribeCluster says the cluster does not exist; `details` lists those that do."""
+
+
+class ScopeMatchesNothing(DiagnosisAborted):
+    """The operator's scope names nothing in the cluster (`--node` with an instance id that
+    ListClusterNodes does not list): a usage error, CLI exit code 2, with the message alone."""

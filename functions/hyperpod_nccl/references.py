@@ -61,6 +61,7 @@ CLUSTER = "cluster-debugger.md"
 
 # operations.md
 OPS_CLUSTER_NAMES = _ref(OPS, "1")
+OPS_SCOPE = _ref(OPS, "1.1")
 OPS_IAM = _ref(OPS, "2")
 OPS_SSM_TARGET = _ref(OPS, "3")
 OPS_CLOUDWATCH = _ref(OPS, "4")

@@ -32,10 +32,11 @@ from typing import Any
 
 import pytest
 
+from hyperpod_nccl.checks import REGISTRY
 from hyperpod_nccl.engine import diagnose
 from hyperpod_nccl.errors import DiagnosisAborted
 from hyperpod_nccl.handlers import AwsCallFailed
-from hyperpod_nccl.models.findings import Coverage
+from hyperpod_nccl.models.findings import Coverage, Finding, Status
 from hyperpod_nccl.models.request import DiagnoseRequest
 from hyperpod_nccl.monitor.alert_messages import MAX_LISTED_RESOURCES, SNS_MESSAGE_MAX_BYTES, resource_ids
 from hyperpod_nccl.monitor.diff import SweepDiff
@@ -151,7 +152,9 @@ SM_HEADING = "## State machine path"
 CLI_INTRO = (
     "Every AWS operation a diagnosis makes, failed in turn against the emulation. "
     "`exit 1` means the CLI stopped with that fix (only for credentials and an unknown cluster); "
-    "`degraded` means the report completed and named the source it could not read and the fix. "
+    "`degraded` means the report completed and named the source it could not read and the fix; "
+    "`SKIP` lists the checks that then said SKIP (they could not tell) instead of PASS or of nothing, "
+    "and `<source> not collected` a source none of whose checks ran. "
     "Faults persist for every retry (a burst that retries absorb is tested separately)."
 )
 SM_INTRO = (
@@ -449,7 +452,16 @@ def _observe(simulate, scenario: str, operation: str, fault: Fault) -> str:  # t
     for source in degraded:
         detail = f"grant {source.missing_action}" if source.missing_action else source.fix
         parts.append(f"degraded `{source.source}`{' (partial)' if source.partial else ''}: {detail}")
-    return "; ".join(sorted(set(parts)))
+    return "; ".join([*sorted(set(parts)), *_skipped(result.findings)])
+
+
+def _skipped(findings: list[Finding]) -> list[str]:
+    """`SKIP a, b` for the checks that could not tell, and each source not collected at all (how many
+    checks it has is the report's business: a new check must not change every cell)."""
+    skips = [f for f in findings if f.status is Status.SKIP]
+    checks = sorted({f.check_id for f in skips if f.check_id in REGISTRY})
+    sources = sorted(f"{f.check_id} not collected" for f in skips if f.check_id not in REGISTRY)
+    return [f"SKIP {', '.join([*checks, *sources])}"] if skips else []
 
 
 def test_cli_operations_are_the_recorded_ones(simulate) -> None:  # type: ignore[no-untyped-def]

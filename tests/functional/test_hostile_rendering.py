@@ -49,8 +49,8 @@ MULTILINE_PAYLOAD = PAYLOAD + "\n[PASS] forged line"
 BASE_URL = "https://docs.example.com/refs"
 # What must show, escaped, wherever the payload is rendered.
 VISIBLE = ("\\x1b[2J", "\\x1b]52;c;", "\\r[PASS]", "\\u202e")
-# The report's own colour codes (render.py), the only escape sequences allowed in its output.
-OUR_COLOURS = re.compile(r"\x1b\[(?:3[1-6]|0)m")
+# The report's own colour codes (render.py; 2, dim, is SKIP's), the only escape sequences allowed in its output.
+OUR_COLOURS = re.compile(r"\x1b\[(?:3[1-6]|2|0)m")
 
 
 def _plant(scenario: Scenario) -> None:

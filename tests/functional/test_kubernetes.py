@@ -405,7 +405,13 @@ def test_rbac_forbidden_403_skips_only_what_it_hides(simulate) -> None:
     assert degraded.partial and "403" in degraded.reason and "networkpolicies" in degraded.reason
     assert "ClusterRole hyperpod-nccl-read" in degraded.fix
     assert degraded.reference is not None and degraded.reference.pointer == "references/operations.md § 2"
-    assert not _found(result, "k8s.network_policies") and not _found(result, "k8s.pod_logs")
+    # What the refusal hides is a SKIP naming the read (issue 14: never silence, never PASS).
+    for check_id, read in (
+        ("k8s.network_policies", "kubernetes:networkpolicies"),
+        ("k8s.pod_logs", "kubernetes:pod logs"),
+    ):
+        [skip] = _found(result, check_id)
+        assert skip.status is Status.SKIP and skip.detail.startswith(f"not read: {read} (Kubernetes RBAC forbids")
     assert _found(result, "k8s.dev_shm", Status.WARN) and _found(result, "k8s.node_health_labels", Status.FAIL)
     _rest_is_complete(result)
 
@@ -455,7 +461,8 @@ def test_server_error_500_degrades_only_that_resource_and_names_it(simulate) -> 
     [degraded] = [d for d in result.degraded_sources if d.source == "kubernetes"]
     assert degraded.partial and "500" in degraded.reason and "networkpolicies" in degraded.reason
     assert "control plane" in degraded.fix
-    assert not _found(result, "k8s.network_policies")
+    [skip] = _found(result, "k8s.network_policies")  # issue 14: the unread policies make it a SKIP
+    assert skip.status is Status.SKIP and skip.detail.startswith("not read: kubernetes:networkpolicies")
     assert _found(result, "k8s.dev_shm", Status.WARN) and _found(result, "k8s.node_health_labels", Status.FAIL)
     assert _found(result, "k8s.pod_logs")
     _rest_is_complete(result)

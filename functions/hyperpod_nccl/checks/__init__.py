@@ -23,11 +23,49 @@ from hyperpod_nccl.models.findings import (
     SuggestedCommand,
 )
 from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.reads import (
+    ALL_READS,
+    CONTROL_PLANE_READS,
+    DESCRIBE_CLUSTER,
+    DESCRIBE_EKS_CLUSTER,
+    DESCRIBE_LOG_GROUPS,
+    FILTER_LOG_EVENTS,
+    KUBERNETES_READS,
+    LIST_CLUSTER_NODES,
+)
 from hyperpod_nccl.references import Reference
 
 Source = Literal["control_plane", "logs", "node_probes", "kubernetes"]
 OrchestratorName = Literal["eks", "slurm"]
 CheckFunction = Callable[[Inventory], Iterable[Finding]]
+
+# Each source as the report titles its section, in the report's order.
+SOURCE_TITLES: dict[Source, str] = {
+    "control_plane": "HyperPod control plane",
+    "logs": "CloudWatch logs",
+    "node_probes": "Node probes (SSM)",
+    "kubernetes": "Kubernetes",
+}
+# What a check of each source reads unless it says otherwise (`@check(reads=...)`): when one of
+# them is a degraded source's `unread`, its PASS becomes a SKIP. Wide where a source has several
+# reads (a check that declares nothing is never more certain than its source), so each
+# control-plane check names the one API it reads. Node probes read no collector-level source: a
+# node that was not reached is a coverage gap and a `node.reachability` finding, and the node
+# checks pass only for the nodes whose data they read.
+DEFAULT_READS: dict[Source, frozenset[str]] = {
+    "control_plane": CONTROL_PLANE_READS,
+    "logs": frozenset({DESCRIBE_LOG_GROUPS, FILTER_LOG_EVENTS}),
+    "node_probes": frozenset(),
+    "kubernetes": KUBERNETES_READS,
+}
+# What each source's collector needs before it can collect anything: when it is None, the
+# degraded sources that left one of these unread say why its checks did not run.
+COLLECTED_FROM: dict[Source, frozenset[str]] = {
+    "control_plane": frozenset(),
+    "logs": frozenset({DESCRIBE_CLUSTER, DESCRIBE_LOG_GROUPS}),
+    "node_probes": frozenset({DESCRIBE_CLUSTER, LIST_CLUSTER_NODES}),
+    "kubernetes": frozenset({DESCRIBE_CLUSTER, DESCRIBE_EKS_CLUSTER}) | KUBERNETES_READS,
+}
 
 REGISTRY: dict[str, Check] = {}
 
@@ -42,6 +80,8 @@ class CheckMeta:
     reference: Reference
     source: Source
     orchestrators: frozenset[OrchestratorName] = frozenset({"eks", "slurm"})
+    # The AWS actions and input names (`hyperpod_nccl.reads`) without which a PASS is unknowable.
+    reads: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -55,6 +95,10 @@ class Check:
         """Whether the check's source was collected and its orchestrator matches."""
         if getattr(inventory, self.meta.source) is None:
             return False
+        return self.fits_orchestrator(inventory)
+
+    def fits_orchestrator(self, inventory: Inventory) -> bool:
+        """Whether the check is meant for the inventory's orchestrator (any, when unknown)."""
         return inventory.orchestrator == "unknown" or inventory.orchestrator in self.meta.orchestrators
 
     def run(self, inventory: Inventory) -> list[Finding]:
@@ -115,8 +159,13 @@ def check(
     reference: Reference,
     source: Source,
     orchestrators: Iterable[OrchestratorName] = ("eks", "slurm"),
+    reads: Iterable[str] | None = None,
 ) -> Callable[[CheckFunction], Check]:
-    """Register a check function under `id` with its metadata."""
+    """Register a check function under `id` with its metadata. `reads` defaults to its source's
+    `DEFAULT_READS`; every name must be one of `hyperpod_nccl.reads`."""
+    declared = DEFAULT_READS[source] if reads is None else frozenset(reads)
+    if unknown := declared - ALL_READS:
+        raise ValueError(f"check {id!r} reads unknown inputs {sorted(unknown)}: name them in hyperpod_nccl.reads")
 
     def register(function: CheckFunction) -> Check:
         if id in REGISTRY:
@@ -129,6 +178,7 @@ def check(
                 reference=reference,
                 source=source,
                 orchestrators=frozenset(orchestrators),
+                reads=declared,
             ),
             function=function,
         )

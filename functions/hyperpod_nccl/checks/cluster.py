@@ -8,6 +8,7 @@ from hyperpod_nccl import instance_types, suggested, thresholds
 from hyperpod_nccl.checks import check
 from hyperpod_nccl.models.findings import Finding, Priority, Resource
 from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.reads import DESCRIBE_CLUSTER, LIST_CLUSTER_NODES
 from hyperpod_nccl.references import (
     CLUSTER_INSTANCE_GROUPS,
     CLUSTER_LARGE,
@@ -36,6 +37,7 @@ def _cluster_resource(inv: Inventory) -> Resource:
     priority=Priority.P0,
     reference=CLUSTER_STATUS,
     source="control_plane",
+    reads=(DESCRIBE_CLUSTER,),
 )
 def cluster_status(inv: Inventory) -> Iterator[Finding]:
     """InService passes; transitions warn; Failed blocks training."""
@@ -88,6 +90,7 @@ def cluster_status(inv: Inventory) -> Iterator[Finding]:
     priority=Priority.P2,
     reference=OPS_NODE_HEALTH_LABELS,
     source="control_plane",
+    reads=(DESCRIBE_CLUSTER,),
 )
 def node_recovery(inv: Inventory) -> Iterator[Finding]:
     """NodeRecovery=Automatic lets HyperPod reboot/replace faulty nodes by itself."""
@@ -113,6 +116,7 @@ def node_recovery(inv: Inventory) -> Iterator[Finding]:
     priority=Priority.P1,
     reference=NODE_HARDWARE,
     source="control_plane",
+    reads=(LIST_CLUSTER_NODES,),
 )
 def node_status(inv: Inventory) -> Iterator[Finding]:
     """Every node not Running and not in a normal transition is a finding of its own."""
@@ -154,6 +158,7 @@ def node_status(inv: Inventory) -> Iterator[Finding]:
     priority=Priority.P1,
     reference=CLUSTER_INSTANCE_GROUPS,
     source="control_plane",
+    reads=(DESCRIBE_CLUSTER,),
 )
 def instance_groups(inv: Inventory) -> Iterator[Finding]:
     """Degraded/Failed groups and groups short of their target count."""
@@ -184,6 +189,7 @@ def instance_groups(inv: Inventory) -> Iterator[Finding]:
     priority=Priority.P2,
     reference=CLUSTER_INSTANCE_GROUPS,
     source="control_plane",
+    reads=(DESCRIBE_CLUSTER,),
 )
 def nccl_applicability(inv: Inventory) -> Iterator[Finding]:
     """NCCL advice only applies to NVIDIA groups; Neuron groups use their own collectives."""
@@ -217,6 +223,7 @@ def nccl_applicability(inv: Inventory) -> Iterator[Finding]:
     priority=Priority.P2,
     reference=CLUSTER_LARGE,
     source="control_plane",
+    reads=(LIST_CLUSTER_NODES,),
 )
 def large_cluster(inv: Inventory) -> Iterator[Finding]:
     """At 256+ nodes the default 10-minute collective timeout is often too short."""

@@ -14,6 +14,7 @@ from hyperpod_nccl.checks import check
 from hyperpod_nccl.models.cluster import ClusterEvent
 from hyperpod_nccl.models.findings import Finding, Priority, Resource, Status
 from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.reads import LIST_CLUSTER_EVENTS
 from hyperpod_nccl.references import (
     CLUSTER_EVENTS,
     CLUSTER_INSTANCE_GROUPS,
@@ -77,6 +78,7 @@ def _is_failure(event: ClusterEvent) -> bool:
     priority=Priority.P1,
     reference=CLUSTER_EVENTS,
     source="control_plane",
+    reads=(LIST_CLUSTER_EVENTS,),
 )
 def cluster_events(inv: Inventory) -> Iterator[Finding]:
     """Error-level events fail, Warn-level events warn, grouped by category and resource."""

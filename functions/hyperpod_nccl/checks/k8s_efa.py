@@ -10,6 +10,7 @@ from hyperpod_nccl.checks._kubernetes import kube, main_container, pod_ref, pod_
 from hyperpod_nccl.models.findings import Finding, Priority, Resource
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.kubernetes import EFA_RESOURCE, GPU_RESOURCE, Pod, parse_quantity
+from hyperpod_nccl.reads import K8S_DAEMONSETS, K8S_NODES, K8S_PODS
 from hyperpod_nccl.references import DBG_EFA_CONFIG, DBG_MEMLOCK_SHM, DBG_TCP_FALLBACK
 
 
@@ -20,6 +21,7 @@ from hyperpod_nccl.references import DBG_EFA_CONFIG, DBG_MEMLOCK_SHM, DBG_TCP_FA
     reference=DBG_EFA_CONFIG,
     source="kubernetes",
     orchestrators=("eks",),
+    reads=(K8S_PODS, K8S_DAEMONSETS),
 )
 def efa_device_plugin(inv: Inventory) -> Iterator[Finding]:
     """Pods requesting vpc.amazonaws.com/efa need the EFA device plugin running on their nodes."""
@@ -67,6 +69,7 @@ def _instance_type(inv: Inventory, pod: Pod) -> str | None:
     reference=DBG_TCP_FALLBACK,
     source="kubernetes",
     orchestrators=("eks",),
+    reads=(K8S_PODS, K8S_NODES),
 )
 def efa_requests(inv: Inventory) -> Iterator[Finding]:
     """GPU pods on EFA instance types that request no EFA fall back to TCP sockets; a request
@@ -145,6 +148,7 @@ def _shm_problem(pod: Pod) -> str | None:
     reference=DBG_MEMLOCK_SHM,
     source="kubernetes",
     orchestrators=("eks",),
+    reads=(K8S_PODS,),
 )
 def dev_shm(inv: Inventory) -> Iterator[Finding]:
     """Training pods need a memory-backed emptyDir at /dev/shm of a useful size."""
@@ -173,6 +177,7 @@ def dev_shm(inv: Inventory) -> Iterator[Finding]:
     reference=DBG_MEMLOCK_SHM,
     source="kubernetes",
     orchestrators=("eks",),
+    reads=(K8S_PODS,),
 )
 def memlock_ipc_lock(inv: Inventory) -> Iterator[Finding]:
     """EFA registers (pins) large buffers; without IPC_LOCK the container's memlock limit caps

@@ -10,6 +10,7 @@ from hyperpod_nccl.checks._kubernetes import kube, pod_resources
 from hyperpod_nccl.classifier import hits_to_findings, scan_lines
 from hyperpod_nccl.models.findings import Finding, Priority
 from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.reads import K8S_POD_LOGS, K8S_PODS
 from hyperpod_nccl.references import PAT_RUNTIME
 from hyperpod_nccl.thresholds import K8S_LOG_MAX_BYTES, K8S_LOG_TAIL_LINES
 
@@ -21,6 +22,7 @@ from hyperpod_nccl.thresholds import K8S_LOG_MAX_BYTES, K8S_LOG_TAIL_LINES
     reference=PAT_RUNTIME,
     source="kubernetes",
     orchestrators=("eks",),
+    reads=(K8S_PODS, K8S_POD_LOGS),
 )
 def pod_logs(inv: Inventory) -> Iterator[Finding]:
     """Classify each container log tail; one finding per signature per container log."""

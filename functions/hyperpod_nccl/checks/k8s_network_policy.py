@@ -19,6 +19,7 @@ from hyperpod_nccl.checks._kubernetes import Job, kube, training_jobs
 from hyperpod_nccl.models.findings import Finding, Priority, Resource
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.kubernetes import KubernetesInventory, NetworkPolicy, PolicyPeer, PolicyPort, PolicyRule
+from hyperpod_nccl.reads import K8S_NAMESPACES, K8S_NETWORK_POLICIES, K8S_PODS
 from hyperpod_nccl.references import OPS_REMEDIATIONS
 
 Direction = Literal["Ingress", "Egress"]
@@ -134,6 +135,7 @@ def _names(policies: list[NetworkPolicy]) -> str:
     reference=OPS_REMEDIATIONS,
     source="kubernetes",
     orchestrators=("eks",),
+    reads=(K8S_PODS, K8S_NETWORK_POLICIES, K8S_NAMESPACES),
 )
 def network_policies(inv: Inventory) -> Iterator[Finding]:
     """Evaluate the policies selecting each training job's pods (not just "an empty ingress")."""

@@ -10,6 +10,7 @@ from hyperpod_nccl.checks._kubernetes import kube
 from hyperpod_nccl.models.findings import Finding, Priority, Resource
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.kubernetes import K8sNode
+from hyperpod_nccl.reads import K8S_NODES
 from hyperpod_nccl.references import NODE_HARDWARE, OPS_NODE_HEALTH_LABELS
 
 # What HyperPod does for each node-health-status value (operations.md § 6).
@@ -38,6 +39,7 @@ def _label(node: K8sNode) -> str:
     reference=NODE_HARDWARE,
     source="kubernetes",
     orchestrators=("eks",),
+    reads=(K8S_NODES,),
 )
 def node_ready(inv: Inventory) -> Iterator[Finding]:
     """Every node whose kubelet does not report Ready is a finding of its own."""
@@ -79,6 +81,7 @@ def _is_healthy(node: K8sNode) -> bool:
     reference=OPS_NODE_HEALTH_LABELS,
     source="kubernetes",
     orchestrators=("eks",),
+    reads=(K8S_NODES,),
 )
 def node_health_labels(inv: Inventory) -> Iterator[Finding]:
     """One finding per node whose HyperPod health labels are not healthy, saying what HyperPod

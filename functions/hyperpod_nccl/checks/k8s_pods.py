@@ -1,4 +1,5 @@
-"""Pod and job status: phases, CrashLoopBackOff, restarts, init containers and exit codes."""
+"""Pod and job status: phases, CrashLoopBackOff, restarts, init containers and exit codes, and
+whether a `--namespace` / `--job` scope matched any pod at all."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ from collections.abc import Iterator
 from hyperpod_nccl import thresholds
 from hyperpod_nccl.checks import check
 from hyperpod_nccl.checks._kubernetes import kube, pod_ref, pod_resources, where
-from hyperpod_nccl.models.findings import Finding, Priority
+from hyperpod_nccl.models.findings import Finding, Priority, Resource
 from hyperpod_nccl.models.inventory import Inventory
-from hyperpod_nccl.models.kubernetes import ContainerState, ContainerStatus, Pod
-from hyperpod_nccl.references import DBG_CONTAINER_OOM, DBG_POD_FAILURES
+from hyperpod_nccl.models.kubernetes import JOB_LABELS, ContainerState, ContainerStatus, KubernetesInventory, Pod
+from hyperpod_nccl.reads import K8S_PODS
+from hyperpod_nccl.references import DBG_CONTAINER_OOM, DBG_POD_FAILURES, OPS_SCOPE
 
 _BAD_WAITING = {
     "CrashLoopBackOff",
@@ -39,6 +41,7 @@ def _state_text(state: ContainerState | None) -> str:
     reference=DBG_POD_FAILURES,
     source="kubernetes",
     orchestrators=("eks",),
+    reads=(K8S_PODS,),
 )
 def pod_status(inv: Inventory) -> Iterator[Finding]:
     """Failed/Unknown/Pending pods, containers stuck waiting, and restart counts."""
@@ -110,6 +113,7 @@ def _init_failure(status: ContainerStatus) -> str | None:
     reference=DBG_POD_FAILURES,
     source="kubernetes",
     orchestrators=("eks",),
+    reads=(K8S_PODS,),
 )
 def init_containers(inv: Inventory) -> Iterator[Finding]:
     """Init containers that crash or cannot start keep the pod in Init forever."""
@@ -168,6 +172,7 @@ def _terminations(pod: Pod) -> Iterator[tuple[ContainerStatus, ContainerState]]:
     reference=DBG_CONTAINER_OOM,
     source="kubernetes",
     orchestrators=("eks",),
+    reads=(K8S_PODS,),
 )
 def container_exit_codes(inv: Inventory) -> Iterator[Finding]:
     """Explain the terminations of training containers: OOMKilled / 137, 139 and 143."""
@@ -197,3 +202,48 @@ def container_exit_codes(inv: Inventory) -> Iterator[Finding]:
             )
     if not seen and k8s.pods:
         yield container_exit_codes.passed("no container was OOMKilled or killed by a signal")
+
+
+# Namespaces named in the detail of a scope that matched nothing, before "and N more".
+_NAMESPACES_LISTED = 8
+
+
+def _why_nothing_matched(k8s: KubernetesInventory) -> str:
+    namespace, job = k8s.scope_namespace, k8s.scope_job
+    known = sorted(k8s.namespace_labels or {})
+    if namespace and k8s.namespace_labels is not None and namespace not in k8s.namespace_labels:
+        more = f" and {len(known) - _NAMESPACES_LISTED} more" if len(known) > _NAMESPACES_LISTED else ""
+        return f"namespace {namespace} does not exist; the cluster's: {', '.join(known[:_NAMESPACES_LISTED])}{more}"
+    where = f"namespace {namespace}" if namespace else "any non-system namespace"
+    if job:
+        return f"no pod in {where} has a job label ({', '.join(JOB_LABELS)}) or an owner named {job}"
+    return f"{where} has no pods"
+
+
+@check(
+    id="k8s.scope",
+    title="The --namespace / --job scope matches pods",
+    priority=Priority.P2,
+    reference=OPS_SCOPE,
+    source="kubernetes",
+    orchestrators=("eks",),
+    reads=(K8S_PODS,),
+)
+def scope(inv: Inventory) -> Iterator[Finding]:
+    """A scope that matches no pod leaves every Kubernetes check silent: that is a WARN, never
+    "No issues found"."""
+    k8s = kube(inv)
+    namespace, job = k8s.scope_namespace, k8s.scope_job
+    if k8s.pods is None or k8s.pods or not (namespace or job):
+        return
+    asked = " ".join(
+        part for part in (f"--namespace {namespace}" if namespace else "", f"--job {job}" if job else "") if part
+    )
+    resources = [Resource(kind="namespace", id=namespace)] if namespace else []
+    if job:
+        resources.append(Resource(kind="job", id=f"{namespace}/{job}" if namespace else job))
+    yield scope.warn(
+        f"0 pods matched {asked}: the Kubernetes checks had nothing to check",
+        detail=_why_nothing_matched(k8s),
+        resources=resources,
+    )

@@ -9,6 +9,7 @@ from hyperpod_nccl.checks import check
 from hyperpod_nccl.checks._kubernetes import kube, main_container, training_jobs
 from hyperpod_nccl.models.findings import Finding, Priority, Resource
 from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.reads import K8S_POD_LOGS, K8S_PODS
 from hyperpod_nccl.references import DBG_VERSION_MISMATCH
 
 _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
@@ -21,6 +22,7 @@ _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
     reference=DBG_VERSION_MISMATCH,
     source="kubernetes",
     orchestrators=("eks",),
+    reads=(K8S_PODS,),
 )
 def image_digest_mismatch(inv: Inventory) -> Iterator[Finding]:
     """Different image digests within one job usually mean different NCCL/CUDA builds per rank
@@ -59,6 +61,7 @@ def image_digest_mismatch(inv: Inventory) -> Iterator[Finding]:
     reference=DBG_VERSION_MISMATCH,
     source="kubernetes",
     orchestrators=("eks",),
+    reads=(K8S_PODS, K8S_POD_LOGS),
 )
 def nccl_version_logs(inv: Inventory) -> Iterator[Finding]:
     """Compare the `NCCL version x.y.z` banner each rank printed (current container logs)."""

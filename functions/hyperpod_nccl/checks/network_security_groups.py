@@ -10,6 +10,7 @@ from hyperpod_nccl.checks import check
 from hyperpod_nccl.models.cluster import SecurityGroup, SecurityGroupRule
 from hyperpod_nccl.models.findings import Finding, Priority, Resource
 from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.reads import DESCRIBE_SECURITY_GROUPS
 from hyperpod_nccl.references import OPS_REMEDIATIONS
 
 
@@ -32,6 +33,7 @@ def _describe(rules: list[SecurityGroupRule], group_id: str) -> list[str]:
     priority=Priority.P0,
     reference=OPS_REMEDIATIONS,
     source="control_plane",
+    reads=(DESCRIBE_SECURITY_GROUPS,),
 )
 def security_group_self_reference(inv: Inventory) -> Iterator[Finding]:
     """Each attached SG must allow all traffic from and to itself (EFA needs protocol -1)."""
@@ -99,6 +101,7 @@ def _evaluate_group(inv: Inventory, group: SecurityGroup, attached_to: list[str]
     priority=Priority.P1,
     reference=OPS_REMEDIATIONS,
     source="control_plane",
+    reads=(DESCRIBE_SECURITY_GROUPS,),
 )
 def security_group_cross_group(inv: Inventory) -> Iterator[Finding]:
     """When instance groups override the cluster's SGs, nodes of one group must still reach

@@ -1,5 +1,6 @@
 """Entry point of `hyperpod-nccl`. Subcommands are the modules of `cli.commands`, discovered
-by convention: each defines NAME, HELP, `configure(parser)` and `run(args) -> int`."""
+by convention: each defines NAME, HELP, `configure(parser)` and `run(args) -> int` (an exit code
+of `cli.exit_codes`)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,8 @@ from typing import NoReturn
 
 from hyperpod_nccl import __version__
 from hyperpod_nccl.cli import commands
+from hyperpod_nccl.cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE
 from hyperpod_nccl.redaction import install_log_scrubber
-
-EXIT_OK = 0
-EXIT_PREREQUISITE = 1
-EXIT_USAGE = 2
-EXIT_FAIL_ON = 3
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -56,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args))
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -99,7 +99,8 @@ def degraded_from_error(
 ) -> DegradedSource:
     """Describe what could not be read and the fix, from the error that stopped it.
 
-    `action` is the IAM action of the failed call (e.g. "sagemaker:ListClusterEvents").
+    `action` is the IAM action of the failed call (e.g. "sagemaker:ListClusterEvents"): always in
+    `unread` (the checks that read it cannot pass), in `missing_action` only when it was denied.
     """
     message = error_message(error)
     if is_access_denied(error):
@@ -110,11 +111,17 @@ def degraded_from_error(
             missing_action=action,
             reference=reference or OPS_IAM,
             partial=partial,
+            unread=[action],
         )
     what, fix = transient_failure(error) or (
         "failed",
         "check the error above, the AWS service health and the network path, then re-run",
     )
     return DegradedSource(
-        source=source, reason=f"{action} {what} ({message})", fix=fix, reference=reference, partial=partial
+        source=source,
+        reason=f"{action} {what} ({message})",
+        fix=fix,
+        reference=reference,
+        partial=partial,
+        unread=[action],
     )

@@ -7,6 +7,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hyperpod_nccl import reads
 from hyperpod_nccl.aws_errors import CREDENTIAL_CODES, NOT_FOUND_CODES, error_code, error_message, is_access_denied
 from hyperpod_nccl.collectors.aws import degraded_from_error, transient_failure
 from hyperpod_nccl.collectors.context import CollectionContext
@@ -122,7 +123,7 @@ def describe_cluster(ctx: CollectionContext) -> ClusterDescription | None:
                 f"AWS rejected the credentials: {error_message(error)}",
                 fix="fix AWS credentials and re-run",
             ) from error
-        ctx.degrade(degraded_from_error("cluster", "sagemaker:DescribeCluster", error))
+        ctx.degrade(degraded_from_error("cluster", reads.DESCRIBE_CLUSTER, error))
         return None
     return parse_cluster(raw)
 
@@ -147,7 +148,7 @@ def list_nodes(ctx: CollectionContext, cluster: str) -> tuple[list[ClusterNode] 
                     )
                 )
     except AwsError as error:
-        ctx.degrade(degraded_from_error("nodes", "sagemaker:ListClusterNodes", error, partial=bool(nodes)))
+        ctx.degrade(degraded_from_error("nodes", reads.LIST_CLUSTER_NODES, error, partial=bool(nodes)))
         return (nodes or None), False
     return nodes, True
 
@@ -190,7 +191,7 @@ def list_events(ctx: CollectionContext, cluster: str) -> tuple[list[ClusterEvent
         ctx.degrade(
             degraded_from_error(
                 "cluster events",
-                "sagemaker:ListClusterEvents",
+                reads.LIST_CLUSTER_EVENTS,
                 error,
                 partial=bool(events),
                 reference=None if is_access_denied(error) else CLUSTER_EVENTS,
@@ -233,7 +234,7 @@ def describe_security_groups(ctx: CollectionContext, group_ids: list[str]) -> di
     try:
         response = ctx.aws.client("ec2").describe_security_groups(GroupIds=group_ids)
     except AwsError as error:
-        ctx.degrade(degraded_from_error("security groups", "ec2:DescribeSecurityGroups", error))
+        ctx.degrade(degraded_from_error("security groups", reads.DESCRIBE_SECURITY_GROUPS, error))
         return None
     return {
         raw["GroupId"]: SecurityGroup(
@@ -275,6 +276,7 @@ def collect_control_plane(ctx: CollectionContext) -> ControlPlaneInventory:
                 fix=cause.fix,
                 missing_action=cause.missing_action,
                 reference=cause.reference,
+                unread=[reads.DESCRIBE_SECURITY_GROUPS],
             )
         )
     return ControlPlaneInventory(

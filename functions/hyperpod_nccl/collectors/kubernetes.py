@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hyperpod_nccl import thresholds
+from hyperpod_nccl import reads, thresholds
 from hyperpod_nccl.collectors.aws import degraded_from_error
 from hyperpod_nccl.collectors.context import CollectionContext
 from hyperpod_nccl.kube import (
@@ -48,6 +48,8 @@ READ_ROLE = "hyperpod-nccl-read"
 # DaemonSets worth keeping: device plugins the EFA and GPU checks look for.
 _DEVICE_PLUGIN_HINTS = ("efa", "nvidia", "neuron", "device-plugin")
 T = TypeVar("T")
+# What a collection that could not start, or was stopped, left unread: every Kubernetes read.
+_EVERY_READ = sorted(reads.KUBERNETES_READS)
 
 
 class _Abort(Exception):
@@ -72,6 +74,7 @@ def collect_kubernetes(ctx: CollectionContext, control_plane: ControlPlaneInvent
                 reason="DescribeCluster names no Orchestrator.Eks.ClusterArn: the EKS cluster is unknown",
                 fix="check the HyperPod cluster's orchestrator with aws sagemaker describe-cluster",
                 reference=OPS_CLUSTER_NAMES,
+                unread=_EVERY_READ,
             )
         )
         return None
@@ -79,7 +82,7 @@ def collect_kubernetes(ctx: CollectionContext, control_plane: ControlPlaneInvent
     try:
         described = ctx.aws.client("eks").describe_cluster(name=eks_name)["cluster"]
     except (ClientError, BotoCoreError) as error:
-        ctx.degrade(degraded_from_error(SOURCE, "eks:DescribeCluster", error, reference=OPS_IAM))
+        ctx.degrade(degraded_from_error(SOURCE, reads.DESCRIBE_EKS_CLUSTER, error, reference=OPS_IAM))
         return None
     endpoint = described.get("endpoint")
     if not endpoint:
@@ -89,13 +92,18 @@ def collect_kubernetes(ctx: CollectionContext, control_plane: ControlPlaneInvent
                 reason=f"EKS cluster {eks_name} reports no API endpoint (status {described.get('status')})",
                 fix="wait until the EKS cluster is ACTIVE, then re-run",
                 reference=OPS_CLUSTER_NAMES,
+                unread=_EVERY_READ,
             )
         )
         return None
     try:
         token = eks_bearer_token(eks_name, ctx.request.region, ctx.aws.session)
     except TokenError as error:
-        ctx.degrade(DegradedSource(source=SOURCE, reason=str(error), fix="provide AWS credentials", reference=OPS_IAM))
+        ctx.degrade(
+            DegradedSource(
+                source=SOURCE, reason=str(error), fix="provide AWS credentials", reference=OPS_IAM, unread=_EVERY_READ
+            )
+        )
         return None
     ca_data = (described.get("certificateAuthority") or {}).get("data")
     client = KubeClient(endpoint=endpoint, token=token, ca_data=ca_data, page_size=thresholds.K8S_PAGE_SIZE)
@@ -128,11 +136,12 @@ def _abort_reason(ctx: CollectionContext, eks_name: str, endpoint: str, error: K
             f"ClusterRole {READ_ROLE} and its binding ({OPS_IAM.pointer})",
             missing_action="eks:CreateAccessEntry (access entry for the caller)",
             reference=OPS_CLUSTER_NAMES,
+            unread=_EVERY_READ,
         )
     if isinstance(error, KubeForbidden):
-        return _forbidden_reason([error.path], partial=False)
+        return _forbidden_reason([error.path], partial=False, unread=_EVERY_READ)
     if isinstance(error, KubeTimeout):
-        return _slow_reason(eks_name, region, error, read=[], skipped=["every Kubernetes read"])
+        return _slow_reason(eks_name, region, error, read=[], skipped=["every Kubernetes read"], unread=_EVERY_READ)
     return DegradedSource(
         source=SOURCE,
         reason=f"cannot reach the EKS API endpoint {endpoint} ({error.message}); every Kubernetes check was skipped",
@@ -141,11 +150,12 @@ def _abort_reason(ctx: CollectionContext, eks_name: str, endpoint: str, error: K
         f"access CIDRs (aws eks describe-cluster --name {eks_name} --region {region} "
         "--query cluster.resourcesVpcConfig); the cluster security group must admit 443 from here",
         reference=OPS_CLUSTER_NAMES,
+        unread=_EVERY_READ,
     )
 
 
 def _slow_reason(
-    eks_name: str, region: str, error: KubeTimeout, *, read: list[str], skipped: list[str]
+    eks_name: str, region: str, error: KubeTimeout, *, read: list[str], skipped: list[str], unread: list[str]
 ) -> DegradedSource:
     """The API server answered too slowly: what timed out, what was read before, what was skipped."""
     kept = f"; read before it: {', '.join(read)}" if read else ""
@@ -158,10 +168,11 @@ def _slow_reason(
         "metrics; clients listing the whole cluster in a loop), then re-run: the diagnosis is read-only",
         reference=OPS_CLUSTER_NAMES,
         partial=bool(read),
+        unread=unread,
     )
 
 
-def _forbidden_reason(paths: list[str], *, partial: bool) -> DegradedSource:
+def _forbidden_reason(paths: list[str], *, partial: bool, unread: list[str]) -> DegradedSource:
     return DegradedSource(
         source=SOURCE,
         reason="Kubernetes RBAC forbids reading "
@@ -173,7 +184,13 @@ def _forbidden_reason(paths: list[str], *, partial: bool) -> DegradedSource:
         missing_action=f"kubernetes RBAC: ClusterRole {READ_ROLE}",
         reference=OPS_IAM,
         partial=partial,
+        unread=unread,
     )
+
+
+def _named(resources: list[str]) -> list[str]:
+    """The input names of the reads `resources` (each once, in order)."""
+    return [reads.kubernetes_read(r) for r in dict.fromkeys(resources)]
 
 
 # What converting a JSON object that does not follow the Kubernetes schema can raise.
@@ -191,6 +208,9 @@ class _Reader:
         self.scope = ctx.request.scope
         self.forbidden: list[str] = []
         self.failed: list[str] = []
+        # The reads (`reads.KUBERNETES_RESOURCES`) refused or failed, for the degraded sources' `unread`.
+        self.forbidden_reads: list[str] = []
+        self.failed_reads: list[str] = []
         # The first read that timed out; after it every read is skipped (named in `skipped`).
         self.timed_out: KubeTimeout | None = None
         self.done: list[str] = []
@@ -219,12 +239,15 @@ class _Reader:
             raise _Abort(error) from error
         except KubeForbidden as error:
             self.forbidden.append(error.path)
+            self.forbidden_reads.append(what)
         except KubeError as error:
             self.failed.append(f"{what}: {error}")
+            self.failed_reads.append(what)
         except MALFORMED_OBJECT_ERRORS as error:
             # The API server validates objects against their schema; one that does not convert
             # means a broken proxy or a hostile endpoint: report it, keep everything else.
             self.failed.append(f"{what}: malformed object from the API ({type(error).__name__}: {str(error)[:120]})")
+            self.failed_reads.append(what)
         else:
             self.done.append(what)
             return value
@@ -288,17 +311,19 @@ class _Reader:
         if self.timed_out is not None:
             if not self.done:
                 raise _Abort(self.timed_out)
+            skipped = list(dict.fromkeys(self.skipped))
             self.ctx.degrade(
                 _slow_reason(
                     self.eks_name,
                     self.ctx.request.region,
                     self.timed_out,
                     read=self.done,
-                    skipped=list(dict.fromkeys(self.skipped)),
+                    skipped=skipped,
+                    unread=_named(skipped),
                 )
             )
         if self.forbidden:
-            self.ctx.degrade(_forbidden_reason(self.forbidden, partial=True))
+            self.ctx.degrade(_forbidden_reason(self.forbidden, partial=True, unread=_named(self.forbidden_reads)))
         if self.failed:
             self.ctx.degrade(
                 DegradedSource(
@@ -307,6 +332,7 @@ class _Reader:
                     fix="check the EKS control plane health, then re-run (the diagnosis is read-only)",
                     reference=OPS_CLUSTER_NAMES,
                     partial=True,
+                    unread=_named(self.failed_reads),
                 )
             )
         return KubernetesInventory(
@@ -364,8 +390,10 @@ class _Reader:
                 raise _Abort(error) from error
             except KubeForbidden as error:
                 self.forbidden.append(error.path)
+                self.forbidden_reads.append("configmaps")
             except KubeError as error:
                 self.failed.append(f"configmap {namespace}/{name}: {error}")
+                self.failed_reads.append("configmaps")
         return result
 
     def _logs(self, training: list[Pod]) -> list[ContainerLog] | None:
@@ -412,6 +440,7 @@ class _Reader:
             log.error = str(error)
         except KubeForbidden:
             self.forbidden.append(path.rsplit("/pods/", 1)[0] + "/pods/*/log")
+            self.forbidden_reads.append("pod logs")
             return None
         except KubeError as error:
             # e.g. 400 "previous terminated container not found": normal, keep the reason.

@@ -29,6 +29,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hyperpod_nccl import reads
 from hyperpod_nccl.aws_errors import error_code, is_access_denied
 from hyperpod_nccl.aws_limits import FILTER_PATTERN_MAX_CHARS, FILTER_STREAM_NAMES_MAX
 from hyperpod_nccl.classifier import Scanner, load_catalog
@@ -407,7 +408,7 @@ def collect_logs(ctx: CollectionContext, control_plane: ControlPlaneInventory) -
     try:
         inventory.group_exists = group_exists(ctx, log_group)
     except AwsError as error:
-        _degrade(ctx, "logs:DescribeLogGroups", error, partial=False)
+        _degrade(ctx, reads.DESCRIBE_LOG_GROUPS, error, partial=False)
         return None
     if not inventory.group_exists:
         return inventory  # the check reports "CloudWatch not enabled" (operations.md § 4)
@@ -418,7 +419,7 @@ def collect_logs(ctx: CollectionContext, control_plane: ControlPlaneInventory) -
     except AwsError as error:
         # The filter below covers every stream anyway; without the list, a flood only sets aside
         # the streams its own reads met.
-        _degrade(ctx, "logs:DescribeLogStreams", error, partial=True)
+        _degrade(ctx, reads.DESCRIBE_LOG_STREAMS, error, partial=True)
     terms = load_catalog().cloudwatch_terms
     inventory.filter_terms = list(terms)
     events: Events = defaultdict(dict)
@@ -429,6 +430,6 @@ def collect_logs(ctx: CollectionContext, control_plane: ControlPlaneInventory) -
         stopped = f"FilterLogEvents stopped: {error_code(error) or type(error).__name__}"
         inventory.truncation_reason = "; ".join(filter(None, [inventory.truncation_reason, stopped]))
         # Throttled or denied part-way: classify what arrived; the degraded source says what is missing.
-        _degrade(ctx, "logs:FilterLogEvents", error, partial=bool(events))
+        _degrade(ctx, reads.FILTER_LOG_EVENTS, error, partial=bool(events))
     classify_streams(inventory, events)
     return inventory

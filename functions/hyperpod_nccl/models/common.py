@@ -6,6 +6,7 @@ Kept apart from `findings.py` so that the verdict's models (`models/verdict.py`)
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Literal
 
@@ -13,12 +14,17 @@ from pydantic import BaseModel, ConfigDict
 
 
 class Status(StrEnum):
-    """The label printed in front of a finding."""
+    """The label printed in front of a finding.
+
+    SKIP: the check could not tell, because something it reads was not read (denied, throttled,
+    timed out, cut short); never an issue, and never a PASS, whatever the data read showed.
+    """
 
     PASS = "PASS"
     FAIL = "FAIL"
     WARN = "WARN"
     INFO = "INFO"
+    SKIP = "SKIP"
 
 
 class Priority(StrEnum):
@@ -64,3 +70,16 @@ class Resource(BaseModel):
     kind: ResourceKind
     id: str
     name: str | None = None
+
+
+def parse_time(value: object) -> datetime | None:
+    """ISO-8601 text (with or without Z) → aware datetime; None when absent or unreadable."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from hyperpod_nccl.models.common import Priority, Resource, ResourceKind, Status
+from hyperpod_nccl.models.common import Priority, Resource, ResourceKind, Status, parse_time
 from hyperpod_nccl.models.verdict import Verdict
 from hyperpod_nccl.references import Reference
 
@@ -74,6 +74,11 @@ class Finding(BaseModel):
     def is_issue(self) -> bool:
         """FAIL and WARN findings are issues: counted in "Issues Found" and listed by priority."""
         return self.status in (Status.FAIL, Status.WARN)
+
+    @property
+    def first_seen(self) -> datetime | None:
+        """When the finding's evidence was first seen in the window (`fields["first_seen"]`), if known."""
+        return parse_time(self.fields.get("first_seen"))
 
     @property
     def fingerprint(self) -> str:

@@ -1,9 +1,10 @@
 """What changed between the open findings before a sweep and the issues the sweep found:
 new, priority raised, resolved. Pure functions; the store and the notifier build on them.
 
-A finding that was not re-evaluated (its check did not run, its source was degraded, or every
-node it names was not probed this sweep) is *kept open*, never resolved by absence: a dead
-collector must not announce that everything got better.
+A finding that was not re-evaluated (its check did not run, something it reads was left unread
+by a degraded source, or every node it names was not probed this sweep) is *kept open*, never
+resolved by absence: a dead collector must not announce that everything got better. A finding
+whose check reported it SKIP this sweep is kept open whatever the rule says.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from hyperpod_nccl.models.findings import Coverage, DegradedSource, Finding, Priority
+from hyperpod_nccl.models.findings import Coverage, DegradedSource, Finding, Priority, Status
 
 ChangeKind = Literal["new", "priority_raised", "resolved"]
 
@@ -87,13 +88,17 @@ def compute_changes(
     """Changes between the open findings before the sweep and the issues it found.
 
     Returns the changes and the fingerprints kept open because they were not re-evaluated.
-    Only issues (FAIL/WARN) count; PASS/INFO findings never open anything.
+    Only issues (FAIL/WARN) count; PASS/INFO findings never open anything, and a SKIP (the check
+    could not tell) never resolves anything.
     """
     before = {item.fingerprint: item for item in previous}
     now: dict[str, Finding] = {}
+    unknown: set[str] = set()
     for finding in current:
         if finding.is_issue:
             now.setdefault(finding.fingerprint, finding)
+        elif finding.status is Status.SKIP:
+            unknown.add(finding.fingerprint)
     changes: list[Change] = []
     for fingerprint, finding in now.items():
         old = before.get(fingerprint)
@@ -114,7 +119,7 @@ def compute_changes(
     for fingerprint, old in before.items():
         if fingerprint in now:
             continue
-        if re_evaluated(old.finding):
+        if fingerprint not in unknown and re_evaluated(old.finding):
             changes.append(
                 Change(
                     kind="resolved",

@@ -13,6 +13,7 @@ import logging
 import os
 import sys
 
+from hyperpod_nccl.cli.exit_codes import EXIT_OK, EXIT_PREREQUISITE, EXIT_USAGE
 from hyperpod_nccl.monitor.settings import DEFAULT_MAP_MAX_CONCURRENCY
 
 NAME = "bench"
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the chosen benchmark."""
     if getattr(args, "action", None) != "sweep":
         sys.stderr.write("hyperpod-nccl bench: error: choose an action: sweep (see --help)\n")
-        return 2
+        return EXIT_USAGE
     from hyperpod_nccl_sim.synthetic import measure_sweep
 
     # The handlers log JSON lines for CloudWatch and moto warns about ASL fields it ignores: the
@@ -96,4 +97,4 @@ def run(args: argparse.Namespace) -> int:
             f"{measured.nodes_probed} probed, {measured.nodes_unreachable} unreachable; "
             f"{measured.api_calls} AWS calls\n"
         )
-    return 0 if measured.status == "SUCCEEDED" and measured.nodes_unreachable == 0 else 1
+    return EXIT_OK if measured.status == "SUCCEEDED" and measured.nodes_unreachable == 0 else EXIT_PREREQUISITE

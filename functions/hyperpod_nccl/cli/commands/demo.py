@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from hyperpod_nccl.cli.commands.diagnose import add_scope_arguments, build_request, run_diagnosis
+from hyperpod_nccl.cli.exit_codes import EXIT_USAGE, most_severe
 from hyperpod_nccl.sanitize import one_line
 
 NAME = "demo"
@@ -63,8 +64,8 @@ def run(args: argparse.Namespace) -> int:
         scenarios = [load_scenario(name) for name in names]
     except ValueError as error:
         sys.stderr.write(f"hyperpod-nccl demo: error: {one_line(str(error))}\n")
-        return 2
-    worst = 0
+        return EXIT_USAGE
+    codes: list[int] = []
     for index, scenario in enumerate(scenarios):
         if index and args.format == "text":
             sys.stdout.write("\n" + "=" * 78 + "\n\n")
@@ -74,5 +75,5 @@ def run(args: argparse.Namespace) -> int:
         with SimulatedCluster(scenario) as simulation:
             request = build_request(args, scenario.cluster.name, scenario.region)
             code = run_diagnosis(request, simulation.clients(), args)
-        worst = max(worst, code)
-    return worst
+        codes.append(code)
+    return most_severe(codes)

@@ -5,20 +5,24 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 
 from hyperpod_nccl import thresholds
 from hyperpod_nccl.cli import validate
+from hyperpod_nccl.cli.exit_codes import EXIT_FAIL_ON, EXIT_OK, EXIT_PARTIAL, EXIT_PREREQUISITE, EXIT_USAGE
 from hyperpod_nccl.cli.progress import ProgressLine
 from hyperpod_nccl.cli.render import TextReport, render_json, use_colour
 from hyperpod_nccl.collectors.aws import AwsClients
 from hyperpod_nccl.engine import diagnose
-from hyperpod_nccl.errors import DiagnosisAborted
+from hyperpod_nccl.errors import DiagnosisAborted, ScopeMatchesNothing
 from hyperpod_nccl.models.findings import Priority, Scope, SweepResult
 from hyperpod_nccl.models.request import DiagnoseRequest
 from hyperpod_nccl.sanitize import one_line
 
 NAME = "diagnose"
 HELP = "Diagnose NCCL problems on a HyperPod cluster (read-only)."
+# `--fail-on partial`: fail the pipeline when a source was not fully read.
+FAIL_ON_PARTIAL = "partial"
 
 
 def add_scope_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,8 +49,10 @@ def add_scope_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-color", action="store_true", help="never colour the output")
     parser.add_argument(
         "--fail-on",
-        choices=[p.value for p in Priority],
-        help="exit 3 when a finding at or above this priority exists",
+        action="append",
+        choices=[*(p.value for p in Priority), FAIL_ON_PARTIAL],
+        help=f"exit {EXIT_FAIL_ON} when a finding at or above this priority exists; '{FAIL_ON_PARTIAL}': exit "
+        f"{EXIT_PARTIAL} when a source was not fully read (repeatable: --fail-on P1 --fail-on {FAIL_ON_PARTIAL})",
     )
 
 
@@ -75,14 +81,31 @@ def resolve_region(args: argparse.Namespace, command: str) -> str | None:
         return None
 
 
-def report_aborted(aborted: DiagnosisAborted, progress: ProgressLine) -> None:
-    """Print why a diagnosis stopped (exit 1): the message, its details and the fix."""
+def report_aborted(aborted: DiagnosisAborted, progress: ProgressLine, command: str) -> int:
+    """Print why a diagnosis stopped and return the exit code: a scope that names nothing is a
+    usage error, one line (exit 2); anything else the message, its details and the fix (exit 1)."""
     progress.clear()
     # The message may quote an AWS error or a cluster value: shown escaped, one line each.
+    if isinstance(aborted, ScopeMatchesNothing):
+        sys.stderr.write(f"hyperpod-nccl {command}: error: {one_line(aborted.message)}\n")
+        return EXIT_USAGE
     sys.stderr.write(f"[FAIL] {one_line(aborted.message)}\n")
     for line in aborted.details:
         sys.stderr.write(f"       {one_line(line)}\n")
     sys.stderr.write(f"       fix: {one_line(aborted.fix)}\n")
+    return EXIT_PREREQUISITE
+
+
+def fail_on_exit(args: argparse.Namespace, issue_at: Callable[[Priority], bool], partial: bool) -> int:
+    """The exit code `--fail-on` asks for: 3 when `issue_at` the loosest priority asked for, else 4
+    when `partial` was asked for and the diagnosis is partial, else 0."""
+    wanted: list[str] = args.fail_on or []
+    priorities = [Priority(value) for value in wanted if value != FAIL_ON_PARTIAL]
+    if priorities and issue_at(max(priorities, key=lambda p: p.rank)):
+        return EXIT_FAIL_ON
+    if FAIL_ON_PARTIAL in wanted and partial:
+        return EXIT_PARTIAL
+    return EXIT_OK
 
 
 def build_request(args: argparse.Namespace, cluster: str, region: str) -> DiagnoseRequest:
@@ -112,19 +135,17 @@ def emit(result: SweepResult, args: argparse.Namespace) -> int:
         sys.stdout.write(render_json(result) + "\n")
     else:
         TextReport(sys.stdout, use_colour(sys.stdout, args.no_color)).render(result)
-    if args.fail_on and result.at_or_above(Priority(args.fail_on)):
-        return 3
-    return 0
+    return fail_on_exit(args, lambda p: bool(result.at_or_above(p)), partial=bool(result.degraded_sources))
 
 
 def run_diagnosis(request: DiagnoseRequest, aws: AwsClients, args: argparse.Namespace) -> int:
-    """Run the engine with progress on stderr; abort cleanly with exit 1 when it must."""
+    """Run the engine with progress on stderr; abort cleanly (exit 1, or 2 for a scope that names
+    nothing) when it must."""
     progress = ProgressLine()
     try:
         result = diagnose(request, aws, progress=progress)
     except DiagnosisAborted as aborted:
-        report_aborted(aborted, progress)
-        return 1
+        return report_aborted(aborted, progress, getattr(args, "command", None) or NAME)
     progress.clear()
     return emit(result, args)
 
@@ -133,6 +154,6 @@ def run(args: argparse.Namespace) -> int:
     """Diagnose the cluster named on the command line against AWS."""
     region = resolve_region(args, NAME)
     if region is None:
-        return 2
+        return EXIT_USAGE
     request = build_request(args, args.cluster, region)
     return run_diagnosis(request, AwsClients(region=region), args)

@@ -11,9 +11,11 @@ from hyperpod_nccl.cli.commands.diagnose import (
     add_scope_arguments,
     add_target_arguments,
     build_request,
+    fail_on_exit,
     report_aborted,
     resolve_region,
 )
+from hyperpod_nccl.cli.exit_codes import EXIT_USAGE
 from hyperpod_nccl.cli.progress import ProgressLine
 from hyperpod_nccl.collectors.aws import AwsClients
 from hyperpod_nccl.errors import DiagnosisAborted
@@ -61,29 +63,27 @@ def read_history(path: Path | None, command: str) -> list[Incident] | None:
         return None
 
 
-def execute(request: DiagnoseRequest, aws: AwsClients, history: list[Incident]) -> IncidentRun | None:
-    """Run the incident diagnosis with progress on stderr; None (after printing why) when aborted."""
+def execute(request: DiagnoseRequest, aws: AwsClients, history: list[Incident], command: str) -> IncidentRun | int:
+    """Run the incident diagnosis with progress on stderr; the exit code (after printing why) when aborted."""
     progress = ProgressLine()
     try:
         run_ = run_incidents(request, aws, history=history, progress=progress)
     except DiagnosisAborted as aborted:
-        report_aborted(aborted, progress)
-        return None
+        return report_aborted(aborted, progress, command)
     progress.clear()
     return run_
 
 
 def incident_run(args: argparse.Namespace, command: str) -> IncidentRun | int:
     """Resolve the flags, diagnose and build incidents; an exit code when that cannot happen
-    (2: bad region or history file, 1: the diagnosis was aborted). Shared by support-bundle."""
+    (2: bad region, history file or scope; 1: the diagnosis was aborted). Shared by support-bundle."""
     region = resolve_region(args, command)
     if region is None:
-        return 2
+        return EXIT_USAGE
     history = read_history(args.history, command)
     if history is None:
-        return 2
-    outcome = execute(build_request(args, args.cluster, region), AwsClients(region=region), history)
-    return 1 if outcome is None else outcome
+        return EXIT_USAGE
+    return execute(build_request(args, args.cluster, region), AwsClients(region=region), history, command)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -95,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(incidents_json(outcome), indent=2) + "\n")
     else:
         render_incidents_text(sys.stdout, outcome)
-    if args.fail_on and any(i.priority.at_least(type(i.priority)(args.fail_on)) for i in outcome.incidents):
-        return 3
-    return 0
+    return fail_on_exit(
+        args,
+        lambda priority: any(i.priority.at_least(priority) for i in outcome.incidents),
+        partial=bool(outcome.result.degraded_sources),
+    )

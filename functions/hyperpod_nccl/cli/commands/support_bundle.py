@@ -22,6 +22,7 @@ from hyperpod_nccl import nccl_env
 from hyperpod_nccl.cli import validate
 from hyperpod_nccl.cli.commands.diagnose import add_scope_arguments, add_target_arguments
 from hyperpod_nccl.cli.commands.incidents import add_history_argument, incident_run
+from hyperpod_nccl.cli.exit_codes import EXIT_OK, EXIT_PREREQUISITE, EXIT_USAGE
 from hyperpod_nccl.cli.render import TextReport, render_json
 from hyperpod_nccl.incidents.report import IncidentRun, incidents_json, write_escalations, write_incident
 from hyperpod_nccl.models.findings import SweepResult
@@ -227,13 +228,13 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(
             f'hyperpod-nccl {NAME}: error: cluster name "{name}" cannot name a directory: pass --output DIR\n'
         )
-        return 2
+        return EXIT_USAGE
     shown = one_line(str(directory))
     try:
         written = write_bundle(outcome, directory)
     except OSError as error:
         sys.stderr.write(f"hyperpod-nccl {NAME}: error: cannot write {shown}: {one_line(str(error))}\n")
-        return 1
+        return EXIT_PREREQUISITE
     sys.stdout.write(f"Support bundle written to {shown}/ (nothing was uploaded)\n")
     total = 0
     for path in written:
@@ -247,4 +248,4 @@ def run(args: argparse.Namespace) -> int:
         write_escalations(sys.stdout, applicable)
     else:
         sys.stdout.write("\nNone of the five escalation situations applies on this evidence.\n")
-    return 0
+    return EXIT_OK

@@ -19,6 +19,7 @@ import sys
 from typing import Any, BinaryIO, cast
 
 from hyperpod_nccl.classifier import Scanner, ScanResult, SignatureHit, hit_status, load_catalog
+from hyperpod_nccl.cli.exit_codes import EXIT_OK, EXIT_PREREQUISITE
 from hyperpod_nccl.sanitize import one_line
 
 NAME = "triage"
@@ -137,4 +138,4 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(render_json(name, result) + "\n")
         else:
             sys.stdout.write(("\n" if index else "") + render_text(name, result) + "\n")
-    return 1 if failed else 0
+    return EXIT_PREREQUISITE if failed else EXIT_OK

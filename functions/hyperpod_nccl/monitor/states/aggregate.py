@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from hyperpod_nccl.checks import discover as registered_checks
 from hyperpod_nccl.collectors.node_probes import assemble
-from hyperpod_nccl.engine import applicable_checks, build_result
+from hyperpod_nccl.engine import applicable_checks, build_result, unread_by
 from hyperpod_nccl.models.findings import DegradedSource, Finding, SweepResult
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.kubernetes import KubernetesInventory
@@ -92,12 +92,14 @@ def build_inventory(store: Store, ref: SweepRef) -> tuple[Inventory, list[Degrad
     return inventory, degraded
 
 
-def re_evaluation_rule(inventory: Inventory) -> Any:
+def re_evaluation_rule(inventory: Inventory, degraded: list[DegradedSource]) -> Any:
     """A predicate: was this previously open finding evaluated again in this sweep?
 
-    Its check must have run; a node-probe finding also needs one of its nodes probed (an
-    unreachable or unsampled node says nothing about whether its fault is gone)."""
-    ran = {c.meta.id for c in applicable_checks(inventory)}
+    Its check must have run and read all it reads (a check whose input a degraded source left
+    unread, its PASS a SKIP this sweep, says nothing about whether the fault is gone); a
+    node-probe finding also needs one of its nodes probed (an unreachable or unsampled node says
+    nothing either)."""
+    ran = {c.meta.id for c in applicable_checks(inventory) if not unread_by(c.meta.reads, degraded)}
     checks = registered_checks()
     probed = set(inventory.node_probes.probed_instance_ids) if inventory.node_probes else set()
 
@@ -309,7 +311,7 @@ def _aggregate(state: SweepState, store: Store, *, history_seconds: int, now: da
     )
     new_gaps, gaps = _permission_gaps(store, ref, result.degraded_sources)
     changes, kept_open = compute_changes(
-        _previous_open(store, ref), result.findings, re_evaluated=re_evaluation_rule(inventory)
+        _previous_open(store, ref), result.findings, re_evaluated=re_evaluation_rule(inventory, result.degraded_sources)
     )
     diff = SweepDiff(
         sweep_id=ref.sweep_id,

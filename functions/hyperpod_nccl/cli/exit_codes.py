@@ -1,0 +1,30 @@
+"""The exit codes of every `hyperpod-nccl` command: the one place they are spelled (README's table).
+
+0 and 1 keep the original skill's meaning; 2 is argparse's usage error. With both `--fail-on` a
+priority and `--fail-on partial`, an issue at the priority wins (3): it says more than "partial".
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+# A prerequisite is missing or the cluster is unreachable (credentials, unknown cluster), an input
+# could not be read (triage), a support bundle could not be written, a benchmark sweep failed.
+EXIT_PREREQUISITE = 1
+# Invalid arguments, or a scope that names nothing in the cluster (`--node` not one of its nodes).
+EXIT_USAGE = 2
+# `--fail-on P0|P1|P2`: a finding (diagnose) or an incident (incidents) at or above that priority.
+EXIT_FAIL_ON = 3
+# `--fail-on partial`: a source was not fully read (the verdict's "Partial:" line), so a check may
+# have been SKIPped, and no issue at a `--fail-on` priority was found.
+EXIT_PARTIAL = 4
+# Ctrl-C (128 + SIGINT), as shells report it.
+EXIT_INTERRUPTED = 130
+
+# How the codes of several diagnoses (`demo` over its scenarios) combine: the most severe, where
+# "partial" counts below any other failure (3 stays above 4, as for one diagnosis).
+_SEVERITY = {EXIT_OK: 0, EXIT_PARTIAL: 1, EXIT_PREREQUISITE: 2, EXIT_USAGE: 3, EXIT_FAIL_ON: 4}
+
+
+def most_severe(codes: list[int]) -> int:
+    """The exit code of several runs together (EXIT_OK for none)."""
+    return max(codes, key=lambda code: _SEVERITY.get(code, len(_SEVERITY)), default=EXIT_OK)
