@@ -168,7 +168,7 @@ class _Store:
         groups = {g.name: g for g in self.scenario.cluster.instance_groups}
         for rank, key in enumerate(job.nodes):
             var = variations.get(rank) or PodVariation(index=rank)
-            name = f"{job.name}-worker-{rank}"
+            name = job.pod_name(rank)
             hostname = self.scenario.hostname(key)
             values = {"pod": name, "rank": str(rank), "job": job.name, "namespace": job.namespace, "node": hostname}
             instance_type = groups[key.split(":", 1)[0]].instance_type

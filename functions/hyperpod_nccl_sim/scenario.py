@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hyperpod_nccl_sim.node_behaviours import NodeBehaviours
 
@@ -187,6 +187,15 @@ class TrainingJobSpec(_Strict):
     log: list[str] = Field(default_factory=list)
     pods: list[PodVariation] = Field(default_factory=list)
 
+    @property
+    def key(self) -> str:
+        """The job as the product names it: "namespace/name"."""
+        return f"{self.namespace}/{self.name}"
+
+    def pod_name(self, rank: int) -> str:
+        """The name of the job's pod of `rank` (one pod per entry of `nodes`)."""
+        return f"{self.name}-worker-{rank}"
+
 
 class KubernetesScenario(_Strict):
     """The `kubernetes` section of a scenario (`<scenario>.kubernetes.json`)."""
@@ -214,11 +223,30 @@ class KubernetesScenario(_Strict):
     )
 
 
+CLUSTER_ANCHOR = "cluster"
+
+
+class PlantedRootCause(_Strict):
+    """A fault the scenario's author planted, as the verdict should name it: the ground truth that
+    `tests/functional/test_verdict_ground_truth.py` holds every diagnosis of the scenario to."""
+
+    kind: str = Field(min_length=1, description="a key of hyperpod_nccl.verdict.kinds.CAUSE_KINDS")
+    anchor: str = Field(
+        min_length=1,
+        description='where it was planted: "cluster", a node key ("worker:5"), a Kubernetes job '
+        '("namespace/name") or a Slurm job id',
+    )
+    what: str = Field(min_length=1, pattern=r"^[^\n]+$", description="what was planted, in one line")
+
+
 class Scenario(_Strict):
     """A simulated HyperPod cluster with its faults."""
 
     name: str
     description: str
+    # None: the scenario does not say what it planted (a hand-written file given to `demo`);
+    # a shipped scenario must say, even when that is nothing (`[]`).
+    planted_root_causes: list[PlantedRootCause] | None = None
     region: str = "us-west-2"
     account_id: str = "123456789012"
     cluster: ClusterSpec
@@ -230,6 +258,44 @@ class Scenario(_Strict):
     logs: LogsSpec | None = None
     node_behaviours: NodeBehaviours | None = None
     kubernetes: KubernetesScenario | None = None
+
+    @model_validator(mode="after")
+    def _planted_causes_name_this_scenario(self) -> Scenario:
+        seen: set[tuple[str, str]] = set()
+        for planted in self.planted_root_causes or []:
+            if self.anchor_kind(planted.anchor) is None:
+                raise ValueError(
+                    f"planted root cause {planted.kind} at {planted.anchor!r}: the anchor is neither "
+                    f"{CLUSTER_ANCHOR!r} nor a node key, Kubernetes job or Slurm job of the scenario"
+                )
+            if (planted.kind, planted.anchor) in seen:
+                raise ValueError(f"planted root cause {planted.kind} at {planted.anchor!r} is stated twice")
+            seen.add((planted.kind, planted.anchor))
+        return self
+
+    def anchor_kind(self, anchor: str) -> Literal["cluster", "node", "job"] | None:
+        """What a planted cause's anchor names in this scenario, or None when it names nothing."""
+        if anchor == CLUSTER_ANCHOR:
+            return "cluster"
+        if anchor in self.node_keys():
+            return "node"
+        if self.job(anchor) is not None or anchor in self.slurm_job_ids():
+            return "job"
+        return None
+
+    def verdict_anchor(self, anchor: str) -> str:
+        """A planted cause's anchor as the verdict spells it: a node key becomes its instance id."""
+        return self.instance_id(anchor) if anchor in self.node_keys() else anchor
+
+    def job(self, key: str) -> TrainingJobSpec | None:
+        """The Kubernetes job named "namespace/name", if the scenario runs it."""
+        jobs = self.kubernetes.jobs if self.kubernetes else []
+        return next((job for job in jobs if job.key == key), None)
+
+    def slurm_job_ids(self) -> list[str]:
+        """The ids of the Slurm jobs in the simulated queue."""
+        slurm = self.node_behaviours.slurm if self.node_behaviours else None
+        return [line.split("|", 1)[0] for line in slurm.pending_jobs] if slurm else []
 
     def node_keys(self) -> list[str]:
         """Every node as "group:index", in creation order."""

@@ -30,6 +30,9 @@ def _sample(entry: Classify, resources: list[Resource], status: Status = Status.
         fields[entry.field_equals[0]] = entry.field_equals[1]
     if entry.hardware_xid:
         fields["xid"] = 79
+    if entry.streams:  # read from a stream of that kind, written by the finding's node
+        writer = next((r.id for r in resources if r.kind == "node"), "i-0ccccccccccccccc3")
+        resources = [*resources, Resource(kind="log_stream", id=f"{writer}/{min(entry.streams)}")]
     meta = discover()[entry.check].meta
     return Finding(
         check_id=entry.check,
@@ -88,7 +91,7 @@ def test_the_graph_of_kinds_is_acyclic() -> None:
 def test_a_specific_signature_entry_comes_before_its_checks_catch_all() -> None:
     seen_catch_all: set[str] = set()
     for entry in CLASSIFICATION:
-        specific = entry.signatures or entry.field_equals or entry.hardware_xid
+        specific = entry.signatures or entry.field_equals or entry.hardware_xid or entry.streams
         assert not (specific and entry.check in seen_catch_all), f"{entry} is shadowed by an earlier catch-all"
         if not specific:
             seen_catch_all.add(entry.check)
@@ -238,6 +241,17 @@ def test_a_symptom_nothing_explains_says_so_and_an_unknown_finding_is_its_own_ca
     assert verdict.root_causes[1].priority is Priority.P2 and verdict.root_causes[1].kind == "k8s.unknown_future_check"
     assert verdict.root_causes[0].anchor == UNATTRIBUTED_JOB
     assert verdict.cause_of(passed.fingerprint) is None and verdict.findings_folded == 2
+
+
+def test_a_gpu_error_in_a_jobs_output_is_the_jobs_report_not_the_nodes_fault() -> None:
+    xid_line = Classify("logs.signatures", "gpu_hardware", frozenset({"ecc_uncorrectable"}))
+    from_agent = _sample(
+        xid_line, [*_node(NODE_A), Resource(kind="log_stream", id=f"SagemakerHealthMonitoringAgent/w/{NODE_A}")]
+    )
+    in_job_output = _sample(xid_line, [*_node(NODE_B), Resource(kind="log_stream", id=f"{NODE_B}/training")])
+    assert classify(from_agent) == "gpu_hardware" and classify(in_job_output) == "gpu_error_in_job_output"
+    verdict = build_verdict([from_agent, in_job_output])
+    assert [(c.kind, c.anchor) for c in verdict.root_causes] == [("gpu_hardware", NODE_A)]
 
 
 def test_a_software_xid_is_not_hardware_evidence() -> None:

@@ -49,9 +49,10 @@ def test_a_rebootable_fault_climbs_the_whole_ladder_in_the_safe_order() -> None:
 
 def test_the_faults_own_action_decides_xid_79_is_replaced_not_rebooted() -> None:
     cause = build_verdict([_xid("i-0aaa", 79)], context=_context()).root_causes[0]
-    assert "reboot" not in _stages(cause.plan) and "recheck" not in _stages(cause.plan)
+    assert "reboot" not in _stages(cause.plan)
     replace = next(step for step in cause.plan if step.stage == "replace")
     assert not replace.conditional and "own action is replace" in replace.description
+    assert _stages(cause.plan) == ["investigate", "drain", "job", "replace", "recheck"]  # a new node: no resume
 
 
 def test_nothing_manual_for_a_node_hyperpod_is_already_recovering() -> None:

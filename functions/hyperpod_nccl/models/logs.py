@@ -6,6 +6,7 @@ on the scanner; `hyperpod_nccl.classifier` re-exports it.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Literal
 
@@ -15,6 +16,28 @@ from hyperpod_nccl.models.findings import Priority
 from hyperpod_nccl.references import Reference
 
 StreamKind = Literal["health_agent", "lifecycle", "deep_health_check", "nccl", "training", "other"]
+_INSTANCE_ID = re.compile(r"\bi-[0-9a-f]{8,17}\b")
+
+
+def stream_identity(stream: str) -> tuple[StreamKind, str | None, str | None]:
+    """(kind, instance group, instance id) of a HyperPod log stream name: the health agent's and
+    the lifecycle scripts' streams are `<kind>/<group>/<instance>`, a node's NCCL and training
+    output `<instance>/nccl` and `<instance>/training`."""
+    parts = stream.split("/")
+    instance = _INSTANCE_ID.search(stream)
+    instance_id = instance.group(0) if instance else None
+    if parts[0] == "SagemakerHealthMonitoringAgent":
+        return "health_agent", parts[1] if len(parts) > 2 else None, instance_id
+    if parts[0] == "LifecycleConfig":
+        return "lifecycle", parts[1] if len(parts) > 2 else None, instance_id
+    if parts[0] == "DeepHealthCheckResults":
+        return "deep_health_check", None, instance_id
+    if parts[-1] in ("nccl", "training"):
+        kind: StreamKind = "nccl" if parts[-1] == "nccl" else "training"
+        return kind, None, instance_id
+    return "other", None, instance_id
+
+
 # Flood terms a FloodedStream keeps.
 FLOOD_TERMS_KEPT = 10
 

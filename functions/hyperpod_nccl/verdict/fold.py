@@ -22,6 +22,7 @@ from functools import cached_property
 
 from hyperpod_nccl.models.findings import Finding, Priority, Resource, Status
 from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.models.logs import stream_identity
 from hyperpod_nccl.models.verdict import BLAST_RANK, BlastRadius, ExplainedSymptom, RootCause, Verdict
 from hyperpod_nccl.verdict.kinds import CAUSE_KINDS, CauseKind, classify
 from hyperpod_nccl.verdict.plan import PlanContext, plan_for
@@ -114,6 +115,8 @@ class _Group:
 def _places(finding: Finding, topology: Topology) -> tuple[set[str], set[str], set[str]]:
     """The instances, pods and jobs a finding is about."""
     nodes = {r.id for r in finding.resources if r.kind == "node"}
+    # A log line's stream names the node that wrote it (`i-0abc…/nccl`), when the finding does not.
+    nodes |= {i for r in finding.resources if r.kind == "log_stream" and (i := stream_identity(r.id)[2])}
     nodes |= {i for r in finding.resources if r.kind == "k8s_node" and (i := topology.instance_of_k8s_node.get(r.id))}
     pods = {r.id for r in finding.resources if r.kind == "pod"}
     jobs = {r.id for r in finding.resources if r.kind == "job"}
@@ -121,7 +124,9 @@ def _places(finding: Finding, topology: Topology) -> tuple[set[str], set[str], s
     return nodes, pods, jobs
 
 
-def _anchor(scope: BlastRadius, nodes: set[str], jobs: set[str], finding: Finding, topology: Topology) -> str:
+def _anchor(
+    cause: CauseKind | None, scope: BlastRadius, nodes: set[str], jobs: set[str], finding: Finding, topology: Topology
+) -> str:
     if scope == "cluster":
         return "cluster"
     if scope == "node":
@@ -130,7 +135,14 @@ def _anchor(scope: BlastRadius, nodes: set[str], jobs: set[str], finding: Findin
         return min(jobs)
     # A log line names the node that wrote it: its job is the one job with pods there, if any.
     candidates = {j for n in nodes for j in topology.jobs_on_instance.get(n, ())}
-    return min(candidates) if len(candidates) == 1 else UNATTRIBUTED_JOB
+    if len(candidates) == 1:
+        return min(candidates)
+    # A job's setting seen on a node whose job is unknown (a Slurm environment file, a node's NCCL
+    # log) is acted on where it was seen; only symptoms (timeouts, fallbacks) gather under the
+    # unidentified job, to be explained together.
+    if nodes and not (cause is not None and cause.symptom):
+        return min(nodes)
+    return UNATTRIBUTED_JOB
 
 
 def _scope_of_unclassified(nodes: set[str], pods: set[str], jobs: set[str]) -> BlastRadius:
@@ -146,23 +158,24 @@ def _group(findings: Iterable[Finding], topology: Topology) -> list[_Group]:
         kind_id = classify(finding)
         cause = CAUSE_KINDS.get(kind_id) if kind_id else None
         scope = cause.scope if cause else _scope_of_unclassified(nodes, pods, jobs)
-        anchor = _anchor(scope, nodes, jobs, finding, topology)
+        anchor = _anchor(cause, scope, nodes, jobs, finding, topology)
         key = (kind_id or finding.check_id, anchor)
         group = groups.get(key)
         if group is None:
-            title = _title(cause.title if cause else finding.title, scope, anchor, cause is not None)
+            title = _title(cause.title if cause else finding.title, scope, anchor, cause is not None, nodes)
             group = groups[key] = _Group(key[0], anchor, scope, title, cause=cause)
         group.findings.append(finding)
         group.nodes |= nodes
         group.pods |= pods
-        group.jobs |= jobs if jobs else ({anchor} if scope == "job" and anchor != UNATTRIBUTED_JOB else set())
+        job_anchor = scope == "job" and anchor != UNATTRIBUTED_JOB and anchor not in nodes
+        group.jobs |= jobs if jobs else ({anchor} if job_anchor else set())
     return list(groups.values())
 
 
-def _title(base: str, scope: BlastRadius, anchor: str, classified: bool) -> str:
+def _title(base: str, scope: BlastRadius, anchor: str, classified: bool, nodes: set[str]) -> str:
     if not classified or scope == "cluster" or anchor == UNATTRIBUTED_JOB:
         return base
-    return f"{base} on {anchor}" if scope == "node" else f"{base} in {anchor}"
+    return f"{base} on {anchor}" if scope == "node" or anchor in nodes else f"{base} in {anchor}"
 
 
 def _close_in_time(cause: _Group, symptom: _Group, within: int | None) -> bool:

@@ -11,10 +11,12 @@ catalog can grow without the verdict hiding what it does not know yet.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from hyperpod_nccl import references as ref
 from hyperpod_nccl.models.findings import Finding, Priority
+from hyperpod_nccl.models.logs import stream_identity
 from hyperpod_nccl.models.verdict import BlastRadius
 from hyperpod_nccl.references import Reference
 from hyperpod_nccl.xid import xid_info
@@ -143,6 +145,15 @@ CAUSE_KINDS: dict[str, CauseKind] = dict(
             P1,
             "the job's speed (TCP sockets instead of EFA), and its stability at scale",
             ref.DBG_TCP_FALLBACK,
+            symptom=True,
+        ),
+        _kind(
+            "gpu_error_in_job_output",
+            "GPU error reported in the job's output",
+            "job",
+            P0,
+            "the job: one of its ranks lost its GPU",
+            ref.NODE_GPU,
             symptom=True,
         ),
         _kind(
@@ -329,6 +340,8 @@ class Classify:
     hardware_xid: bool = False
     # (field, value): the entry applies only to findings whose `fields[field]` is `value`.
     field_equals: tuple[str, str] | None = None
+    # The entry applies only to findings read from log streams of these kinds (models.logs.StreamKind).
+    streams: frozenset[str] = field(default_factory=frozenset)
 
 
 def _c(
@@ -337,13 +350,20 @@ def _c(
     *signatures: str,
     hardware_xid: bool = False,
     field_equals: tuple[str, str] | None = None,
+    streams: Iterable[str] = (),
 ) -> Classify:
-    return Classify(check, kind, frozenset(signatures), hardware_xid, field_equals)
+    return Classify(check, kind, frozenset(signatures), hardware_xid, field_equals, frozenset(streams))
 
 
 # First match wins: specific signatures before the catch-all of the same check.
+_HARDWARE_LINES = ("xid", "gpu_fallen_off_bus", "ecc_uncorrectable", "nvlink_error")
+# A job's own output (its training and NCCL streams) gathers every rank's lines: a GPU error there
+# is the job's report of a fault somewhere, not evidence about the node whose stream holds it.
+_JOB_OUTPUT = ("training", "nccl")
+
 CLASSIFICATION: tuple[Classify, ...] = (
-    # hardware, wherever it was seen
+    # hardware, wherever the node or its agent saw it; in a job's gathered output, the job's report of it
+    _c("logs.signatures", "gpu_error_in_job_output", *_HARDWARE_LINES, streams=_JOB_OUTPUT),
     _c("logs.signatures", "gpu_hardware", "xid", hardware_xid=True),
     _c("logs.signatures", "gpu_hardware", "gpu_fallen_off_bus", "ecc_uncorrectable", "nvlink_error"),
     _c("logs.signatures", "gpu_memory_health", "row_remap", "dcgm_failure"),
@@ -428,6 +448,10 @@ def xid_code(finding: Finding) -> int | None:
     return int(value) if isinstance(value, str) and value.isdigit() else None
 
 
+def _read_from(finding: Finding, streams: frozenset[str]) -> bool:
+    return any(r.kind == "log_stream" and stream_identity(r.id)[0] in streams for r in finding.resources)
+
+
 def classify(finding: Finding) -> str | None:
     """The cause kind `finding` is evidence of, or None when `CLASSIFICATION` does not know it
     (then the finding is a cause of its own). A software Xid is not hardware evidence."""
@@ -438,6 +462,8 @@ def classify(finding: Finding) -> str | None:
         if entry.signatures and signature not in entry.signatures:
             continue
         if entry.field_equals and str(finding.fields.get(entry.field_equals[0])) != entry.field_equals[1]:
+            continue
+        if entry.streams and not _read_from(finding, entry.streams):
             continue
         if entry.hardware_xid:
             code = xid_code(finding)

@@ -171,6 +171,14 @@ def _recheck(ctx: PlanContext, nodes: list[str]) -> list[PlanStep]:
     ]
 
 
+def _recheck_cluster(ctx: PlanContext) -> PlanStep:
+    return PlanStep(
+        stage="recheck",
+        description="diagnose the cluster again once the replacement node is Running",
+        command=f"hyperpod-nccl diagnose --cluster {_q(ctx.cluster)} --region {_q(ctx.region)}",
+    )
+
+
 def _replace(ctx: PlanContext, nodes: list[str], *, conditional: bool) -> list[PlanStep]:
     return [
         PlanStep(
@@ -248,9 +256,9 @@ def _ladder(cause: RootCause, findings: list[Finding], ctx: PlanContext) -> list
     if cause.priority is Priority.P2:
         return steps  # advisory: never a reboot or a replacement
     if _replace_first(findings):
-        steps += _replace(ctx, manual, conditional=False)
-    else:
-        steps += _reboot(ctx, manual) + _recheck(ctx, manual) + _replace(ctx, manual, conditional=True)
+        # The replacement joins as a new node (new id, nothing to uncordon): recheck the cluster.
+        return [*steps, *_replace(ctx, manual, conditional=False), _recheck_cluster(ctx)]
+    steps += _reboot(ctx, manual) + _recheck(ctx, manual) + _replace(ctx, manual, conditional=True)
     return steps + _resume(ctx, manual)
 
 

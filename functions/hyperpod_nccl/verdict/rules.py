@@ -64,6 +64,13 @@ EXPLAINS: tuple[Explains, ...] = (
         within_seconds=_WINDOW,
     ),
     Explains("gpu_hardware", "slurm_job", "peers", "the job lost the faulted node", within_seconds=_WINDOW),
+    Explains(
+        "gpu_hardware",
+        "gpu_error_in_job_output",
+        "peers",
+        "the job's gathered output repeats the faulted GPU's error",
+        within_seconds=_WINDOW,
+    ),
     # EFA devices gone: the health check fails, the node is marked, collectives lose their paths
     Explains("efa_hardware", "node_unhealthy", "same_node", "HyperPod marks the node whose EFA check fails"),
     Explains("efa_hardware", "node_straggler", "same_node", "the remaining EFA devices carry all the traffic"),
@@ -93,12 +100,10 @@ EXPLAINS: tuple[Explains, ...] = (
     ),
     Explains("security_group_rules", "hang_attributed", "anywhere", "the stopped rank's connections are dropped"),
     Explains("network_policy", "collective_hang", "same_job", "the policy drops traffic between the job's pods"),
-    Explains("network_policy", "rendezvous", "same_job", "the policy drops the rendezvous traffic"),
     Explains("network_policy", "hang_attributed", "same_job", "the policy drops the stopped rank's traffic"),
     # TCP fallback: why NCCL had no EFA
     Explains("efa_not_requested", "tcp_fallback", "same_pod", "pods without EFA devices can only use sockets"),
     Explains("efa_plugin_missing", "tcp_fallback", "same_node", "without the plugin NCCL can only use sockets"),
-    Explains("efa_device_plugin", "pod_pending", "anywhere", "pods requesting EFA cannot be scheduled"),
     # versions
     Explains("node_software_drift", "version_mismatch", "same_node", "the node runs other versions"),
     Explains("version_mismatch", "collective_hang", "same_job", "mismatched NCCL versions hang collectives"),
