@@ -17,10 +17,10 @@ from hyperpod_nccl.classifier import load_catalog, scan_lines
 from hyperpod_nccl.collectors import logs as logs_collector
 from hyperpod_nccl.collectors.context import CollectionContext
 from hyperpod_nccl.collectors.control_plane import collect_control_plane
-from hyperpod_nccl.collectors.logs import any_term_patterns, collect_logs, parse_hma, stream_identity
+from hyperpod_nccl.collectors.logs import any_term_patterns, collect_logs, parse_hma
 from hyperpod_nccl.models.findings import Finding, Priority, Status
 from hyperpod_nccl.models.inventory import Inventory
-from hyperpod_nccl.models.logs import LogInventory
+from hyperpod_nccl.models.logs import LogInventory, stream_identity
 from hyperpod_nccl.models.request import DiagnoseRequest
 from hyperpod_nccl.pacing import RateLimiter
 from hyperpod_nccl.thresholds import LOG_FILTER_CALLS_PER_SECOND, LOG_FILTER_MAX_CALLS

@@ -21,7 +21,6 @@ pod-log check.
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -36,7 +35,7 @@ from hyperpod_nccl.classifier import Scanner, load_catalog
 from hyperpod_nccl.collectors.aws import degraded_from_error
 from hyperpod_nccl.collectors.context import CollectionContext
 from hyperpod_nccl.models.cluster import ControlPlaneInventory
-from hyperpod_nccl.models.logs import FloodedStream, HmaDetection, LogInventory, StreamKind, StreamScan
+from hyperpod_nccl.models.logs import FloodedStream, HmaDetection, LogInventory, StreamScan, stream_identity
 from hyperpod_nccl.pacing import RateLimiter
 from hyperpod_nccl.redaction import scrub
 from hyperpod_nccl.references import OPS_CLOUDWATCH
@@ -52,7 +51,6 @@ from hyperpod_nccl.thresholds import (
 AwsError = (ClientError, BotoCoreError)
 SOURCE = "CloudWatch logs"
 HMA_MARKER = "HealthMonitoringAgentDetectionEvent"
-_INSTANCE_ID = re.compile(r"\bi-[0-9a-f]{8,17}\b")
 HMA_SIGNATURE = "hma_detection"
 # HyperPod's GPU node conditions end in the action the agent takes.
 _ACTION_BY_CONDITION_SUFFIX = {"Reboot": "Reboot", "Terminate": "Replace"}
@@ -63,23 +61,6 @@ _NAMED_FLOODS = 3
 
 # stream → eventId → (timestamp ms, message)
 Events = dict[str, dict[str, tuple[int, str]]]
-
-
-def stream_identity(stream: str) -> tuple[StreamKind, str | None, str | None]:
-    """(kind, instance group, instance id) of a HyperPod log stream name."""
-    parts = stream.split("/")
-    instance = _INSTANCE_ID.search(stream)
-    instance_id = instance.group(0) if instance else None
-    if parts[0] == "SagemakerHealthMonitoringAgent":
-        return "health_agent", parts[1] if len(parts) > 2 else None, instance_id
-    if parts[0] == "LifecycleConfig":
-        return "lifecycle", parts[1] if len(parts) > 2 else None, instance_id
-    if parts[0] == "DeepHealthCheckResults":
-        return "deep_health_check", None, instance_id
-    if parts[-1] in ("nccl", "training"):
-        kind: StreamKind = "nccl" if parts[-1] == "nccl" else "training"
-        return kind, None, instance_id
-    return "other", None, instance_id
 
 
 def _millis(moment: datetime) -> int:
