@@ -7,23 +7,18 @@ import os
 from collections.abc import Iterable
 from typing import TextIO
 
-from hyperpod_nccl.checks import REGISTRY
+from hyperpod_nccl.checks import REGISTRY, SOURCE_TITLES
 from hyperpod_nccl.models.findings import DegradedSource, Finding, Priority, Status, SweepResult
-from hyperpod_nccl.models.verdict import SCHEMA_VERSION
+from hyperpod_nccl.models.verdict import SCHEMA_VERSION, PlanStep
 from hyperpod_nccl.sanitize import one_line
 
-SECTION_TITLES = {
-    "control_plane": "HyperPod control plane",
-    "logs": "CloudWatch logs",
-    "node_probes": "Node probes (SSM)",
-    "kubernetes": "Kubernetes",
-}
 PRIORITY_HEADINGS = {
     Priority.P0: "P0 — Fix immediately (blocks training)",
     Priority.P1: "P1 — Fix soon (degrades training)",
     Priority.P2: "P2 — Advisory",
 }
-_COLOURS = {Status.PASS: "32", Status.FAIL: "31", Status.WARN: "33", Status.INFO: "36"}
+# SKIP is dim: it is no result, neither good nor bad news.
+_COLOURS = {Status.PASS: "32", Status.FAIL: "31", Status.WARN: "33", Status.INFO: "36", Status.SKIP: "2"}
 
 
 def use_colour(stream: TextIO, disabled: bool = False) -> bool:
@@ -34,7 +29,7 @@ def use_colour(stream: TextIO, disabled: bool = False) -> bool:
 
 
 class TextReport:
-    """Writes a sweep result in the `[PASS] [FAIL] [WARN] [INFO]` style."""
+    """Writes a sweep result in the `[PASS] [FAIL] [WARN] [INFO] [SKIP]` style."""
 
     def __init__(self, stream: TextIO, colour: bool) -> None:
         self.stream = stream
@@ -72,7 +67,7 @@ class TextReport:
         """The whole report: header, verdict, sections, degraded sources, summary, commands."""
         self._header(result)
         self._verdict(result)
-        for source, title in SECTION_TITLES.items():
+        for source, title in SOURCE_TITLES.items():
             findings = [f for f in result.findings if _source_of(f) == source]
             if not findings:
                 continue
@@ -86,7 +81,7 @@ class TextReport:
             for degraded in result.degraded_sources:
                 self.degraded(degraded)
         self._summary(result)
-        self._commands(result.issues)
+        self._commands(result)
 
     def _header(self, result: SweepResult) -> None:
         self._line("hyperpod-nccl diagnose (READ-ONLY: nothing on the cluster is changed)")
@@ -126,6 +121,9 @@ class TextReport:
             if cause.explains:
                 self._line(f"       explains: {_listed(f'{s.title} ({len(s.findings)})' for s in cause.explains)}")
             self._line(f"       → {cause.reference.pointer}")
+            first = next((step for step in cause.plan if step.command), None)
+            if first is not None:
+                self._line(f"       first step: [{first.stage}] {first.description}")
 
     def _summary(self, result: SweepResult) -> None:
         cov = result.coverage
@@ -153,32 +151,65 @@ class TextReport:
                 self._line(
                     f"  {number}. [{cause.scope}] {cause.title} ({folded} finding(s)) → {cause.reference.pointer}"
                 )
-        if not issues:
+        skipped = sum(1 for f in result.findings if f.status is Status.SKIP)
+        if skipped:
+            self._line(
+                f"Skipped: {skipped} [SKIP] line(s), checks that could not tell: what they read was not fully read"
+            )
+        if not issues and (skipped or result.degraded_sources):
+            self._line(
+                "No issues found in the data that was read: this is no all-clear. Fix the sources not fully "
+                "read (above) and re-run before concluding."
+            )
+        elif not issues:
             self._line(
                 "No issues found. If training still fails: scan CloudWatch for NCCL WARN lines, "
                 "compare versions across nodes, and prepare a support bundle."
             )
 
-    def _commands(self, issues: Iterable[Finding]) -> None:
-        seen: set[str] = set()
+    def _commands(self, result: SweepResult) -> None:
+        """Each root cause's plan, in verdict order, safest step first: shell lines as they are,
+        YAML indented under the nesting path it belongs to, and every step that depends on the one
+        before it (replace only if the recheck fails) commented out, so that pasting a whole block
+        can never run it."""
         lines: list[str] = []
-        for finding in issues:
-            for command in finding.suggested_commands:
-                if command.command in seen:
-                    continue
-                seen.add(command.command)
-                lines.append(f"  # {command.description}")
-                if command.preconditions:
-                    lines.append(f"  #   precondition: {command.preconditions}")
-                if command.blast_radius:
-                    lines.append(f"  #   blast radius: {command.blast_radius}")
-                # Our multi-line commands are split here, so that each of their lines is shown.
-                lines.extend(f"  {part}" for part in command.text.split("\n"))
+        for number, cause in enumerate(result.verdict.root_causes, 1):
+            if not any(step.command for step in cause.plan):
+                continue
+            lines.append(f"  # {number}. {cause.title} ({cause.priority.value}, {cause.reference.pointer})")
+            for step in cause.plan:
+                lines.extend(_step_lines(step))
+            lines.append("")
         if lines:
             self._line()
             self._line("Suggested commands (run yourself):")
-            for line in lines:
+            self._line(
+                "  # by root cause in verdict order, safest step first; "
+                "steps that depend on the one before are commented out"
+            )
+            for line in lines[:-1]:
                 self._line(line)
+
+
+def _step_lines(step: PlanStep) -> list[str]:
+    """One plan step as report lines (see `TextReport._commands`)."""
+    lines = [f"  # [{step.stage}] {step.description}"]
+    if step.precondition:
+        lines.append(f"  #   precondition: {step.precondition}")
+    if not step.command:
+        return lines
+    if step.language == "yaml":
+        lines.append(f"  # YAML for {step.yaml_path or 'the pod spec'} of the job's manifest (not shell):")
+        return lines + [f"      {part}" for part in step.command.split("\n")]
+    text = (
+        f"{step.session}\n# run inside the session, as root on the node:\n{step.command}"
+        if step.session
+        else (step.command)
+    )
+    if step.conditional:
+        lines.append("  #   only if the step before says so; then run:")
+        return lines + [f"  #   {part}" for part in text.split("\n")]
+    return lines + [f"  {part}" for part in text.split("\n")]
 
 
 # A verdict line lists this many resources or symptoms, then counts the rest.
@@ -193,10 +224,13 @@ def _listed(items: Iterable[str]) -> str:
 
 def _source_of(finding: Finding) -> str:
     registered = REGISTRY.get(finding.check_id)
-    return registered.meta.source if registered else "control_plane"
+    if registered is not None:
+        return registered.meta.source
+    # The SKIP line of a source that was not collected is named after the source (engine.not_collected).
+    return finding.check_id if finding.check_id in SOURCE_TITLES else "control_plane"
 
 
-_STATUS_ORDER = {Status.FAIL: 0, Status.WARN: 1, Status.INFO: 2, Status.PASS: 3}
+_STATUS_ORDER = {Status.FAIL: 0, Status.WARN: 1, Status.INFO: 2, Status.SKIP: 3, Status.PASS: 4}
 
 
 def _ordered(findings: list[Finding]) -> list[Finding]:
