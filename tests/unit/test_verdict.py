@@ -3,6 +3,7 @@ cause, symptoms folded under their cause by the rules of `verdict/rules.py`, one
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 import pytest
@@ -295,3 +296,21 @@ def test_every_issue_belongs_to_exactly_one_root_cause(spec: list[tuple[Classify
     assert verdict.findings_folded == len(issues)
     ranks = [(c.priority.rank) for c in verdict.root_causes]
     assert ranks == sorted(ranks)
+
+
+def test_the_readme_documents_every_field_of_the_json_verdict() -> None:
+    from pathlib import Path
+
+    from hyperpod_nccl.models.findings import SuggestedCommand, SweepResult
+    from hyperpod_nccl.models.verdict import ExplainedSymptom, PlanStep, RootCause, Verdict
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    json_section = readme.split("**JSON**", 1)[1].split("Exit codes", 1)[0]
+    models = (SweepResult, Verdict, RootCause, ExplainedSymptom, PlanStep, SuggestedCommand)
+
+    def named(field: str) -> bool:  # `field`, `field[]`, `verdict.field` or `verdict.field[]`
+        return re.search(rf"`(?:[a-z_]+\.)?{field}(?:\[\])?`", json_section) is not None
+
+    missing = [f"{m.__name__}.{name}" for m in models for name in m.model_fields if not named(name)]
+    missing += [k for k in ("schema_version", "issues_found", "findings_with_issues") if not named(k)]
+    assert not missing, f"README's JSON table does not name: {missing}"
