@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from hyperpod_nccl_sim.scenario import available_scenarios, load_scenario
+from tests.functional.scenario_runs import diagnose_every_node
 
 HEADING = "Suggested commands (run yourself):"
 
@@ -29,17 +30,7 @@ def _steps(report: str) -> list[list[str]]:
 @pytest.mark.parametrize("name", available_scenarios())
 def test_every_block_of_the_report_parses(name: str, simulate, cli) -> None:  # type: ignore[no-untyped-def]
     scenario = load_scenario(name)
-    simulate(scenario)
-    run = cli(
-        "diagnose",
-        "--cluster",
-        scenario.cluster.name,
-        "--region",
-        scenario.region,
-        "--sample-nodes",
-        "all",
-        "--no-color",
-    )
+    run = diagnose_every_node(simulate, cli, scenario, "--no-color")
     steps = _steps(run.stdout)
     if scenario.planted_root_causes:
         assert steps, "a scenario with planted faults prints a plan"

@@ -16,6 +16,7 @@ import pytest
 
 from hyperpod_nccl.verdict.kinds import CAUSE_KINDS
 from hyperpod_nccl_sim.scenario import PlantedRootCause, Scenario, available_scenarios, load_scenario
+from tests.functional.scenario_runs import diagnose_every_node
 
 # Top-level root causes the verdict may add to a scenario's planted ones.
 EXTRA_ROOT_CAUSES_ALLOWED = 1
@@ -24,19 +25,7 @@ Cause = dict[str, Any]
 
 
 def _verdict(simulate, cli, scenario: Scenario) -> list[Cause]:  # type: ignore[no-untyped-def]
-    simulate(scenario)
-    run = cli(
-        "diagnose",
-        "--cluster",
-        scenario.cluster.name,
-        "--region",
-        scenario.region,
-        "--sample-nodes",
-        "all",
-        "--format",
-        "json",
-    )
-    assert run.code == 0, run.stderr
+    run = diagnose_every_node(simulate, cli, scenario, "--format", "json")
     causes: list[Cause] = json.loads(run.stdout)["verdict"]["root_causes"]
     return causes
 
