@@ -197,7 +197,7 @@ def test_efa_plugin_partly_ready_and_pods_without_efa(faulty: SweepResult) -> No
     assert plugin and "14/15" in plugin[0].title
     no_efa = _found(faulty, "k8s.efa_requests", Status.FAIL)
     assert sorted(f.resources[0].id for f in no_efa) == ["research/nccl-tests-worker-0", "research/nccl-tests-worker-1"]
-    assert no_efa[0].reference.pointer == "references/debugging-guide.md § 13"
+    assert no_efa[0].reference.pointer == "references/debugging-guide.md § 6"
 
 
 def test_missing_efa_plugin_is_p0_when_pods_request_efa(simulate) -> None:

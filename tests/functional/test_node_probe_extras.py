@@ -65,7 +65,7 @@ def test_eks_scenario_extras(simulate) -> None:  # type: ignore[no-untyped-def]
     exhausted = _findings(result, "node.hugepages", Status.WARN)
     assert _nodes(exhausted) == {sim.instance_id("worker:14")}
     assert exhausted[0].fields == {"hugepages_total": 1024, "hugepages_free": 0}
-    assert exhausted[0].reference.pointer == "references/debugging-guide.md § 17"
+    assert exhausted[0].reference.pointer == "references/performance-testing.md § 8"
     assert "vm.nr_hugepages=2048" in exhausted[0].suggested_commands[0].command
     assert _findings(result, "node.numa") == []
 
@@ -115,7 +115,7 @@ def test_tcp_fallback_disabled_transports_hugepages_and_numa(simulate) -> None: 
     assert len(_findings(result, "node.hugepages", Status.PASS)) == 1
     numa = _findings(result, "node.numa")
     assert _nodes(numa) == {sim.instance_id("worker:3")} and numa[0].status is Status.WARN
-    assert numa[0].reference.pointer == "references/debugging-guide.md § 19"
+    assert numa[0].reference.pointer == "references/operations.md § 5"
 
 
 def test_slurm_memlock_fix_is_limits_conf_on_the_node(simulate) -> None:  # type: ignore[no-untyped-def]
@@ -136,7 +136,7 @@ def test_unset_remove_ipc_warns_on_slurm_and_is_only_listed_on_eks(simulate) -> 
     (finding,) = _findings(result, "node.remove_ipc")
     assert (finding.status, finding.priority) == (Status.WARN, Priority.P2)
     assert _nodes([finding]) == {slurm.instance_id("compute:0"), slurm.instance_id("compute:1")}
-    assert "defaults to yes" in finding.title and finding.reference.pointer == "references/debugging-guide.md § 15"
+    assert "defaults to yes" in finding.title and finding.reference.pointer == "references/operations.md § 7"
     assert "RemoveIPC=no" in finding.suggested_commands[0].command
 
     eks = simulate("eks-p5", edit=_with_nodes(n2=unset))

@@ -11,7 +11,7 @@ from hyperpod_nccl.models.findings import Finding, Priority, Resource
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.kubernetes import EFA_RESOURCE, GPU_RESOURCE, Pod, parse_quantity
 from hyperpod_nccl.reads import K8S_DAEMONSETS, K8S_NODES, K8S_PODS
-from hyperpod_nccl.references import DBG_EFA_CONFIG, DBG_MEMLOCK_SHM, DBG_TCP_FALLBACK
+from hyperpod_nccl.references import DBG_EFA_CONFIG, DBG_MEMLOCK_SHM
 
 
 @check(
@@ -66,7 +66,7 @@ def _instance_type(inv: Inventory, pod: Pod) -> str | None:
     id="k8s.efa_requests",
     title="EFA requested by training pods on EFA instance types",
     priority=Priority.P1,
-    reference=DBG_TCP_FALLBACK,
+    reference=DBG_EFA_CONFIG,
     source="kubernetes",
     orchestrators=("eks",),
     reads=(K8S_PODS, K8S_NODES),
@@ -104,7 +104,6 @@ def efa_requests(inv: Inventory) -> Iterator[Finding]:
             problems += 1
             yield efa_requests.fail(
                 f"pod {pod_ref(pod)} requests {requested} EFA devices; {instance_type} has {expected}",
-                reference=DBG_EFA_CONFIG,
                 detail="the pod can never be scheduled",
                 resources=pod_resources(k8s, pod),
                 fields=fields,
@@ -114,7 +113,6 @@ def efa_requests(inv: Inventory) -> Iterator[Finding]:
             yield efa_requests.warn(
                 f"pod {pod_ref(pod)} takes the whole {instance_type} but only {requested} of {expected} EFA devices",
                 priority=Priority.P2,
-                reference=DBG_EFA_CONFIG,
                 detail="the unrequested adapters sit idle; request all of them for full inter-node bandwidth",
                 resources=pod_resources(k8s, pod),
                 fields=fields,

@@ -18,9 +18,12 @@ from hyperpod_nccl.models.kubernetes import EFA_RESOURCE, KubernetesInventory, P
 from hyperpod_nccl.nccl_env import is_nccl_variable
 from hyperpod_nccl.references import (
     DBG_DNS,
+    DBG_P2P_ACS,
+    DBG_SOCKET_IFNAME,
     DBG_TCP_FALLBACK,
     DBG_TUNING_NVLS,
     OPS_NCCL_ENV,
+    PERF_DEBUG_IMPACT,
     Reference,
 )
 
@@ -86,6 +89,7 @@ def _debug_level_rules(value: dict[str, str]) -> Iterator[_Rule]:
             Priority.P1,
             "NCCL_DEBUG=TRACE in a training job",
             "TRACE logs every operation: large slowdowns and log volume; use WARN in production",
+            PERF_DEBUG_IMPACT,
         )
     elif debug == "INFO":
         yield _Rule(
@@ -94,6 +98,7 @@ def _debug_level_rules(value: dict[str, str]) -> Iterator[_Rule]:
             Priority.P2,
             "NCCL_DEBUG=INFO left on in a long-running job",
             "INFO is for an incident; it adds log volume and some overhead — set WARN once diagnosed",
+            PERF_DEBUG_IMPACT,
         )
 
 
@@ -144,7 +149,7 @@ def _intra_node_rules(value: dict[str, str]) -> Iterator[_Rule]:
             Priority.P1,
             "NCCL_P2P_DISABLE=1 disables NVLink P2P",
             "intra-node traffic goes through host memory instead of NVLink; remove it unless a P2P fault is proven",
-            DBG_TUNING_NVLS,
+            DBG_P2P_ACS,
         )
     if "NCCL_NVLS_ENABLE" in value:
         yield _Rule(
@@ -231,6 +236,7 @@ def _bootstrap_interface_rules(value: dict[str, str]) -> Iterator[_Rule]:
             None,
             "NCCL_SOCKET_IFNAME is not set",
             "the bootstrap may pick a bridge or loopback interface; ^lo,docker,efa,veth,virbr excludes them",
+            DBG_SOCKET_IFNAME,
         )
     elif re.fullmatch(r"(lo|docker0?)", ifname):
         yield _Rule(
@@ -239,6 +245,7 @@ def _bootstrap_interface_rules(value: dict[str, str]) -> Iterator[_Rule]:
             Priority.P1,
             f"NCCL_SOCKET_IFNAME={ifname}",
             "the bootstrap interface is not routable between nodes",
+            DBG_SOCKET_IFNAME,
         )
 
 

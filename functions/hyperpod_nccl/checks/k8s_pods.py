@@ -12,7 +12,7 @@ from hyperpod_nccl.models.findings import Finding, Priority, Resource
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.kubernetes import JOB_LABELS, ContainerState, ContainerStatus, KubernetesInventory, Pod
 from hyperpod_nccl.reads import K8S_PODS
-from hyperpod_nccl.references import DBG_CONTAINER_OOM, DBG_POD_FAILURES, OPS_SCOPE
+from hyperpod_nccl.references import DBG_CONTAINER_OOM, DBG_POD_FAILURES, DBG_VERSION_MISMATCH, OPS_SCOPE
 
 _BAD_WAITING = {
     "CrashLoopBackOff",
@@ -146,7 +146,7 @@ _EXIT_EXPLAINED = {
     ),
     139: (
         "SIGSEGV: a segmentation fault, often a CUDA/NCCL/aws-ofi-nccl library mismatch in the image",
-        DBG_POD_FAILURES,
+        DBG_VERSION_MISMATCH,
         Priority.P1,
     ),
     143: (

@@ -10,7 +10,7 @@ from hyperpod_nccl.checks import check
 from hyperpod_nccl.checks._node import node_label, node_resource, probed_nodes
 from hyperpod_nccl.models.findings import Finding, Priority, Resource, Status
 from hyperpod_nccl.models.inventory import Inventory
-from hyperpod_nccl.references import DBG_P2P_ACS, DBG_TCP_FALLBACK, DBG_TUNING_NVLS, Reference
+from hyperpod_nccl.references import DBG_MEMLOCK_SHM, DBG_P2P_ACS, DBG_TCP_FALLBACK, DBG_TUNING_NVLS, Reference
 
 _MAX_EVIDENCE = 20
 
@@ -41,7 +41,7 @@ _SWITCHES: dict[str, _Switch] = {
         "1",
         Status.WARN,
         Priority.P2,
-        DBG_P2P_ACS,
+        DBG_MEMLOCK_SHM,
         "The shared-memory transport is off: where P2P is unavailable, intra-node traffic falls back to the "
         "network. Remove it unless a /dev/shm problem forced it, and fix that instead.",
     ),

@@ -11,7 +11,7 @@ from hyperpod_nccl.checks._node import node_label, node_resource, probed_nodes, 
 from hyperpod_nccl.models.findings import Finding, Priority
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.probe.sections import NodeSection
-from hyperpod_nccl.references import DBG_MEMLOCK_SHM, DBG_STALE_SHM, DBG_VERSION_MISMATCH
+from hyperpod_nccl.references import CLUSTER_LARGE, DBG_MEMLOCK_SHM, DBG_STALE_SHM, DBG_VERSION_MISMATCH, OPS_SLURM
 
 
 def _gib(size: int) -> str:
@@ -52,7 +52,7 @@ def memlock(inv: Inventory) -> Iterator[Finding]:
         yield memlock.passed(f"memlock large enough on {ok} node(s)")
 
 
-@check(id="node.stack", title="Stack limit", priority=Priority.P1, reference=DBG_MEMLOCK_SHM, source="node_probes")
+@check(id="node.stack", title="Stack limit", priority=Priority.P1, reference=CLUSTER_LARGE, source="node_probes")
 def stack(inv: Inventory) -> Iterator[Finding]:
     """Stack below 4 MiB fails; memlock and stack both unlimited warns (libc shrinks thread stacks)."""
     for result, probe in probed_nodes(inv):
@@ -100,9 +100,7 @@ def dev_shm(inv: Inventory) -> Iterator[Finding]:
             )
 
 
-@check(
-    id="node.remove_ipc", title="systemd RemoveIPC", priority=Priority.P2, reference=DBG_STALE_SHM, source="node_probes"
-)
+@check(id="node.remove_ipc", title="systemd RemoveIPC", priority=Priority.P2, reference=OPS_SLURM, source="node_probes")
 def remove_ipc(inv: Inventory) -> Iterator[Finding]:
     """RemoveIPC=yes deletes a user's shared memory at logout, under running NCCL jobs.
 

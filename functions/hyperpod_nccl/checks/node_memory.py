@@ -9,13 +9,13 @@ from hyperpod_nccl.checks import check
 from hyperpod_nccl.checks._node import node_label, node_resource, probed_nodes, ssm_target
 from hyperpod_nccl.models.findings import Finding, Priority
 from hyperpod_nccl.models.inventory import Inventory
-from hyperpod_nccl.references import DBG_MEMLOCK_SHM, DBG_TUNING_NVLS
+from hyperpod_nccl.references import OPS_NCCL_ENV, PERF_EFA_SETTINGS
 
 # /proc/meminfo's Hugepagesize of the two x86 huge page sizes, in KiB.
 _HUGEPAGE_2M_KIB = 2048
 
 
-@check(id="node.hugepages", title="Huge pages", priority=Priority.P2, reference=DBG_MEMLOCK_SHM, source="node_probes")
+@check(id="node.hugepages", title="Huge pages", priority=Priority.P2, reference=PERF_EFA_SETTINGS, source="node_probes")
 def hugepages(inv: Inventory) -> Iterator[Finding]:
     """EFA nodes: 2 MiB pages all in use warns (libfabric's registrations and fork() fail with
     ENOMEM); none reserved is reported for information with the sysctl that reserves them."""
@@ -55,7 +55,7 @@ def hugepages(inv: Inventory) -> Iterator[Finding]:
 
 
 @check(
-    id="node.numa", title="NUMA topology visible", priority=Priority.P2, reference=DBG_TUNING_NVLS, source="node_probes"
+    id="node.numa", title="NUMA topology visible", priority=Priority.P2, reference=OPS_NCCL_ENV, source="node_probes"
 )
 def numa(inv: Inventory) -> Iterator[Finding]:
     """GPU nodes that show no NUMA node: NCCL cannot place host buffers (cuMem host allocations)

@@ -15,7 +15,7 @@ from hyperpod_nccl.references import (
     DBG_EFA_CONFIG,
     DBG_HOST_FIREWALL,
     DBG_TCP_FALLBACK,
-    DBG_TUNING_NVLS,
+    NODE_HARDWARE,
     PERF_EFA_SETTINGS,
 )
 
@@ -28,11 +28,11 @@ _GDR_MODULES = {"nvidia_peermem", "nv_peer_mem"}
     id="node.efa_devices",
     title="EFA devices present",
     priority=Priority.P0,
-    reference=DBG_TUNING_NVLS,
+    reference=NODE_HARDWARE,
     source="node_probes",
 )
 def efa_devices(inv: Inventory) -> Iterator[Finding]:
-    """Fewer EFA devices than the instance type has → reboot, then replace (debugging § 19)."""
+    """Fewer EFA devices than the instance type has → reboot, then replace (node-debugger § F)."""
     ok = 0
     for result, probe in probed_nodes(inv):
         expected = instance_types.expected_efa(result.instance_type or "")

@@ -10,7 +10,7 @@ from hyperpod_nccl.checks._debug_env import debug_gaps
 from hyperpod_nccl.models.findings import Finding, Priority, Resource
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.node_probe import NodeProbeResult, SlurmControllerData
-from hyperpod_nccl.references import OPS_NCCL_ENV, OPS_SLURM
+from hyperpod_nccl.references import OPS_NCCL_ENV, OPS_SLURM, PERF_DEBUG_IMPACT
 from hyperpod_nccl.slurm_hostlist import expand_hostlist
 
 _BAD_STATES = ("down", "drain", "fail", "not_responding")
@@ -199,11 +199,16 @@ def nccl_env(inv: Inventory) -> Iterator[Finding]:
     debug = next((line.split("=", 1)[1].strip("'\" ") for line in lines if "NCCL_DEBUG=" in line), None)
     if debug and debug.upper() == "TRACE":
         yield nccl_env.warn(
-            "NCCL_DEBUG=TRACE in the Slurm environment files", priority=Priority.P0, evidence=lines, resources=resource
+            "NCCL_DEBUG=TRACE in the Slurm environment files",
+            priority=Priority.P0,
+            reference=PERF_DEBUG_IMPACT,
+            evidence=lines,
+            resources=resource,
         )
     elif debug and debug.upper() == "INFO":
         yield nccl_env.warn(
             "NCCL_DEBUG=INFO in the Slurm environment files",
+            reference=PERF_DEBUG_IMPACT,
             detail="INFO logging has a measurable cost on every job; keep it for debugging runs (WARN otherwise)",
             evidence=lines,
             resources=resource,

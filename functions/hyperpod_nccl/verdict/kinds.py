@@ -69,7 +69,7 @@ CAUSE_KINDS: dict[str, CauseKind] = dict(
             "cluster",
             P0,
             "every collective between nodes behind the group (NCCL and EFA need all traffic to and from itself)",
-            ref.DBG_SECURITY_GROUPS,
+            ref.OPS_REMEDIATIONS,
         ),
         _kind(
             "efa_device_plugin",
@@ -136,7 +136,7 @@ CAUSE_KINDS: dict[str, CauseKind] = dict(
             "job",
             P1,
             "the job's speed (TCP sockets instead of EFA), and its stability at scale",
-            ref.DBG_TCP_FALLBACK,
+            ref.DBG_EFA_CONFIG,
         ),
         _kind(
             "tcp_fallback",
@@ -170,7 +170,7 @@ CAUSE_KINDS: dict[str, CauseKind] = dict(
             "job",
             P1,
             "the job's speed (TCP sockets instead of EFA)",
-            ref.DBG_EFA_CONFIG,
+            ref.DBG_TCP_FALLBACK,
         ),
         _kind(
             "version_mismatch",
@@ -323,7 +323,7 @@ CAUSE_KINDS: dict[str, CauseKind] = dict(
             "node",
             P1,
             "the speed of collectives inside the node",
-            ref.DBG_TUNING_NVLS,
+            ref.DBG_P2P_ACS,
         ),
     ]
 )
