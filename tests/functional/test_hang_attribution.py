@@ -44,7 +44,7 @@ def test_diagnose_names_the_rank_pod_node_and_collective(simulate, cli) -> None:
     assert f"rank 37's Flight Recorder dump read on {hung_node} from pid 4132 (python, uid 0)" in finding["evidence"]
     assert any(line.startswith("NCCL RAS answer read on i-") for line in finding["evidence"])
     [source] = [f for f in findings if f["check_id"] == "hang.evidence_source"]
-    assert source["status"] == "INFO" and source["fields"] == {"nodes": 8, "uids": "0"}
+    assert source["status"] == "INFO" and source["fields"] == {"nodes": 8, "uids": 0}
 
 
 def test_incidents_tell_the_hang_as_one_incident(simulate, cli) -> None:  # type: ignore[no-untyped-def]

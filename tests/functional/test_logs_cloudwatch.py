@@ -92,7 +92,7 @@ def test_eks_scenario_log_findings_per_stream_and_node(simulate) -> None:  # typ
     timeout = signatures[f"watchdog_timeout@{worker3}/training"]
     assert timeout.status is Status.FAIL and timeout.reference.pointer == "references/debugging-guide.md § 1"
     assert timeout.fields["count"] == 9  # 8 repeated watchdog lines + the "detected by watchdog" line
-    assert timeout.fields["op"] == "ALLREDUCE" and timeout.fields["timeout_ms"] == "600000"
+    assert timeout.fields["op"] == "ALLREDUCE" and timeout.fields["timeout_ms"] == 600000
     assert timeout.fields["first_seen"] and timeout.fields["first_seen"] != timeout.fields["last_seen"]
     assert any(r.kind == "node" and r.id == worker3 for r in timeout.resources)
 
@@ -107,7 +107,7 @@ def test_eks_scenario_log_findings_per_stream_and_node(simulate) -> None:  # typ
 
     worker5 = sim.instance_id("worker:5")
     xid = signatures[f"xid@SagemakerHealthMonitoringAgent/worker/{worker5}"]
-    assert xid.fields["xid"] == "79" and xid.fields["action"] == "replace"
+    assert xid.fields["xid"] == 79 and xid.fields["action"] == "replace"
     assert xid.reference.pointer == "references/node-debugger.md § F"
 
     hma = found["logs.hma_detections"]

@@ -297,7 +297,7 @@ def test_watchdog_fields_and_grouping() -> None:
     ]
     [hit] = scan_lines(lines).hits
     assert hit.count == 8 and len(hit.evidence) == 5 and hit.evidence[-1] == lines[-1]
-    assert hit.fields["op"] == "ALLGATHER" and hit.fields["seq"] == "77" and hit.fields["timeout_ms"] == "600000"
+    assert hit.fields["op"] == "ALLGATHER" and hit.fields["seq"] == 77 and hit.fields["timeout_ms"] == 600000
     assert hit.fields["rank"] == "0,1,2,3,4,5,6,7"
     assert hit.first_seen == "2024-05-01 12:00:00,000" and hit.last_seen == "2024-05-01 12:07:00,000"
 
@@ -311,9 +311,10 @@ def test_xid_codes_split_into_app_and_hardware() -> None:
         ]
     )
     by_code = {hit.fields["xid"]: hit for hit in result.by_id("xid")}
-    assert by_code["13"].fields["xid_category"] == "app" and by_code["13"].priority.value == "P1"
-    assert by_code["64"].reference == references.NODE_ROW_REMAP and by_code["64"].fields["action"] == "replace"
-    assert by_code["79"].reference == references.NODE_HARDWARE and by_code["79"].fields["pci_bus_id"] == "0000:53:00"
+    assert by_code[13].fields["xid_category"] == "app" and by_code[13].priority.value == "P1"
+    assert by_code[64].reference == references.NODE_ROW_REMAP and by_code[64].fields["action"] == "replace"
+    # The kernel's `0000:53:00` is written in the one spelling of a bus id (nvidia-smi's GPU too).
+    assert by_code[79].reference == references.NODE_HARDWARE and by_code[79].fields["pci_bus_id"] == "0000:53:00.0"
 
 
 def test_nccl_versions_differing_between_ranks_are_flagged_once() -> None:
@@ -720,14 +721,14 @@ def test_hyperpod_health_records_yield_their_fields() -> None:
     )
     [hma] = scan_text(record + "\n").by_id("hma_detection")
     assert hma.fields["hma_reason"] == "XidHardwareFailure" and hma.fields["hma_condition"] == "NvidiaErrorReboot"
-    assert hma.fields["xid"] == "71" and hma.fields["pci_bus_id"] == "0000:b9:00"
+    assert hma.fields["xid"] == 71 and hma.fields["pci_bus_id"] == "0000:b9:00.0"
     assert hma.first_seen == "2024-08-21T11:35:35.532-07:00"
     # A DCGM policy violation names the condition and the Xid as ErrNum (real, re-joined).
     dcgm = '{"msg":"DCGM Policy Violation found ","condition: ":"XID Error","data: ":{"ErrNum":79},' + (
         '"HealthMonitoringAgentDetectionEvent":"HealthEvent"}'
     )
     [hit] = scan_text(dcgm + "\n").by_id("hma_detection")
-    assert hit.fields["hma_condition"] == "XID Error" and hit.fields["xid"] == "79"
+    assert hit.fields["hma_condition"] == "XID Error" and hit.fields["xid"] == 79
     # Deep health check: the action and the instance type.
     dhc = '{"msg": "Encountered FaultyInstance. Replace the Instance. Region: us-west-2, InstanceType: p4d.24xlarge."}'
     [check] = scan_text(dhc + "\n").by_id("hyperpod_deep_health_check")

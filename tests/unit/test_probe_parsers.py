@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from hyperpod_nccl.models.node_probe import GpuInfo, XidEvent, canonical_pci_bus_id
 from hyperpod_nccl.probe.parsers import parse_node_probe, parse_shm, parse_slurm_controller, split_sections
 from hyperpod_nccl_sim.node_behaviours import NodeBehaviour, XidSpec
 from hyperpod_nccl_sim.nodes import render_node_probe
@@ -23,9 +24,28 @@ def test_fi_info_counts_distinct_efa_domains_and_reads_the_installer_version() -
     assert probe.versions.efa_installer == "1.5.1"
 
 
+@pytest.mark.parametrize(
+    "spelling",
+    ["00000000:53:00.0", "0000:53:00", "0000:53:00.0", "53:00.0", " 00000000:53:00.0\n", "0000:53:00.0".upper()],
+)
+def test_every_spelling_of_a_bus_id_normalises_to_one(spelling: str) -> None:
+    # nvidia-smi's rows, the kernel's Xid lines (no function) and sysfs spell one GPU apart.
+    assert canonical_pci_bus_id(spelling) == "0000:53:00.0"
+
+
+def test_bus_ids_of_one_gpu_from_nvidia_smi_and_the_kernel_compare_equal() -> None:
+    gpu = GpuInfo(index=5, name="NVIDIA H100 80GB HBM3", bus_id="00000000:A8:00.0")
+    xid = XidEvent(bus_id="0000:a8:00", code=48, line="NVRM: Xid (PCI:0000:a8:00): 48, pid=1, DBE")
+    assert gpu.bus_id == xid.bus_id == "0000:a8:00.0"
+    # Other functions and domains stay apart; text that is no PCI address is kept as it is.
+    assert canonical_pci_bus_id("0000:a8:00.1") == "0000:a8:00.1"
+    assert canonical_pci_bus_id("00000001:A8:00.0") == "0001:a8:00.0"
+    assert canonical_pci_bus_id("<unknown>") == "<unknown>"
+
+
 def test_xid_lines_from_dmesg_and_journal_are_merged_once() -> None:
     probe = parse_node_probe(_fixture("xid79_dmesg.txt"))
-    assert [(x.bus_id, x.code) for x in probe.xids] == [("0000:44:00", 79)]
+    assert [(x.bus_id, x.code) for x in probe.xids] == [("0000:44:00.0", 79)]
     assert probe.gpu_present is True
     row = probe.remapped_rows[0]
     assert (row.uncorrectable, row.pending, row.failure) == (4, True, False)
@@ -57,8 +77,8 @@ def test_rendered_p5_node_parses_completely() -> None:
         "worker:0",
     )
     probe = parse_node_probe(text)
-    assert len(probe.gpus) == 8 and probe.gpus[5].bus_id == "00000000:A8:00.0"
-    assert [(x.bus_id, x.code) for x in probe.xids] == [("0000:a8:00", 48)]
+    assert len(probe.gpus) == 8 and probe.gpus[5].bus_id == "0000:a8:00.0"
+    assert [(x.bus_id, x.code) for x in probe.xids] == [("0000:a8:00.0", 48)]
     assert [r.failure for r in probe.remapped_rows].count(True) == 1
     assert probe.nvlink_active == 8 * 18 - 1 and probe.nvlink_inactive == ["GPU 0 Link 3: <inactive>"]
     assert probe.topology_nvlink_pairs == 56 and probe.topology_pcie_pairs == 0
@@ -116,7 +136,7 @@ def test_remapped_rows_in_nvidia_smi_q_form_read_only_the_remapped_rows_block() 
     [row] = parse_node_probe(
         "@@BEGIN remapped_rows\n" + "\n".join(lines) + "\n@@END remapped_rows rc=0\n"
     ).remapped_rows
-    assert (row.bus_id, row.uncorrectable, row.pending, row.failure) == ("00000000:53:00.0", 2, False, True)
+    assert (row.bus_id, row.uncorrectable, row.pending, row.failure) == ("0000:53:00.0", 2, False, True)
 
 
 def test_sinfo_reason_may_contain_the_field_separator() -> None:

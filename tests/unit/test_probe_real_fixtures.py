@@ -169,10 +169,10 @@ def test_gpu_with_all_links_down_is_reported_from_the_nvml_message() -> None:
 def test_dbe_with_pending_row_remap_needs_a_reboot() -> None:
     probe = _probe("row_remap_pending_after_dbe.txt")
     assert [x.code for x in probe.xids] == [48, 171, 48, 63, 154]
-    assert {x.bus_id for x in probe.xids} == {"0000:55:00"}
+    assert {x.bus_id for x in probe.xids} == {"0000:55:00.0"}
     [row] = probe.remapped_rows
     assert (row.bus_id, row.correctable, row.uncorrectable, row.pending, row.failure) == (
-        "00000000:55:00.0",
+        "0000:55:00.0",
         0,
         1,
         True,
@@ -191,10 +191,10 @@ def test_dbe_with_pending_row_remap_needs_a_reboot() -> None:
 
 def test_a100_80gb_xid63_with_pending_remap_in_nvidia_smi_q_form() -> None:
     probe = _probe("row_remap_pending_a100_80gb.txt")
-    assert [(x.bus_id, x.code) for x in probe.xids] == [("0000:10:1c", 63)]
+    assert [(x.bus_id, x.code) for x in probe.xids] == [("0000:10:1c.0", 63)]
     # Only the "Remapped Rows" block counts: "Pending Page Blacklist : N/A" above it is not it.
     [row] = probe.remapped_rows
-    assert (row.bus_id, row.correctable, row.uncorrectable, row.pending) == ("00000000:10:1C.0", 1, 0, True)
+    assert (row.bus_id, row.correctable, row.uncorrectable, row.pending) == ("0000:10:1c.0", 1, 0, True)
     inventory = _inventory(probe, instance_type="ml.p4de.24xlarge")
     assert [f.fields["state"] for f in _run("node.gpu_row_remap", inventory) if f.status == Status.FAIL] == ["pending"]
     [xid] = _run("node.gpu_xid", inventory)
@@ -394,7 +394,7 @@ def test_healthy_h100_node_reads_eight_gpus_and_clean_remap_rows() -> None:
     assert probe.gpu_present is True and probe.gpu_query_ok is True
     assert [g.index for g in probe.gpus] == list(range(8))
     assert {g.name for g in probe.gpus} == {"NVIDIA H100 80GB HBM3"}
-    assert (probe.gpus[0].bus_id, probe.gpus[0].serial) == ("00000000:19:00.0", "1650124031592")
+    assert (probe.gpus[0].bus_id, probe.gpus[0].serial) == ("0000:19:00.0", "1650124031592")
     assert (probe.versions.driver, probe.versions.cuda) == ("535.161.08", "12.2")
     assert [r.bus_id for r in probe.remapped_rows] == [g.bus_id for g in probe.gpus]
     rows = {(r.correctable, r.uncorrectable, r.pending, r.failure) for r in probe.remapped_rows}

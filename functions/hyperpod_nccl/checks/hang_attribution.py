@@ -201,6 +201,8 @@ def hang_evidence_source(inv: Inventory) -> Iterator[Finding]:
             fields={"signature": variable, "nodes": len(refused)},
         )
     users = sorted({"unknown" if job.uid is None else str(job.uid) for _, _, job in chosen})
+    # One uid is a number, several a comma list (the classifier's rule for a field's values).
+    uids_field: str | int = int(users[0]) if len(users) == 1 and users[0].isdigit() else ",".join(users)
     if len(chosen) == 1:
         title = f"hang evidence on {node_label(chosen[0][0])} read from {chosen[0][2].label}"
     else:
@@ -218,5 +220,5 @@ def hang_evidence_source(inv: Inventory) -> Iterator[Finding]:
         ),
         evidence=_counted([_choice_line(result, probe, job) for result, probe, job in chosen]),
         resources=[node_resource(result) for result, _, _ in chosen],
-        fields={"nodes": len(chosen), "uids": ",".join(users)},
+        fields={"nodes": len(chosen), "uids": uids_field},
     )

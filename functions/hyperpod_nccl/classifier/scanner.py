@@ -34,6 +34,7 @@ from hyperpod_nccl import xid as xid_facts
 from hyperpod_nccl.classifier.catalog import Catalog, Signature, group_fields, load_catalog
 from hyperpod_nccl.models.findings import Priority
 from hyperpod_nccl.models.logs import SignatureHit
+from hyperpod_nccl.models.node_probe import canonical_pci_bus_id
 from hyperpod_nccl.redaction import scrub
 from hyperpod_nccl.references import NODE_GPU, NODE_HARDWARE, NODE_ROW_REMAP, Reference
 
@@ -55,6 +56,11 @@ INFO_MARKER = b"NCCL INFO"
 VERSION_KEYWORD = b"nccl version"
 _NCCL_PREFIX = re.compile(r"(?:^|\s)(?P<host>[A-Za-z][\w.-]{0,80}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<device>\d+)\] NCCL ")
 _RANK = re.compile(r"\[(?:PG [\w:]+ (?:\([^)]{0,80}\) )?)?[Rr]ank ?(?P<rank>\d+)\]")
+# A captured field that is a whole number is a number in the hit (`"xid": 79`), except these
+# identifiers, which keep their spelling even when all digits (Slurm job 4211 next to step 4211.0).
+# Past 15 digits it stays text: JSON readers that hold numbers as doubles would change it.
+_IDENTIFIER_FIELDS = frozenset({"job", "host", "node", "peer", "instance_id", "interface", "segment"})
+_INTEGER = re.compile(r"-?\d{1,15}")
 _VERSION_BANNER = re.compile(r"NCCL version (?P<version>\d+\.\d+\.\d+)(?:[+-][\w.]+)?")
 _TIMESTAMPS = (
     # ISO 8601 / RFC 3339 (CloudWatch, kubectl --timestamps, Python logging, PyTorch "[2024-05-01 12:00:00,123]")
@@ -401,6 +407,8 @@ class Scanner:
         for name, value in signature.extract_fields(line).items():
             values.setdefault(name, value)
         values.update(fields)
+        if "pci_bus_id" in values:
+            values["pci_bus_id"] = canonical_pci_bus_id(values["pci_bus_id"])
         split = values.get(signature.split_by, "") if signature.split_by else ""
         key = (signature.id, split)
         group = self._groups.get(key)
@@ -438,7 +446,7 @@ class Scanner:
 def _to_hit(group: _Group) -> SignatureHit:
     signature = group.signature
     fields: dict[str, str | int | float | bool | None] = {
-        name: values[0] if len(values) == 1 else ",".join(values) for name, values in group.values.items()
+        name: _field_value(name, values) for name, values in group.values.items()
     }
     priority, reference = signature.priority, signature.ref
     if signature.split_by == "xid" and "xid" in group.values:
@@ -457,6 +465,14 @@ def _to_hit(group: _Group) -> SignatureHit:
         first_seen=group.first_seen,
         last_seen=group.last_seen,
     )
+
+
+def _field_value(name: str, values: list[str]) -> str | int:
+    """One value as itself (a whole number as an int, identifiers aside); several joined with commas."""
+    if len(values) > 1:
+        return ",".join(values)
+    value = values[0]
+    return int(value) if name not in _IDENTIFIER_FIELDS and _INTEGER.fullmatch(value) else value
 
 
 def _enrich_xid(fields: dict[str, str | int | float | bool | None], codes: list[str]) -> tuple[Priority, Reference]:

@@ -123,12 +123,6 @@ class Signal:
         return (_KIND_RANK[self.kind], hardware, _SOURCE_RANK[self.source])
 
 
-def _bus_key(bus_id: str) -> str:
-    # nvidia-smi says 00000000:53:00.0, the kernel 0000:53:00: compare bus:device only.
-    parts = bus_id.lower().split(".")[0].split(":")
-    return ":".join(p.lstrip("0") or "0" for p in parts[-2:])
-
-
 def _node_of(finding: Finding) -> tuple[str | None, str | None]:
     node = next((r for r in finding.resources if r.kind == "node"), None)
     group = next((r.id for r in finding.resources if r.kind == "instance_group"), None)
@@ -237,10 +231,11 @@ def _probe_xid_signals(inventory: Inventory, existing: list[Signal]) -> list[Sig
     for result in inventory.node_probes.results if inventory.node_probes else []:
         if result.probe is None:
             continue
-        serials = {_bus_key(g.bus_id): g.serial or g.uuid for g in result.probe.gpus}
+        # nvidia-smi and the kernel spell a GPU's bus id apart; the models hold one spelling (`PciBusId`).
+        serials = {g.bus_id: g.serial or g.uuid for g in result.probe.gpus}
         for xid in result.probe.xids:
             info = xid_info(xid.code)
-            gpu = serials.get(_bus_key(xid.bus_id))
+            gpu = serials.get(xid.bus_id)
             twin = next(
                 (
                     s

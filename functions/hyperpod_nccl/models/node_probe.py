@@ -7,9 +7,10 @@ the probe scripts under `hyperpod_nccl/probe/`.
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 
 ProbeRole = Literal["node", "slurm_controller"]
 
@@ -20,6 +21,35 @@ ProbeRole = Literal["node", "slurm_controller"]
 INSTANCE_ID_PATTERN = r"^i-[0-9a-f]{8,17}$"
 INSTANCE_GROUP_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
 CLUSTER_ID_PATTERN = r"^[a-z0-9]{12}$"
+
+
+# nvidia-smi writes `00000000:53:00.0` (a 32-bit domain, upper case), the kernel's Xid lines
+# `0000:53:00` (no function), sysfs and lspci `0000:53:00.0`: one GPU, three spellings.
+_PCI_ADDRESS = re.compile(
+    r"(?:(?P<domain>[0-9a-f]{1,8}):)?(?P<bus>[0-9a-f]{1,2}):(?P<device>[0-9a-f]{1,2})(?:\.(?P<function>[0-7]))?",
+    re.IGNORECASE,
+)
+
+
+def canonical_pci_bus_id(text: str) -> str:
+    """`text` as the one PCI address spelling we write: sysfs's `domain:bus:device.function`
+    in lower case with a 4-digit domain (`00000000:53:00.0` and `0000:53:00` → `0000:53:00.0`).
+
+    The kernel's Xid line names no function; a GPU is function 0 of its device, so none means 0.
+    Text that is not a PCI address comes back stripped, otherwise unchanged (it is still shown).
+    """
+    text = text.strip()
+    match = _PCI_ADDRESS.fullmatch(text)
+    if match is None:
+        return text
+    domain = int(match.group("domain") or "0", 16)
+    bus, device = int(match.group("bus"), 16), int(match.group("device"), 16)
+    return f"{domain:04x}:{bus:02x}:{device:02x}.{match.group('function') or '0'}"
+
+
+# A PCI bus id field: whichever tool spelled it, the model holds `canonical_pci_bus_id`'s form,
+# so that a GPU's rows from nvidia-smi and its Xid lines compare equal and print alike.
+PciBusId = Annotated[str, AfterValidator(canonical_pci_bus_id)]
 
 
 class ProbeTarget(BaseModel):
@@ -59,7 +89,7 @@ class GpuInfo(BaseModel):
 
     index: int
     name: str
-    bus_id: str
+    bus_id: PciBusId
     serial: str | None = None
     uuid: str | None = None
     driver_version: str | None = None
@@ -70,7 +100,7 @@ class GpuInfo(BaseModel):
 class XidEvent(BaseModel):
     """One `NVRM: Xid` kernel log line."""
 
-    bus_id: str
+    bus_id: PciBusId
     code: int
     line: str
 
@@ -78,7 +108,7 @@ class XidEvent(BaseModel):
 class RemappedRows(BaseModel):
     """One row of `nvidia-smi --query-remapped-rows`."""
 
-    bus_id: str
+    bus_id: PciBusId
     correctable: int | None = None
     uncorrectable: int | None = None
     pending: bool = False
