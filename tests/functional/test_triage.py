@@ -45,7 +45,7 @@ def test_json_lines_one_object_per_input(cli, tmp_path: Path) -> None:  # type: 
     assert first["source"] == str(failing)
     by_id = {f["id"]: f for f in first["findings"]}
     assert by_id["watchdog_timeout"]["reference"] == {"file": "debugging-guide.md", "section": "1"}
-    assert by_id["watchdog_timeout"]["fields"]["timeout_ms"] == "600000"
+    assert by_id["watchdog_timeout"]["fields"]["timeout_ms"] == 600000
     assert by_id["gpu_oom"]["reference"] == {"file": "debugging-guide.md", "section": "11"}
     assert by_id["gpu_oom"]["count"] == 1 and by_id["gpu_oom"]["class"] == "gpu_oom"
     assert second == {"source": str(healthy), "lines": 2, "findings": []}
