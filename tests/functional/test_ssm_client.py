@@ -80,9 +80,16 @@ def test_kms_encryption_fails_closed(agent) -> None:  # type: ignore[no-untyped-
         run_data_channel(response["StreamUrl"], response["TokenValue"], time.monotonic() + 10)
     assert raised.value.kind is SessionErrorKind.KMS_ENCRYPTION
     assert "KMS" in raised.value.message
-    answered = next(
-        m for m in agent.session(response["SessionId"]).received if m.message_type == codec.INPUT_STREAM_DATA
-    )
+    # The client raises once it has sent its answer; the agent's thread may record it a moment later.
+    deadline = time.monotonic() + 5
+    while True:
+        received = list(agent.session(response["SessionId"]).received)
+        answers = [m for m in received if m.message_type == codec.INPUT_STREAM_DATA]
+        if answers or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    assert answers, "the agent never received the client's answer to the KMS handshake"
+    answered = answers[0]
     statuses = {a["ActionType"]: a["ActionStatus"] for a in answered.json()["ProcessedClientActions"]}
     assert statuses == {"SessionType": 1, "KMSEncryption": 2}
 
