@@ -512,6 +512,7 @@ class EmulatedAws:
     """moto's server plus our extensions and fault injection, on 127.0.0.1 (random port)."""
 
     def __init__(self, region: str = "us-west-2") -> None:
+        from moto.core import DEFAULT_ACCOUNT_ID
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 
         install_moto_extensions()
@@ -519,14 +520,28 @@ class EmulatedAws:
         if not os.environ.get(SIM_DEBUG_ENV):
             logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
         self.region = region
+        self._default_account = str(DEFAULT_ACCOUNT_ID)
+        self.account_id = self._default_account
         self.faults = FaultInjector(_memoized_dispatcher(DomainDispatcherApplication)(create_backend_app))
         self._server: BaseWSGIServer = make_server(
-            "127.0.0.1", 0, self.faults, threaded=True, request_handler=MotoRequestHandler
+            "127.0.0.1", 0, self._as_account, threaded=True, request_handler=MotoRequestHandler
         )
         self._thread = threading.Thread(target=self._server.serve_forever, name="emulated-aws", daemon=True)
         self._loader = botocore.loaders.create_loader()
         self._clients: dict[tuple[str, str], Any] = {}
         self._clients_lock = threading.Lock()
+
+    def _as_account(self, environ: WsgiEnviron, start_response: StartResponse) -> Iterable[bytes]:
+        # moto answers for the account a request's access key maps to, its default one for our
+        # fake key: every caller is made the served account's, as a real account's keys would be.
+        environ["HTTP_X_MOTO_ACCOUNT_ID"] = self.account_id
+        return self.faults(environ, start_response)
+
+    def serve_account(self, account_id: str) -> None:
+        """Answer every request as account `account_id` (a scenario's), until the next `reset`."""
+        if not re.fullmatch(r"\d{12}", account_id):
+            raise ValueError(f"an AWS account id is 12 digits, not {account_id!r}")
+        self.account_id = account_id
 
     @property
     def endpoint_url(self) -> str:
@@ -560,6 +575,7 @@ class EmulatedAws:
         _terminated_sessions.clear()
         _started_sessions.clear()
         self.faults.set_faults([])
+        self.account_id = self._default_account
 
     def session(self, region: str | None = None) -> boto3.Session:
         """A boto3 session with the emulation's fake credentials (never real ones).

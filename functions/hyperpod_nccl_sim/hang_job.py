@@ -30,10 +30,25 @@ class HungJob:
     pg_desc: str = "default_pg"
     timeout_ms: int = 600_000
     start_ns: int = BASE_TIME_NS
+    # Ranks whose processes NCCL RAS considers dead; None: the hung rank's alone.
+    dead_ranks: tuple[int, ...] | None = None
 
     def node_of(self, rank: int) -> int:
         """Block layout: ranks 0..7 on node 0, 8..15 on node 1."""
         return rank // self.ranks_per_node
+
+    @property
+    def dead(self) -> tuple[int, ...]:
+        """The ranks RAS reports dead, in rank order."""
+        return tuple(sorted(set(self.dead_ranks))) if self.dead_ranks is not None else (self.hung_rank,)
+
+    def pid(self, rank: int) -> int:
+        """The process id of `rank` (one process per rank)."""
+        return 4100 + rank
+
+
+def _plural(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
 
 
 def flight_recorder_dump(job: HungJob, rank: int) -> dict[str, object]:
@@ -93,14 +108,14 @@ def flight_recorder_pickle(job: HungJob, rank: int) -> bytes:
 
 
 def ras_status_json(job: HungJob, hosts: list[str], comm_hash: str = "0x5f3c8e21a4d09b77") -> str:
-    """``ncclras -f json`` during the hang: the hung rank's process does not answer (considered dead)."""
+    """``ncclras -f json`` during the hang: the dead ranks' processes do not answer (considered dead)."""
     ranks = []
     missing = []
     for rank in range(job.world_size):
         host = hosts[job.node_of(rank) % len(hosts)]
-        base = {"rank": rank, "host": host, "pid": 4100 + rank, "cuda_dev": rank % job.ranks_per_node}
+        base = {"rank": rank, "host": host, "pid": job.pid(rank), "cuda_dev": rank % job.ranks_per_node}
         base["nvml_dev"] = base["cuda_dev"]
-        if rank == job.hung_rank:
+        if rank in job.dead:
             missing.append({**base, "status": {"unresponsive": True, "considered_dead": True}})
             continue
         counts = {"Broadcast": 2, "Reduce": 0, "AllGather": 12, "ReduceScatter": 0, "AllReduce": job.hung_seq}
@@ -141,8 +156,26 @@ def ras_status_json(job: HungJob, hosts: list[str], comm_hash: str = "0x5f3c8e21
 
 def ras_status_text(job: HungJob, hosts: list[str], comm_hash: str = "5f3c8e21a4d09b77") -> str:
     """``ncclras`` (text) during the hang, with the Errors/Warnings sections NCCL prints."""
-    hung_host = hosts[job.node_of(job.hung_rank) % len(hosts)]
+
+    def host_of(rank: int) -> str:
+        return hosts[job.node_of(rank) % len(hosts)]
+
+    def gpu_of(rank: int) -> int:
+        return rank % job.ranks_per_node
+
+    hung_host = host_of(job.hung_rank)
     nodes = len({job.node_of(r) for r in range(job.world_size)})
+    dead = job.dead
+    # NCCL lists the dead processes by host and pid; the missing ranks by rank.
+    dead_lines = [
+        f"  Process {job.pid(rank)} on node {host_of(rank)} managing GPU {gpu_of(rank)}"
+        for rank in sorted(dead, key=lambda r: (host_of(r), job.pid(r)))
+    ]
+    missing_lines = [
+        f"  Rank {rank} -- GPU {gpu_of(rank)} managed by process {job.pid(rank)} on node {host_of(rank)}"
+        for rank in dead
+    ]
+    answered = job.world_size - len(dead)
     lines = [
         "NCCL version 2.26.2 compiled with CUDA 12.8",
         "CUDA runtime version 12080, driver version 12080",
@@ -155,7 +188,8 @@ def ras_status_text(job: HungJob, hosts: list[str], comm_hash: str = "5f3c8e21a4
         f"{nodes:7d}  {job.ranks_per_node:9d}  {1:11d}  {job.world_size:9d}  {job.world_size:7d}",
         "",
         "Gathering data about the RAS network (timeout 5s)... obtained a result in 5.012s",
-        " Warning: missing data from 1 process (received from 15, expected 16)",
+        f" Warning: missing data from {_plural(len(dead), 'process', 'processes')}"
+        f" (received from {answered}, expected {job.world_size})",
         "",
         "Gathering data about the NCCL communicators (timeout 5s)... (5.020s)",
         "=============",
@@ -169,13 +203,13 @@ def ras_status_text(job: HungJob, hosts: list[str], comm_hash: str = "5f3c8e21a4
         "======",
         "",
         "DEAD",
-        "  1 job process is considered dead (unreachable via the RAS network)",
-        f"  Process {4100 + job.hung_rank} on node {hung_host} managing GPU {job.hung_rank % job.ranks_per_node}",
+        f"  {_plural(len(dead), 'job process is', 'job processes are')} considered dead"
+        " (unreachable via the RAS network)",
+        *dead_lines,
         "",
         f"#0-0 ({comm_hash}) INCOMPLETE",
-        "  Missing communicator data from 1 rank",
-        f"  Rank {job.hung_rank} -- GPU {job.hung_rank % job.ranks_per_node} managed by process "
-        f"{4100 + job.hung_rank} on node {hung_host}",
+        f"  Missing communicator data from {_plural(len(dead), 'rank', 'ranks')}",
+        *missing_lines,
         "",
         "Warnings",
         "========",
@@ -187,7 +221,7 @@ def ras_status_text(job: HungJob, hosts: list[str], comm_hash: str = "5f3c8e21a4
         "  Communicator ranks have different AllReduce operation counts",
         f"  {job.world_size - 2} ranks have launched up to operation {job.hung_seq}",
         f"  Rank {(job.hung_rank + 1) % job.world_size} has launched up to operation {job.hung_seq - 1} -- GPU "
-        f"{(job.hung_rank + 1) % job.ranks_per_node} managed by process {4101 + job.hung_rank} on node {hung_host}",
+        f"{gpu_of(job.hung_rank + 1)} managed by process {job.pid(job.hung_rank + 1)} on node {hung_host}",
         "",
     ]
     return "\n".join(lines)

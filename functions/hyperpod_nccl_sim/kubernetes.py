@@ -115,7 +115,10 @@ class _Store:
             capacity = {"cpu": "192", "memory": "2097152Mi", "pods": "110"}
             if instance_types.accelerator(group.instance_type) == "nvidia":
                 capacity[GPU_RESOURCE] = str(instance_types.GPUS_PER_INSTANCE.get(group.instance_type, 8))
-            efa = instance_types.expected_efa(group.instance_type)
+            efa = variation.efa_capacity
+            if efa is None:
+                efa = instance_types.expected_efa(group.instance_type) or 0
+            allocatable = variation.efa_allocatable if variation.efa_allocatable is not None else efa
             if efa:
                 capacity[EFA_RESOURCE] = str(efa)
             labels = {
@@ -147,7 +150,7 @@ class _Store:
                     },
                     "status": {
                         "capacity": capacity,
-                        "allocatable": dict(capacity),
+                        "allocatable": {**capacity, **({EFA_RESOURCE: str(allocatable)} if efa else {})},
                         "conditions": [ready],
                         "addresses": [
                             {"type": "InternalIP", "address": _ip(hostname)},
@@ -382,7 +385,7 @@ class _Api:
             # "Internal error occurred: <cause>"); the cause is synthetic.
             return _status(500, "InternalError", f"Internal error occurred: simulated failure serving {forbidden_key}")
         if forbidden_key in self.store.spec.forbidden:
-            user = "arn:aws:sts::123456789012:assumed-role/simulated/caller"
+            user = f"arn:aws:sts::{self.store.scenario.account_id}:assumed-role/simulated/caller"
             scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
             return _status(
                 403,

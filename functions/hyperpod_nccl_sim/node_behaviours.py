@@ -7,7 +7,9 @@ output formats of the real tools (nvidia-smi CSV, fi_info, df, ip, sinfo, ...).
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Strict(BaseModel):
@@ -20,6 +22,8 @@ class XidSpec(_Strict):
     gpu: int
     code: int
     message: str = ""
+    pid: int = Field(default=48213, ge=1, description="the process the driver names (pid=...)")
+    process: str = Field(default="python3", pattern=r"^\S+$", description="its name (name=...)")
 
 
 class SessionFaultSpec(_Strict):
@@ -59,6 +63,10 @@ class NodeBehaviour(_Strict):
     remap_failure_gpus: list[int] = Field(default_factory=list)
     ecc_uncorrected_gpus: list[int] = Field(default_factory=list)
     dcgm_overall: str = "Healthy"
+    dcgm_gpu: int = Field(default=3, ge=0, description="the GPU a DCGM incident names (when not Healthy)")
+    dcgm_error: str | None = Field(
+        default=None, description="the incident's text; None = a pending row remap on dcgm_gpu"
+    )
     nvlink_inactive: list[str] = Field(default_factory=list, description='"gpu:link" pairs')
     efa_devices: int | None = None
     efa_provider_missing: bool = False
@@ -84,15 +92,49 @@ class NodeBehaviour(_Strict):
     )
 
 
+SlurmJobState = Literal["PENDING", "RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING"]
+
+
+class SlurmJobSpec(_Strict):
+    """A job in the controller's queue, in any state: a running job holds `nodes` (node keys, as
+    squeue's %R and %N print them, a hostlist), a pending one waits for `reason`."""
+
+    id: str = Field(pattern=r"^\d+(_\d+)?$")
+    name: str = Field(pattern=r"^[^|\n]+$")
+    state: SlurmJobState
+    nodes: list[str] = Field(default_factory=list, description="node keys the job holds (RUNNING, COMPLETING)")
+    reason: str | None = Field(default=None, description="why it waits (PENDING), shown as squeue shows it: (...)")
+    partition: str = "dev"
+
+    @model_validator(mode="after")
+    def _state_has_its_fields(self) -> SlurmJobSpec:
+        if self.state == "PENDING" and (self.reason is None or self.nodes):
+            raise ValueError(f"job {self.id}: a pending job has a reason and holds no nodes")
+        if self.state in ("RUNNING", "COMPLETING", "SUSPENDED") and not self.nodes:
+            raise ValueError(f"job {self.id}: a {self.state.lower()} job holds nodes")
+        return self
+
+
 class SlurmControllerBehaviour(_Strict):
     """The Slurm controller's view: slurmctld, munge, node states and the queue."""
 
     slurmctld_up: bool = True
     munge_active: bool = True
     node_states: dict[str, str] = Field(default_factory=dict, description='node key -> "drain|reason"')
-    pending_jobs: list[str] = Field(default_factory=list, description='"id|name|reason"')
+    pending_jobs: list[str] = Field(default_factory=list, description='"id|name|reason" (a shorthand for PENDING jobs)')
+    jobs: list[SlurmJobSpec] = Field(default_factory=list, description="the queue's jobs in any state")
     nccl_env: list[str] = Field(default_factory=list)
     remove_ipc: str | None = "no"
+
+    def queue(self) -> list[SlurmJobSpec]:
+        """Every job of the queue: the `pending_jobs` shorthand first, then `jobs`."""
+        pending = []
+        for line in self.pending_jobs:
+            job_id, name, reason = line.split("|", 2)
+            # The shorthand spells the reason as squeue prints it, parentheses included.
+            reason = reason.removeprefix("(").removesuffix(")")
+            pending.append(SlurmJobSpec(id=job_id, name=name, state="PENDING", reason=reason))
+        return pending + self.jobs
 
 
 class HungJobSpec(_Strict):
@@ -111,6 +153,17 @@ class HungJobSpec(_Strict):
     trace_prefix: str | None = Field(default=None, description="TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
     minutes_ago: int = Field(default=20, description="when the dumps were written")
     nccl_debug: str | None = "WARN"
+    dead_ranks: list[int] | None = Field(
+        default=None, description="ranks whose processes NCCL RAS considers dead; None = hung_rank's alone"
+    )
+
+    @model_validator(mode="after")
+    def _ranks_in_job(self) -> HungJobSpec:
+        world = len(self.nodes) * self.ranks_per_node
+        outside = [r for r in self.dead_ranks or [] if not 0 <= r < world]
+        if outside:
+            raise ValueError(f"dead ranks {outside} are outside the job's {world} ranks")
+        return self
 
 
 class NodeBehaviours(_Strict):

@@ -27,6 +27,7 @@ from hyperpod_nccl_sim.aws import (
 from hyperpod_nccl_sim.hang_job import HungJob, flight_recorder_pickle, ras_status_text
 from hyperpod_nccl_sim.node_behaviours import NodeBehaviour, NodeBehaviours, SessionFaultSpec
 from hyperpod_nccl_sim.scenario import Scenario
+from hyperpod_nccl_sim.slurm_queue import squeue_command, squeue_rows
 from hyperpod_nccl_sim.ssm_agent import SimulatedSsmAgent
 
 # HyperPod node statuses whose instance has no running agent.
@@ -104,7 +105,7 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
                 74: "NVLink: fatal error detected on link 4",
             }.get(xid.code, "Graphics Exception")
             xid_lines.append(
-                f"[Tue Mar  3 10:41:07 2026] NVRM: Xid (PCI:{bus}): {xid.code}, pid=48213, name=python3, {text}"
+                f"[Tue Mar  3 10:41:07 2026] NVRM: Xid (PCI:{bus}): {xid.code}, pid={xid.pid}, name={xid.process}, {text}"
             )
         out += _section(NodeSection.XID_DMESG, xid_lines, rc=0)
         out += _section(NodeSection.XID_JOURNAL, [], rc=0)
@@ -114,7 +115,7 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
             failure = 1 if i in behaviour.remap_failure_gpus else 0
             remap.append(f"{buses[i]}, 0, {pending + failure}, {pending}, {failure}")
         out += _section(NodeSection.REMAPPED_ROWS, remap)
-        out += _section(NodeSection.DCGM_HEALTH, [_dcgm_json(behaviour.dcgm_overall)], rc=0)
+        out += _section(NodeSection.DCGM_HEALTH, [_dcgm_json(behaviour)], rc=0)
         out += _section(NodeSection.NVVS_LOG, [], rc=0) + _section(NodeSection.NVVS_TAIL, [], rc=1)
         nvlink = []
         for i in range(gpus):
@@ -367,13 +368,14 @@ def render_nccl_job(scenario: Scenario, behaviours: NodeBehaviours, node_key: st
         hung_rank=spec.hung_rank,
         hung_seq=spec.hung_seq,
         start_ns=int((written - 120) * 1e9),
+        dead_ranks=tuple(spec.dead_ranks) if spec.dead_ranks is not None else None,
     )
     index = spec.nodes.index(node_key)
     ranks = range(index * spec.ranks_per_node, (index + 1) * spec.ranks_per_node)
     prefix = spec.trace_prefix or DEFAULT_DUMP_PREFIX
     jobs, env, dumps = [], [], []
     for local, rank in enumerate(ranks):
-        pid = 4100 + rank
+        pid = job.pid(rank)
         jobs.append(f"{pid:>7} python")
         values = {"RANK": str(rank), "LOCAL_RANK": str(local), "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000"}
         values["TORCH_NCCL_DUMP_ON_TIMEOUT"] = "1"
@@ -385,13 +387,13 @@ def render_nccl_job(scenario: Scenario, behaviours: NodeBehaviours, node_key: st
             values["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] = spec.trace_prefix
         env += [f"/proc/{pid}/environ:{name}={value}" for name, value in values.items()]
         data = flight_recorder_pickle(job, rank)
-        dumps.append(f"file {written:.6f} {len(data)} /proc/{4100 + ranks[0]}/root{prefix}{rank}")
+        dumps.append(f"file {written:.6f} {len(data)} /proc/{job.pid(ranks[0])}/root{prefix}{rank}")
         dumps.append(base64.b64encode(data).decode("ascii"))
     hosts = [scenario.hostname(key).split(".", 1)[0] for key in spec.nodes]
     out = (
         _section(NodeSection.NCCL_JOBS, jobs)
         + _section(NodeSection.NCCL_JOB_ENV, env)
-        + _job_choice(4100 + ranks[0], len(jobs))
+        + _job_choice(job.pid(ranks[0]), len(jobs))
     )
     out += _section(NodeSection.NCCL_RAS, ras_status_text(job, hosts).splitlines())
     return "\n".join(out + _section(NodeSection.FLIGHT_RECORDER, dumps)) + "\n"
@@ -401,19 +403,21 @@ def _ip(hostname: str) -> str:
     return hostname.split(".", 1)[0].removeprefix("ip-").replace("-", ".")
 
 
-def _dcgm_json(overall: str) -> str:
+def _dcgm_json(behaviour: NodeBehaviour) -> str:
+    overall, gpu = behaviour.dcgm_overall, behaviour.dcgm_gpu
+    error = behaviour.dcgm_error or f"A pending row remap was detected on GPU {gpu}; reset the GPU."
     incidents = (
         {}
         if overall == "Healthy"
         else {
             "GPU": {
                 "children": {
-                    "GPU ID: 3": {
+                    f"GPU ID: {gpu}": {
                         "children": {
                             "Memory": {
                                 "children": {
                                     "Health": {"value": overall},
-                                    "Error": {"value": "A pending row remap was detected on GPU 3; reset the GPU."},
+                                    "Error": {"value": error},
                                 }
                             }
                         }
@@ -451,9 +455,11 @@ def render_slurm_controller(scenario: Scenario, behaviours: NodeBehaviours) -> s
         state, _, reason = slurm.node_states.get(key, "idle|none").partition("|")
         rows.append(f"{short}|{short}|{_ip(short)}|{state}|{reason or 'none'}")
     out += _section(SlurmSection.SINFO, rows)
+    # The queue as the script's own squeue command filters and formats it.
+    command = squeue_command(script("slurm_controller"))
     out += _section(
         SlurmSection.SQUEUE,
-        [f"{job.split('|')[0]}|{job.split('|')[1]}|PENDING|{job.split('|')[2]}" for job in slurm.pending_jobs],
+        squeue_rows(command, slurm.queue(), lambda key: scenario.hostname(key).split(".", 1)[0]),
     )
     out += _section(
         SlurmSection.NCCL_ENV_FILES,

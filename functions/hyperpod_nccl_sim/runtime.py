@@ -43,6 +43,7 @@ class SimulatedCluster:
         # moto keeps its resources per process, not per server: a second emulation in the same
         # process (the demo run from a test) would otherwise meet the first one's cluster.
         self.emulation.reset()
+        self.emulation.serve_account(self.scenario.account_id)
         self.cluster_arn = seed_cluster(self.scenario, self.emulation, self.now)
         seed_logs(self.scenario, self.emulation, self.cluster_arn, self.now)
         self._agents = start_node_agents(self.scenario, self.emulation, self.cluster_arn)

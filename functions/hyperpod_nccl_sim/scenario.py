@@ -140,6 +140,20 @@ class K8sNodeSpec(_Strict):
     ready: bool = True
     ready_message: str | None = None
     taints: list[dict[str, Any]] = Field(default_factory=list)
+    efa_capacity: int | None = Field(
+        default=None, ge=0, description="EFA devices the kubelet reports (capacity); None = the instance type's count"
+    )
+    efa_allocatable: int | None = Field(
+        default=None, ge=0, description="EFA devices pods can request (allocatable); None = the node's capacity"
+    )
+
+    @model_validator(mode="after")
+    def _allocatable_within_capacity(self) -> K8sNodeSpec:
+        # The kubelet never advertises more of a device than it has.
+        capacity, allocatable = self.efa_capacity, self.efa_allocatable
+        if capacity is not None and allocatable is not None and allocatable > capacity:
+            raise ValueError(f"{self.node}: efa_allocatable {allocatable} exceeds efa_capacity {capacity}")
+        return self
 
 
 class PodVariation(_Strict):
@@ -248,7 +262,7 @@ class Scenario(_Strict):
     # a shipped scenario must say, even when that is nothing (`[]`).
     planted_root_causes: list[PlantedRootCause] | None = None
     region: str = "us-west-2"
-    account_id: str = "123456789012"
+    account_id: str = Field(default="123456789012", pattern=r"^\d{12}$", description="the account every caller is")
     cluster: ClusterSpec
     security_groups: list[SecurityGroupSpec] = Field(default_factory=list)
     nodes: list[NodeOverride] = Field(default_factory=list)
@@ -258,6 +272,16 @@ class Scenario(_Strict):
     logs: LogsSpec | None = None
     node_behaviours: NodeBehaviours | None = None
     kubernetes: KubernetesScenario | None = None
+
+    @model_validator(mode="after")
+    def _slurm_jobs_run_on_this_scenario(self) -> Scenario:
+        slurm = self.node_behaviours.slurm if self.node_behaviours else None
+        keys = set(self.node_keys())
+        for job in slurm.queue() if slurm else []:
+            unknown = [key for key in job.nodes if key not in keys]
+            if unknown:
+                raise ValueError(f"Slurm job {job.id} holds nodes the scenario does not have: {unknown}")
+        return self
 
     @model_validator(mode="after")
     def _planted_causes_name_this_scenario(self) -> Scenario:
@@ -295,7 +319,7 @@ class Scenario(_Strict):
     def slurm_job_ids(self) -> list[str]:
         """The ids of the Slurm jobs in the simulated queue."""
         slurm = self.node_behaviours.slurm if self.node_behaviours else None
-        return [line.split("|", 1)[0] for line in slurm.pending_jobs] if slurm else []
+        return [job.id for job in slurm.queue()] if slurm else []
 
     def node_keys(self) -> list[str]:
         """Every node as "group:index", in creation order."""
