@@ -16,7 +16,15 @@ from hyperpod_nccl.models.findings import Finding, Priority, Resource, Status
 from hyperpod_nccl.references import DBG_POD_FAILURES
 from hyperpod_nccl.verdict import build_verdict
 from hyperpod_nccl.verdict.fold import CAUSE_NOT_FOUND, UNATTRIBUTED_JOB
-from hyperpod_nccl.verdict.kinds import CAUSE_KINDS, CLASSIFICATION, Classify, classify
+from hyperpod_nccl.classifier.catalog import load_catalog
+from hyperpod_nccl.verdict.kinds import (
+    CAUSE_KINDS,
+    CLASSIFICATION,
+    LOG_SIGNATURE_CHECKS,
+    OWN_CAUSE_SIGNATURES,
+    Classify,
+    classify,
+)
 from hyperpod_nccl.verdict.rules import EXPLAINS, Explains
 
 NODE_A, NODE_B = "i-0aaaaaaaaaaaaaaa1", "i-0bbbbbbbbbbbbbbb2"
@@ -60,6 +68,25 @@ def test_every_classified_check_exists_and_every_kind_is_defined() -> None:
 
 def test_every_cause_kind_is_reachable_from_a_finding() -> None:
     assert set(CAUSE_KINDS) == {e.kind for e in CLASSIFICATION}
+
+
+def test_every_catalog_signature_has_one_answer_in_the_verdict() -> None:
+    """A signature is evidence of a kind (the same one for every log check) or names a cause of its
+    own; a signature added to the catalog without either answer would stand alone as a root cause
+    (the held-out scenario's connect failures did, docs/verdict-held-out.md)."""
+    catalog = {s.id for s in load_catalog().signatures}
+    classified: dict[str, set[str]] = defaultdict(set)
+    for entry in CLASSIFICATION:
+        if entry.check in LOG_SIGNATURE_CHECKS:
+            for signature in entry.signatures:
+                classified[signature].add(entry.check)
+    unanswered = catalog - set(classified) - OWN_CAUSE_SIGNATURES
+    assert not unanswered, f"signatures with no kind and not in OWN_CAUSE_SIGNATURES: {sorted(unanswered)}"
+    both = set(classified) & OWN_CAUSE_SIGNATURES
+    assert not both, f"classified and also an own cause: {sorted(both)}"
+    assert OWN_CAUSE_SIGNATURES <= catalog, sorted(OWN_CAUSE_SIGNATURES - catalog)
+    one_check = {s for s, checks in classified.items() if checks != set(LOG_SIGNATURE_CHECKS)}
+    assert not one_check, f"classified for one log check only: {sorted(one_check)}"
 
 
 def test_every_cause_points_at_a_section_that_exists() -> None:

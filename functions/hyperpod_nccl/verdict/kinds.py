@@ -123,6 +123,24 @@ CAUSE_KINDS: dict[str, CauseKind] = dict(
             ref.DBG_FLIGHT_RECORDER,
         ),
         _kind(
+            "peer_connection_failed",
+            "NCCL connections between the job's nodes fail",
+            "job",
+            P0,
+            "the job: its ranks cannot reach each other",
+            ref.DBG_SECURITY_GROUPS,
+            symptom=True,
+        ),
+        _kind(
+            "rendezvous_failed",
+            "Ranks failed to rendezvous",
+            "job",
+            P0,
+            "the job's start: the ranks never form the process group",
+            ref.DBG_TIMEOUT_RENDEZVOUS,
+            symptom=True,
+        ),
+        _kind(
             "rendezvous",
             "Rendezvous endpoint unreachable",
             "job",
@@ -286,6 +304,15 @@ CAUSE_KINDS: dict[str, CauseKind] = dict(
             ref.DBG_MEMLOCK_SHM,
         ),
         _kind(
+            "memory_registration_failed",
+            "Memory registration or shared memory failed",
+            "node",
+            P0,
+            "jobs on the node: EFA cannot register their buffers, or NCCL's shared-memory transport dies",
+            ref.DBG_MEMLOCK_SHM,
+            symptom=True,
+        ),
+        _kind(
             "node_shared_memory_state",
             "Shared-memory state left behind",
             "node",
@@ -360,14 +387,69 @@ _HARDWARE_LINES = ("xid", "gpu_fallen_off_bus", "ecc_uncorrectable", "nvlink_err
 # A job's own output (its training and NCCL streams) gathers every rank's lines: a GPU error there
 # is the job's report of a fault somewhere, not evidence about the node whose stream holds it.
 _JOB_OUTPUT = ("training", "nccl")
+# The two checks that classify log lines with `classifier/signatures.json`: CloudWatch streams and
+# the pods' own logs. A line means the same wherever it was read, so both follow one table.
+LOG_SIGNATURE_CHECKS = ("logs.signatures", "k8s.pod_logs")
+
+# Signatures that name a cause of their own, with their own section: a finding of one is its own
+# root cause (unless a rule explains it) rather than evidence of a kind. Every other signature of
+# the catalog is classified below; `tests/unit/test_verdict.py` holds the two lists to the catalog.
+OWN_CAUSE_SIGNATURES = frozenset(
+    {
+        "port_in_use",  # a second job or a stale process on the rendezvous port
+        "world_size_mismatch",  # the launcher's configuration
+        "dns_failure",  # the name service, not the network rules
+        "socket_ifname",  # NCCL_SOCKET_IFNAME names no interface
+        "efa_health_check_failed",  # HyperPod's provisioning check: hardware or the group, not known here
+        "efa_provider_error",  # libfabric / the EFA driver on the node
+        "nccl_system_error",  # socket, EFA, driver or device: the line alone does not say which
+        "nccl_internal_error",
+        "nccl_invalid_usage",  # the program's rank/device mapping
+        "nccl_warn",
+        "nccl_error_generic",
+        "gpu_oom",  # the model does not fit the GPU (not a container killed for host memory)
+        "cuda_visible_devices",  # the launcher's device mapping
+        "neuron_unrecoverable",  # Trainium / Inferentia, not an NVIDIA GPU
+        "nvls_topology",  # NVLS / multicast support of the node's NVSwitch fabric
+    }
+)
+
+
+def _log(kind: str, *signatures: str, hardware_xid: bool = False, streams: Iterable[str] = ()) -> tuple[Classify, ...]:
+    """The same log-signature entry for each of `LOG_SIGNATURE_CHECKS`."""
+    return tuple(
+        _c(check, kind, *signatures, hardware_xid=hardware_xid, streams=streams) for check in LOG_SIGNATURE_CHECKS
+    )
+
 
 CLASSIFICATION: tuple[Classify, ...] = (
+    # --- log lines (CloudWatch and pod logs alike) ---------------------------------------------
     # hardware, wherever the node or its agent saw it; in a job's gathered output, the job's report of it
-    _c("logs.signatures", "gpu_error_in_job_output", *_HARDWARE_LINES, streams=_JOB_OUTPUT),
-    _c("logs.signatures", "gpu_hardware", "xid", hardware_xid=True),
-    _c("logs.signatures", "gpu_hardware", "gpu_fallen_off_bus", "ecc_uncorrectable", "nvlink_error"),
-    _c("logs.signatures", "gpu_memory_health", "row_remap", "dcgm_failure"),
-    _c("logs.signatures", "cuda_fault", "cuda_illegal_access", "nccl_cuda_error"),
+    *_log("gpu_error_in_job_output", *_HARDWARE_LINES, streams=_JOB_OUTPUT),
+    *_log("gpu_hardware", "xid", hardware_xid=True),
+    *_log("gpu_hardware", "gpu_fallen_off_bus", "ecc_uncorrectable", "nvlink_error"),
+    # the health-monitoring agent's own lines: the same fault `logs.hma_detections` reports
+    *_log("gpu_hardware", "hma_detection", "hma_node_health_event"),
+    *_log("node_unhealthy", "hyperpod_deep_health_check", "hyperpod_node_action"),
+    *_log("gpu_memory_health", "row_remap", "dcgm_failure"),
+    *_log("cuda_fault", "cuda_illegal_access", "nccl_cuda_error"),
+    *_log("gpu_p2p", "peer_access"),
+    *_log("lifecycle_script", "lifecycle_failure"),
+    # the network between ranks, and the rendezvous before it
+    *_log("peer_connection_failed", "nccl_connect_failed", "ib_completion_error"),
+    *_log("rendezvous_failed", "c10d_store", "rendezvous_failure", "c10d_connect_failed"),
+    *_log("tcp_fallback", "tcp_fallback"),
+    *_log("efa_plugin_missing", "ofi_plugin_missing"),
+    # memory the transports need
+    *_log("memory_registration_failed", "memlock_registration", "shm_exhausted"),
+    *_log("node_shared_memory_state", "shm_stale"),
+    # hangs, versions, the job's end
+    *_log("collective_hang", "watchdog_timeout", "watchdog_stuck", "comm_abort", "nccl_remote_error"),
+    *_log("version_mismatch", "nccl_version_mismatch", "nccl_version_drift", "cuda_alignment"),
+    *_log("pod_memory", "host_oom_kill"),
+    *_log("pod_crash", "pod_crashloop"),
+    *_log("slurm_job", "slurm_job_failure"),
+    # --- every other source ------------------------------------------------------------------
     _c("logs.hma_detections", "gpu_hardware"),
     _c("node.gpu_xid", "gpu_hardware", hardware_xid=True),
     _c("node.gpu_row_remap", "gpu_memory_health"),
@@ -378,7 +460,6 @@ CLASSIFICATION: tuple[Classify, ...] = (
     _c("cluster.events", "lifecycle_script", "lifecycle_script"),
     _c("cluster.events", "cluster_capacity", "capacity"),
     _c("cluster.events", "node_unhealthy"),
-    _c("logs.signatures", "lifecycle_script", "lifecycle_failure"),
     # node state, as each source reports it
     _c("cluster.node_status", "node_unhealthy"),
     _c("k8s.node_ready", "node_unhealthy"),
@@ -392,17 +473,11 @@ CLASSIFICATION: tuple[Classify, ...] = (
     _c("k8s.network_policies", "network_policy"),
     _c("k8s.efa_device_plugin", "efa_device_plugin"),
     _c("k8s.efa_requests", "efa_not_requested"),
-    _c("logs.signatures", "tcp_fallback", "tcp_fallback"),
-    _c("k8s.pod_logs", "tcp_fallback", "tcp_fallback"),
-    _c("logs.signatures", "efa_plugin_missing", "ofi_plugin_missing"),
-    _c("k8s.pod_logs", "efa_plugin_missing", "ofi_plugin_missing"),
     _c("k8s.rendezvous_service", "rendezvous"),
     _c("fleet.efa_error_outliers", "node_straggler"),
     _c("node.efa_latency", "node_straggler"),
     # hangs
     _c("hang.attribution", "hang_attributed"),
-    _c("logs.signatures", "collective_hang", "watchdog_timeout", "watchdog_stuck", "comm_abort", "nccl_remote_error"),
-    _c("k8s.pod_logs", "collective_hang", "watchdog_timeout", "watchdog_stuck", "comm_abort", "nccl_remote_error"),
     # versions
     _c("k8s.image_digest_mismatch", "version_mismatch"),
     _c("k8s.nccl_version_logs", "version_mismatch"),
@@ -410,17 +485,13 @@ CLASSIFICATION: tuple[Classify, ...] = (
     _c("fleet.version_drift", "node_software_drift"),
     # pods and jobs
     _c("k8s.container_exit_codes", "pod_memory", "exit_137"),
-    _c("k8s.pod_logs", "pod_memory", "host_oom_kill", "gpu_oom"),
-    _c("logs.signatures", "pod_memory", "host_oom_kill"),
     _c("k8s.container_exit_codes", "pod_crash"),
     _c("k8s.pod_status", "pod_pending", field_equals=("phase", "Pending")),
     _c("k8s.pod_status", "pod_crash"),
-    _c("k8s.pod_logs", "pod_crash", "pod_crashloop"),
     _c("k8s.dev_shm", "pod_shared_memory"),
     _c("k8s.memlock_ipc_lock", "pod_shared_memory"),
     _c("k8s.nccl_env", "nccl_settings"),
     _c("slurm.nccl_env", "nccl_settings"),
-    _c("logs.signatures", "slurm_job", "slurm_job_failure"),
     _c("slurm.queue", "slurm_job"),
     # node configuration
     _c("node.dev_shm", "node_memory_limits"),

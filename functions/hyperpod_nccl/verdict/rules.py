@@ -99,11 +99,44 @@ EXPLAINS: tuple[Explains, ...] = (
         "NCCL connections between the nodes are dropped by the security group",
     ),
     Explains("security_group_rules", "hang_attributed", "anywhere", "the stopped rank's connections are dropped"),
+    Explains(
+        "security_group_rules",
+        "peer_connection_failed",
+        "anywhere",
+        "the security group drops the connections NCCL opens between the nodes",
+    ),
+    Explains(
+        "security_group_rules",
+        "rendezvous_failed",
+        "anywhere",
+        "the security group drops the ranks' connections to the rendezvous store",
+    ),
+    Explains(
+        "network_policy",
+        "peer_connection_failed",
+        "same_job",
+        "the policy drops the connections between the job's pods",
+    ),
+    Explains("network_policy", "rendezvous_failed", "same_job", "the policy drops the ranks' connections to the store"),
+    Explains("rendezvous", "rendezvous_failed", "same_job", "the ranks cannot reach the rendezvous endpoint"),
     Explains("network_policy", "collective_hang", "same_job", "the policy drops traffic between the job's pods"),
     Explains("network_policy", "hang_attributed", "same_job", "the policy drops the stopped rank's traffic"),
     # TCP fallback: why NCCL had no EFA
     Explains("efa_not_requested", "tcp_fallback", "same_pod", "pods without EFA devices can only use sockets"),
     Explains("efa_plugin_missing", "tcp_fallback", "same_node", "without the plugin NCCL can only use sockets"),
+    # memory the transports need
+    Explains(
+        "node_memory_limits",
+        "memory_registration_failed",
+        "same_node",
+        "the node's memlock or /dev/shm limit is too small for what EFA and NCCL register",
+    ),
+    Explains(
+        "pod_shared_memory",
+        "memory_registration_failed",
+        "same_pod",
+        "the pod has no IPC_LOCK or a small /dev/shm",
+    ),
     # versions
     Explains("node_software_drift", "version_mismatch", "same_node", "the node runs other versions"),
     Explains("version_mismatch", "collective_hang", "same_job", "mismatched NCCL versions hang collectives"),
