@@ -19,8 +19,12 @@ OUTPUT = BENCH_DIR.parents[1] / "BENCHMARKS.md"
 
 
 def main() -> int:
-    """Run the benchmarks named on the command line (default: all; only a run of all writes BENCHMARKS.md)."""
-    wanted = set(sys.argv[1:])
+    """Run the benchmarks named on the command line (default: all, which writes BENCHMARKS.md anew).
+    `--update NAME ...` runs the named ones and replaces only their sections of the page, each then
+    stamped with its own date: the other sections keep the figures (and the date) of their run."""
+    arguments = sys.argv[1:]
+    update = "--update" in arguments
+    wanted = {a for a in arguments if a != "--update"}
     modules = sorted(p.stem for p in BENCH_DIR.glob("bench_*.py"))
     sections = []
     for name in modules:
@@ -30,7 +34,8 @@ def main() -> int:
         started = time.perf_counter()
         print(f"running {name} ...", flush=True)
         body = module.run()
-        sections.append(f"## {module.TITLE}\n\n{body}\n\n_(ran in {time.perf_counter() - started:.1f} s)_\n")
+        stamp = f" on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, alone" if update else ""
+        sections.append(f"## {module.TITLE}\n\n{body}\n\n_(ran in {time.perf_counter() - started:.1f} s{stamp})_\n")
         print(body, flush=True)
     header = (
         "# Benchmarks\n\n"
@@ -38,6 +43,10 @@ def main() -> int:
         f"{platform.machine()} / {platform.processor() or 'cpu'} with {_cores()} cores, "
         f"Python {platform.python_version()}.\n\n"
     )
+    if update and wanted and OUTPUT.exists():
+        OUTPUT.write_text(_replace_sections(OUTPUT.read_text(encoding="utf-8"), sections), encoding="utf-8")
+        print(f"updated {len(sections)} section(s) of {OUTPUT}")
+        return 0
     if wanted:
         # A subset would overwrite the other sections with nothing: print it, keep the page.
         print(f"ran {sorted(wanted)} only; {OUTPUT.name} is written by a run of every benchmark")
@@ -45,6 +54,21 @@ def main() -> int:
     OUTPUT.write_text(header + "\n".join(sections), encoding="utf-8")
     print(f"wrote {OUTPUT}")
     return 0
+
+
+def _replace_sections(page: str, sections: list[str]) -> str:
+    """`page` with each of `sections` in place of the section of the same `## ` title (appended when
+    the page has none)."""
+    parts = page.split("\n## ")
+    head, bodies = parts[0], [f"## {p}" for p in parts[1:]]
+    for section in sections:
+        title = section.split("\n", 1)[0]
+        at = next((i for i, b in enumerate(bodies) if b.split("\n", 1)[0] == title), None)
+        if at is None:
+            bodies.append(section)
+        else:
+            bodies[at] = section + ("\n" if not section.endswith("\n\n") else "")
+    return "\n".join([head.rstrip("\n") + "\n", *bodies])
 
 
 def _cores() -> int:
