@@ -191,8 +191,11 @@ def test_cli_text_report_layout(simulate, cli) -> None:
     issues = int(out.split("Issues Found: ", 1)[1].split()[0])
     listed = sum(1 for line in out.splitlines() if line.startswith("  ") and ". [" in line and "→" in line)
     assert issues == listed
-    # The report opens with the verdict: it comes before the first finding's section.
-    assert out.index("==== Verdict ====") < out.index("== HyperPod control plane ==")
+    # The report opens with the verdict, then each root cause's findings, then INFO and PASS by source
+    # (the whole layout on every scenario: test_report_layout.py).
+    verdict, first_cause = out.index("==== Verdict ===="), out.index("\n== 1. P0 ")
+    assert verdict < first_cause < out.index("\n== HyperPod control plane: INFO and PASS ==")
+    assert "[FAIL] P0" not in out[:first_cause]
     assert "\033[" not in out
 
 

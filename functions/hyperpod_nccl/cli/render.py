@@ -1,15 +1,17 @@
-"""Report rendering: the original tool's text layout, and JSON with every field."""
+"""Report rendering: the text report (the verdict, then each root cause's findings, then what could
+not be checked, then INFO and PASS), and JSON with every field."""
 
 from __future__ import annotations
 
 import json
 import os
+from collections import defaultdict
 from collections.abc import Iterable
 from typing import TextIO
 
 from hyperpod_nccl.checks import REGISTRY, SOURCE_TITLES
 from hyperpod_nccl.models.findings import DegradedSource, Finding, Priority, Status, SweepResult
-from hyperpod_nccl.models.verdict import SCHEMA_VERSION, PlanStep
+from hyperpod_nccl.models.verdict import SCHEMA_VERSION, PlanStep, RootCause
 from hyperpod_nccl.sanitize import one_line
 
 PRIORITY_HEADINGS = {
@@ -64,24 +66,71 @@ class TextReport:
         self._line(f"       fix: {source.fix}{pointer}")
 
     def render(self, result: SweepResult) -> None:
-        """The whole report: header, verdict, sections, degraded sources, summary, commands."""
+        """The whole report: header, verdict, each root cause's details, sources not fully read,
+        SKIP lines, INFO and PASS lines by source, summary, commands."""
         self._header(result)
         self._verdict(result)
-        for source, title in SOURCE_TITLES.items():
-            findings = [f for f in result.findings if _source_of(f) == source]
-            if not findings:
-                continue
+        self._details(result)
+        self._summary(result)
+        self._commands(result)
+
+    def _details(self, result: SweepResult) -> None:
+        """Every FAIL/WARN finding once, under its root cause in verdict order; then what could not
+        be read and the checks it left unsure; INFO and PASS last, where they cannot bury a fault."""
+        issues = _IssuesByFingerprint(result.findings)
+        for number, cause in enumerate(result.verdict.root_causes, 1):
+            self._cause_details(number, cause, issues)
+        # Empty for a verdict built from these findings (it folds every one); shown rather than lost
+        # for a result whose verdict was not.
+        unfolded = issues.left()
+        if unfolded:
             self._line()
-            self._line(f"== {title} ==")
-            for finding in _ordered(findings):
-                self.finding(finding)
+            self._line("== Findings no root cause accounts for ==")
+            self._compact(unfolded)
         if result.degraded_sources:
             self._line()
             self._line("== Sources not fully read ==")
             for degraded in result.degraded_sources:
                 self.degraded(degraded)
-        self._summary(result)
-        self._commands(result)
+        skipped = [f for f in result.findings if f.status is Status.SKIP]
+        if skipped:
+            self._line()
+            self._line("== Not checked: what they read was not fully read ==")
+            for finding in sorted(skipped, key=_source_rank):
+                self.finding(finding)
+        for source, title in SOURCE_TITLES.items():
+            findings = [f for f in result.findings if f.status in _SHOWN_LAST and _source_of(f) == source]
+            if not findings:
+                continue
+            self._line()
+            self._line(f"== {title}: INFO and PASS ==")
+            for finding in _ordered(findings):
+                self.finding(finding)
+
+    def _cause_details(self, number: int, cause: RootCause, issues: _IssuesByFingerprint) -> None:
+        """One root cause, numbered as in the verdict: its own findings, then each symptom it
+        explains with the rule's sentence."""
+        self._line()
+        self._line(f"== {number}. {cause.priority.value} {cause.title}  [{cause.scope}] ==")
+        evidence = issues.take(cause.evidence)
+        if evidence:
+            self._line(f"  evidence ({len(evidence)} finding(s)):")
+            self._compact(evidence)
+        for symptom in cause.explains:
+            findings = issues.take(symptom.findings)
+            self._line(f"  explains: {symptom.title} ({len(findings)} finding(s))")
+            if symptom.why:
+                self._line(f"    why: {symptom.why}")
+            self._compact(findings)
+
+    def _compact(self, findings: list[Finding]) -> None:
+        """The most urgent `MAX_SHOWN_FINDINGS` findings, then how many more there are."""
+        ordered = _ordered(findings)
+        for finding in ordered[:MAX_SHOWN_FINDINGS]:
+            self.finding(finding, indent=_FINDING_INDENT)
+        if len(ordered) > MAX_SHOWN_FINDINGS:
+            more = len(ordered) - MAX_SHOWN_FINDINGS
+            self._line(f"{_FINDING_INDENT}… and {more} more finding(s) like these (--format json lists every one)")
 
     def _header(self, result: SweepResult) -> None:
         self._line("hyperpod-nccl diagnose (READ-ONLY: nothing on the cluster is changed)")
@@ -214,6 +263,14 @@ def _step_lines(step: PlanStep) -> list[str]:
 
 # A verdict line lists this many resources or symptoms, then counts the rest.
 MAX_LISTED = 6
+# A root cause's details show this many of its own findings, and of each symptom it explains, then
+# count the rest: the watchdog timeouts of 500 nodes' ranks stay a few lines.
+MAX_SHOWN_FINDINGS = 3
+# Where a finding's line starts under its root cause. Its detail and evidence lines start 7 columns
+# further in, so a value that begins with a label ("[PASS] ...") can never line up with our own.
+_FINDING_INDENT = "    "
+# Shown after everything else, by source: they report no fault.
+_SHOWN_LAST = frozenset({Status.INFO, Status.PASS})
 
 
 def _listed(items: Iterable[str]) -> str:
@@ -228,6 +285,37 @@ def _source_of(finding: Finding) -> str:
         return registered.meta.source
     # The SKIP line of a source that was not collected is named after the source (engine.not_collected).
     return finding.check_id if finding.check_id in SOURCE_TITLES else "control_plane"
+
+
+_SOURCE_ORDER: dict[str, int] = {source: rank for rank, source in enumerate(SOURCE_TITLES)}
+
+
+def _source_rank(finding: Finding) -> int:
+    return _SOURCE_ORDER[_source_of(finding)]
+
+
+class _IssuesByFingerprint:
+    """The FAIL/WARN findings of a result, by fingerprint, each handed out once (two findings may
+    share a fingerprint; the verdict then names it twice)."""
+
+    def __init__(self, findings: Iterable[Finding]) -> None:
+        self._left: dict[str, list[Finding]] = defaultdict(list)
+        for finding in findings:
+            if finding.is_issue:
+                self._left[finding.fingerprint].append(finding)
+
+    def take(self, fingerprints: Iterable[str]) -> list[Finding]:
+        """The findings the fingerprints name that were not handed out yet."""
+        taken = []
+        for fingerprint in fingerprints:
+            waiting = self._left.get(fingerprint)
+            if waiting:
+                taken.append(waiting.pop(0))
+        return taken
+
+    def left(self) -> list[Finding]:
+        """The findings no `take` named."""
+        return [finding for waiting in self._left.values() for finding in waiting]
 
 
 _STATUS_ORDER = {Status.FAIL: 0, Status.WARN: 1, Status.INFO: 2, Status.SKIP: 3, Status.PASS: 4}
