@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from hyperpod_nccl.cli.render import MAX_SHOWN_FINDINGS, TextReport
+from hyperpod_nccl.cli.render import MAX_SHOWN_FINDINGS, VERDICT_DETAILED_CAUSES, TextReport
 from hyperpod_nccl.engine import diagnose
 from hyperpod_nccl.models.findings import Finding, Scope, Status, SweepResult
 from hyperpod_nccl.models.request import DiagnoseRequest
@@ -94,6 +94,10 @@ def _line_of(finding: Finding) -> str:
     return f"[{finding.status.value}] {one_line(priority + finding.title)}"
 
 
+# The detailed causes' lines (title, blocks, where, explains, pointer, first step) and the headings.
+VERDICT_SCREEN_LINES = 6 * VERDICT_DETAILED_CAUSES + 5
+
+
 def _assert_details_follow_the_verdict(result: SweepResult, report: str) -> None:
     verdict, sections = _sections(report)
     causes = result.verdict.root_causes
@@ -101,6 +105,10 @@ def _assert_details_follow_the_verdict(result: SweepResult, report: str) -> None
     assert [line for line in verdict if FINDING_LINE.match(line) and not line.startswith("[WARN] Partial: ")] == []
     ranks = [SECTION_RANK[s.kind] for s in sections]
     assert ranks == sorted(ranks), [s.heading for s in sections]
+    # One screen: the first causes in full (a handful of lines each), every other in one line.
+    numbered = [line for line in verdict if re.match(r"  \d+\. P\d ", line)]
+    assert len(numbered) == len(causes), "every root cause is in the verdict"
+    assert len(verdict) <= VERDICT_SCREEN_LINES + max(0, len(causes) - VERDICT_DETAILED_CAUSES), len(verdict)
 
     blocks = [s for s in sections if s.kind == "cause"]
     headings = [CAUSE_HEADING.match(s.heading).groupdict() for s in blocks]  # type: ignore[union-attr]

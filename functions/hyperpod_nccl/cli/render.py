@@ -20,6 +20,9 @@ PRIORITY_HEADINGS = {
     Priority.P2: "P2 — Advisory",
 }
 # SKIP is dim: it is no result, neither good nor bad news.
+# The verdict details this many causes (why, where, what they explain, the first step), then one
+# line each: the first screen says what is broken and in what order on any cluster.
+VERDICT_DETAILED_CAUSES = 5
 _COLOURS = {Status.PASS: "32", Status.FAIL: "31", Status.WARN: "33", Status.INFO: "36", Status.SKIP: "2"}
 
 
@@ -163,6 +166,13 @@ class TextReport:
         folded = result.verdict.findings_folded
         self._line(f"{len(causes)} root cause(s) explain {folded} finding(s); act in this order:")
         for number, cause in enumerate(causes, 1):
+            if number > VERDICT_DETAILED_CAUSES:
+                # Past the first few, one line each: the verdict stays one screen on a cluster
+                # with dozens of causes, and each one's block below has the rest.
+                self._line(
+                    f"  {number}. {cause.priority.value} {cause.title}  [{cause.scope}]  → {cause.reference.pointer}"
+                )
+                continue
             self._line(f"  {number}. {cause.priority.value} {cause.title}  [{cause.scope}]")
             self._line(f"       blocks: {cause.why}")
             if cause.resources:
@@ -173,6 +183,10 @@ class TextReport:
             first = next((step for step in cause.plan if step.command), None)
             if first is not None:
                 self._line(f"       first step: [{first.stage}] {first.description}")
+        if len(causes) > VERDICT_DETAILED_CAUSES:
+            self._line(
+                f"  (causes {VERDICT_DETAILED_CAUSES + 1} to {len(causes)} in one line each: every cause in full below)"
+            )
 
     def _summary(self, result: SweepResult) -> None:
         cov = result.coverage
