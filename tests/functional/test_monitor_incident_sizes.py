@@ -2,7 +2,8 @@
 (which the emulation enforces on UpdateItem as AWS does), read back whole, and its message fits SNS.
 
 Built as test_monitor_sizes.py builds its 10,000-node cases: the sweep's findings directly (a
-watchdog timeout logged on every node of one job), stored through the monitor's own functions.
+watchdog timeout logged on every node of one job) folded by the verdict as Aggregate folds them,
+stored through the monitor's own functions.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from hyperpod_nccl.monitor.alert_messages import (
 from hyperpod_nccl.monitor.incident_tracking import _persist, load_incident_sweep, load_stored, record_incidents
 from hyperpod_nccl.monitor.store import DYNAMODB_ITEM_MAX_BYTES, INCIDENT_INLINE_MAX_BYTES, cluster_key, incident_sk
 from hyperpod_nccl.references import DBG_TIMEOUT_RENDEZVOUS
+from hyperpod_nccl.verdict import build_verdict
 from hyperpod_nccl_sim.serverless import LocalMonitor
 from tests.functional.test_monitor_sizes import HISTORY_SECONDS, REGION, STARTED, deployed  # noqa: F401
 from tests.functional.test_monitor_sweep import _store, monitor  # noqa: F401
@@ -36,7 +38,7 @@ def _node(n: int) -> Resource:
 def _watchdog(n: int) -> Finding:
     """The watchdog timeout node n's ranks logged: a witness of the job's hang."""
     return Finding(
-        check_id="logs.nccl_errors",
+        check_id="logs.signatures",
         status=Status.FAIL,
         priority=Priority.P1,
         title=f"NCCL watchdog timeout on {_node(n).id}",
@@ -48,13 +50,14 @@ def _watchdog(n: int) -> Finding:
 
 
 def _sweep(findings: list[Finding]) -> tuple[SweepResult, Inventory]:
+    inventory = Inventory(
+        cluster_name=CLUSTER, region=REGION, collected_at=STARTED, window_start=STARTED - timedelta(hours=2),
+        window_end=STARTED, control_plane=ControlPlaneInventory(nodes=[]),
+    )  # fmt: skip
     result = SweepResult(
         cluster_name=CLUSTER, region=REGION, started_at=STARTED, finished_at=STARTED,
-        window_start=STARTED - timedelta(hours=2), window_end=STARTED, findings=findings,
-    )  # fmt: skip
-    inventory = Inventory(
-        cluster_name=CLUSTER, region=REGION, collected_at=STARTED, window_start=result.window_start,
-        window_end=STARTED, control_plane=ControlPlaneInventory(nodes=[]),
+        window_start=inventory.window_start, window_end=STARTED, findings=findings,
+        verdict=build_verdict(findings, inventory),
     )  # fmt: skip
     return result, inventory
 
@@ -77,7 +80,8 @@ def test_an_incident_naming_10000_nodes_stays_under_the_item_limit_and_reads_bac
         store, sweep_id="sweep-inc-10k", region=REGION, started_at=STARTED, result=result, inventory=inventory,
         open_fingerprints={f.fingerprint for f in result.findings}, cluster_wide=True, history_seconds=HISTORY_SECONDS,
     )  # fmt: skip
-    [incident] = sweep.incidents
+    [incident] = sweep.incidents  # one hang, nothing found that explains it: one root cause
+    assert incident.id == result.verdict.root_causes[0].id and incident.findings_folded == NODES
     assert len(incident.affected.nodes) == NODES and len(incident.timeline) == NODES
     assert len(incident.model_dump_json()) > DYNAMODB_ITEM_MAX_BYTES  # one item could not hold it
 

@@ -15,6 +15,7 @@ from hyperpod_nccl.incidents.models import Incident
 from hyperpod_nccl.models.findings import Finding, Status, SweepResult
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.references import DBG_EFA_CONFIG, DBG_TCP_FALLBACK, NODE
+from hyperpod_nccl.verdict.kinds import HANG_KINDS, classify
 
 SITUATIONS: dict[int, str] = {
     1: "All SG rules are correct and EFA is verified on the nodes, yet NCCL still times out.",
@@ -24,8 +25,8 @@ SITUATIONS: dict[int, str] = {
     5: "The collective timeout was raised and the memlock workaround applied, yet rendezvous on a large "
     "cluster still hangs.",
 }
-HANG_SIGNATURES = frozenset({"watchdog_timeout", "watchdog_stuck", "comm_abort"})
-RENDEZVOUS_SIGNATURES = frozenset({"rendezvous_failure", "c10d_store", "c10d_connect_failed"})
+# A rendezvous that failed, as the verdict classifies it (its log signatures are listed there once).
+RENDEZVOUS_KIND = "rendezvous_failed"
 Verdict = Literal["applies", "confirm", "no"]
 
 
@@ -38,8 +39,9 @@ class Escalation(BaseModel):
     why: str
 
 
-def _signatures(result: SweepResult) -> set[str]:
-    return {str(f.fields["signature"]) for f in result.issues if f.fields.get("signature")}
+def _kinds(result: SweepResult) -> set[str]:
+    """The verdict's cause kinds of the sweep's issues (`verdict.kinds.classify`)."""
+    return {kind for f in result.issues if (kind := classify(f)) is not None}
 
 
 def _is_sg(finding: Finding) -> bool:
@@ -56,9 +58,11 @@ def _is_hardware(finding: Finding) -> bool:
 
 def judge(result: SweepResult, incidents: list[Incident], inventory: Inventory | None = None) -> list[Escalation]:
     """All five situations with a verdict each, in the skill's order."""
-    signatures = _signatures(result)
+    kinds = _kinds(result)
+    # A hang is what the verdict classifies as one; an incident's hang entry may also come from
+    # attribution facts alone.
     hang_incident = any(e.kind == "hang" for i in incidents for e in i.timeline)
-    hung = bool(signatures & HANG_SIGNATURES) or hang_incident
+    hung = bool(kinds & HANG_KINDS) or hang_incident
     out: list[Escalation] = []
 
     sg_ran = any(_is_sg(f) for f in result.findings)
@@ -115,7 +119,7 @@ def judge(result: SweepResult, incidents: list[Incident], inventory: Inventory |
     )
 
     large = cov.nodes_total >= thresholds.LARGE_CLUSTER_NODES
-    rendezvous = bool(signatures & RENDEZVOUS_SIGNATURES)
+    rendezvous = RENDEZVOUS_KIND in kinds
     memlock_applied = _memlock_workaround(inventory)
     out.append(
         _verdict(

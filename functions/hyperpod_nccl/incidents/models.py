@@ -1,14 +1,14 @@
-"""Incidents: one per root cause, with the timeline that explains it and what it touched."""
+"""Incidents: the verdict's root causes, each with the timeline that explains it and what it touched."""
 
 from __future__ import annotations
 
-import hashlib
 from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from hyperpod_nccl.models.findings import Priority
+from hyperpod_nccl.models.verdict import BlastRadius
 from hyperpod_nccl.references import Reference
 
 SignalKind = Literal["fault", "detection", "hang", "job", "recovery", "info"]
@@ -29,7 +29,8 @@ class TimelineEntry(BaseModel):
 
 
 class RootCause(BaseModel):
-    """The finding an incident is about, with its runbook pointer."""
+    """What an incident is about, in one line: the verdict cause's most telling evidence (`summary`,
+    from `source`, by `check_id`), the cause's runbook pointer, and the Xid its evidence reports."""
 
     summary: str
     source: SignalSource
@@ -60,13 +61,20 @@ class Affected(BaseModel):
 
 
 class Incident(BaseModel):
-    """One root cause on one cluster in one window."""
+    """One root cause of the verdict on one cluster in one window, with its story: the verdict's
+    root cause and the incident share their `id`, so the CLI, the table and the alerts name the
+    same cause the same way, sweep after sweep."""
 
-    id: str
+    id: str = Field(description="the verdict root cause's id (`rc-…`): stable across sweeps")
     cluster: str
     title: str
     priority: Priority
     root_cause: RootCause
+    kind: str = Field("", description="the verdict root cause's kind (verdict.kinds.CAUSE_KINDS key or a check id)")
+    scope: BlastRadius = Field("node", description="what the cause blocks: cluster, job or node")
+    verdict_rank: int = Field(0, description="the cause's place in the verdict's order (0 = first)")
+    first_step: str | None = Field(None, description="the first safe step of the cause's plan, in one line")
+    findings_folded: int = Field(0, description="how many findings the cause accounts for")
     first_seen: datetime | None = None
     last_seen: datetime | None = None
     outcome: Outcome = "unknown"
@@ -75,9 +83,3 @@ class Incident(BaseModel):
     finding_fingerprints: list[str] = Field(default_factory=list)
     recurrence: Recurrence | None = None
     evidence: list[str] = Field(default_factory=list, description="verbatim error lines")
-
-    @staticmethod
-    def make_id(cluster: str, anchor: str, signature: str) -> str:
-        """Stable across sweeps: the cluster, the node (or job) and the root signature."""
-        digest = hashlib.sha256(f"{cluster}|{anchor}|{signature}".encode()).hexdigest()[:12]
-        return f"inc-{digest}"

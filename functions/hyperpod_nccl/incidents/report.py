@@ -1,8 +1,8 @@
-"""Run a diagnosis and turn it into incidents; render them as text or JSON.
+"""Run a diagnosis and tell its verdict as incidents; render them as text or JSON.
 
 Shared by `hyperpod-nccl incidents` and `hyperpod-nccl support-bundle` (and usable by the
-monitor): the same collection and checks as `diagnose`, then `build_incidents` over the sweep
-result and its inventory.
+monitor): the same collection, checks and verdict as `diagnose`, then `build_incidents` over the
+sweep result and its inventory: one incident per root cause, in the verdict's order.
 """
 
 from __future__ import annotations
@@ -88,6 +88,7 @@ def incidents_json(run: IncidentRun) -> dict[str, object]:
         "region": result.region,
         "window_start": result.window_start.isoformat(),
         "window_end": result.window_end.isoformat(),
+        "findings_folded": result.verdict.findings_folded,
         "incidents": [
             {**i.model_dump(mode="json"), "root_cause_pointer": i.root_cause.reference.pointer} for i in run.incidents
         ],
@@ -117,9 +118,14 @@ def _line_writer(stream: TextIO) -> Callable[..., None]:
 
 
 def write_incident(stream: TextIO, incident: Incident) -> None:
-    """One incident: headline, root cause with its runbook, affected set, outcome, timeline."""
+    """One incident: headline, its scope and how many findings it folds, its plan's first step,
+    root cause with its runbook, affected set, outcome, timeline."""
     line = _line_writer(stream)
     line(f"[{incident.priority.value}] {incident.id}  {incident.title}")
+    folded = incident.findings_folded
+    line(f"      scope: {incident.scope}; folds {folded} finding{'' if folded == 1 else 's'}")
+    if incident.first_step:
+        line(f"      first step: {incident.first_step}")
     line(f"      root cause: {incident.root_cause.summary}")
     line(f"       → {incident.root_cause.reference.pointer}")
     affected = incident.affected
@@ -163,13 +169,14 @@ def render_incidents_text(stream: TextIO, run: IncidentRun) -> None:
     line(f"Cluster: {result.cluster_name}" + (f"  ({result.cluster_arn})" if result.cluster_arn else ""))
     line(f"Region:  {result.region}")
     line(f"Window:  {result.window_start:%Y-%m-%d %H:%M:%S} → {result.window_end:%Y-%m-%d %H:%M:%S} UTC")
-    line(f"Incidents: {len(run.incidents)}")
+    folded = sum(i.findings_folded for i in run.incidents)
+    line(f"Incidents: {len(run.incidents)} (the verdict's root causes, most urgent first; they fold {folded} findings)")
     line()
     for incident in run.incidents:
         write_incident(stream, incident)
         line()
     if not run.incidents:
-        line("No incidents: no node fault, health-agent detection or job hang in the window.")
+        line("No incidents: no FAIL or WARN finding in the window, so no root cause.")
         line()
     for degraded in result.degraded_sources:
         line(f"[WARN] {degraded.source}: {degraded.reason} (fix: {degraded.fix})")

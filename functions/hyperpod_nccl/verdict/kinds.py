@@ -355,6 +355,10 @@ CAUSE_KINDS: dict[str, CauseKind] = dict(
     ]
 )
 
+# The kinds that are a hang of a job's collectives: what `incidents` and the escalation
+# situations call a hang follows the classification below, never a list of signatures of their own.
+HANG_KINDS = frozenset({"collective_hang", "hang_attributed"})
+
 
 @dataclass(frozen=True)
 class Classify:

@@ -1,4 +1,4 @@
-"""`hyperpod-nccl incidents`: the sweep's failures told as incidents, one per root cause."""
+"""`hyperpod-nccl incidents`: the verdict's root causes told as incidents, in its order, each with its timeline."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from hyperpod_nccl.models.request import DiagnoseRequest
 from hyperpod_nccl.sanitize import for_terminal
 
 NAME = "incidents"
-HELP = "Show the cluster's failures as incidents with timelines (read-only)."
+HELP = "Show the verdict's root causes as incidents, each with its timeline (read-only)."
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -87,7 +87,7 @@ def incident_run(args: argparse.Namespace, command: str) -> IncidentRun | int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Diagnose, join into incidents, print."""
+    """Diagnose, tell the verdict's root causes as incidents, print."""
     outcome = incident_run(args, NAME)
     if isinstance(outcome, int):
         return outcome
