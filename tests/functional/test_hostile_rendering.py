@@ -128,10 +128,15 @@ def _alerts(incident_run: IncidentRun) -> list[Alert]:
         changes=changes,
         degraded_sources=result.degraded_sources,
     )
-    sweep = IncidentSweep(sweep_id="schedule-1", cluster=result.cluster_name, region=result.region, started_at=started)
-    alerts = [build_alert(diff, BASE_URL)]
-    for incident in incident_run.incidents:
-        alerts.append(build_incident_alert(sweep, IncidentChange(kind="new", incident=incident), BASE_URL))
+    news = [IncidentChange(kind="new", incident=incident) for incident in incident_run.incidents]
+    sweep = IncidentSweep(
+        sweep_id="schedule-1", cluster=result.cluster_name, region=result.region, started_at=started,
+        incidents=incident_run.incidents, changes=news,
+    )  # fmt: skip
+    # The summary three ways: from the findings alone, listing the root causes, and as a baseline.
+    alerts = [build_alert(diff, BASE_URL), build_alert(diff, BASE_URL, sweep)]
+    alerts.append(build_alert(diff, BASE_URL, sweep.model_copy(update={"baseline": True})))
+    alerts.extend(build_incident_alert(sweep, change, BASE_URL) for change in news)
     return alerts
 
 

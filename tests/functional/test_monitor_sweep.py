@@ -7,13 +7,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from hyperpod_nccl.monitor.alert_messages import INCIDENT_EVENT_TYPES, ChatbotNotification
-from hyperpod_nccl.monitor.store import Store, cluster_key
+from hyperpod_nccl.incidents.models import Affected, Incident, RootCause
+from hyperpod_nccl.models.findings import Priority
+from hyperpod_nccl.monitor.alert_messages import INCIDENT_EVENT_TYPES, SWEEP_EVENT_TYPES, ChatbotNotification
+from hyperpod_nccl.monitor.diff import SweepDiff
+from hyperpod_nccl.monitor.incident_tracking import IncidentChange, IncidentSweep, load_stored
+from hyperpod_nccl.monitor.payloads import NotifyOutput, SweepRef, SweepState
+from hyperpod_nccl.monitor.states.notify import run_notify
+from hyperpod_nccl.monitor.store import DIFF, INCIDENTS, Store, cluster_key
+from hyperpod_nccl.references import NODE_HARDWARE
+from hyperpod_nccl.sanitize import for_slack
 from hyperpod_nccl_sim.runtime import SimulatedCluster
 from hyperpod_nccl_sim.scenario import FaultSpec
 from hyperpod_nccl_sim.serverless import TABLE_NAME, LocalMonitor
@@ -67,7 +76,7 @@ def _cluster_security_groups(monitor: LocalMonitor) -> list[str]:
     return list(described["VpcConfig"]["SecurityGroupIds"])
 
 
-def test_first_sweep_stores_and_notifies_then_second_sends_nothing(simulate, monitor) -> None:
+def test_first_sweep_stores_and_sends_one_baseline_then_second_sends_nothing(simulate, monitor) -> None:
     deployed = monitor(simulate("eks-p5"))
     first = deployed.sweep()
     assert first.status == "SUCCEEDED"
@@ -77,15 +86,30 @@ def test_first_sweep_stores_and_notifies_then_second_sends_nothing(simulate, mon
     # One ProbeNode state (one probe_node invocation) per planned node, in Express children whose
     # history the emulation does not keep: counted from the invocations.
     assert len(deployed.calls_of(first, "probe_node")) == 2
-    [message] = _sweep_messages(first)
-    chat = ChatbotNotification.model_validate(message)
+    # The first sweep after the deployment: one baseline summary, not one message per open cause.
     cluster = deployed.simulation.scenario.cluster.name
-    assert cluster in chat.content.title
+    causes = sorted((s.incident for s in load_stored(_store(deployed), deployed.region, cluster).values()),
+                    key=lambda i: i.verdict_rank)  # fmt: skip
+    assert len(causes) > 1
+    [message] = first.notifications
+    chat = ChatbotNotification.model_validate(message)
+    assert chat.metadata.eventType == SWEEP_EVENT_TYPES["baseline"]
+    assert chat.metadata.threadId == f"hyperpod-nccl-{deployed.region}-{cluster}"
+    assert cluster in chat.content.title and f"baseline, {len(causes)} root causes" in chat.content.title
+    # Every open cause, in the verdict's order (as far as the chat limit lets the list go).
+    shown = [chat.content.description.find(f"] {for_slack(c.title)} (") for c in causes]
+    assert shown[:5] == sorted(shown[:5]) and -1 not in shown[:5], shown
     for sg in _cluster_security_groups(deployed):
-        assert sg in chat.content.description  # the SG missing its self-reference rule is named
+        assert sg in chat.content.description  # the SG missing its self-reference rule is named (first step)
     open_findings = _store(deployed).open_findings(deployed.region, cluster)
     assert open_findings
     assert {item["occurrences"] for item in open_findings} == {1}
+    # Step Functions retrying Notify (its Lambda timed out after publishing) sends no second baseline.
+    assert first.output is not None
+    state = SweepState.model_validate({k: v for k, v in first.output.items() if k not in ("aggregate", "notify")})
+    again = run_notify(state, _store(deployed), deployed.client("sns"), topic_arn=deployed.topic_arn, base_url="x")
+    assert not again.incident_messages and again.reason == "already published for this sweep"
+    assert deployed.drain_notifications() == []
 
     second = deployed.sweep()
     assert second.status == "SUCCEEDED"
@@ -100,14 +124,23 @@ def test_first_sweep_stores_and_notifies_then_second_sends_nothing(simulate, mon
     assert all(int(r["expires_at"]) > 0 for r in records)  # sweep records carry the TTL attribute
 
 
-def test_fixed_security_group_produces_a_resolved_notification(simulate, monitor) -> None:
+def _self_reference(sg: str) -> list[dict[str, Any]]:
+    """The egress rule a cluster security group needs: all traffic to itself."""
+    return [{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": sg}]}]
+
+
+def _cause_messages(run: Any) -> list[ChatbotNotification]:
+    """The per-root-cause messages of a run (each in its cause's thread)."""
+    return [ChatbotNotification.model_validate(m) for m in run.notifications if m not in _sweep_messages(run)]
+
+
+def test_fixed_then_broken_security_group_is_told_in_its_cause_thread(simulate, monitor) -> None:
     deployed = monitor(simulate("eks-p5"))
-    assert deployed.sweep().notifications
+    cluster = deployed.simulation.scenario.cluster.name
+    assert _cause_messages(deployed.sweep()) == []  # the baseline: its summary only
     ec2 = deployed.client("ec2")
     for sg in _cluster_security_groups(deployed):  # test set-up: the operator applies the suggested fix
-        ec2.authorize_security_group_egress(
-            GroupId=sg, IpPermissions=[{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": sg}]}]
-        )
+        ec2.authorize_security_group_egress(GroupId=sg, IpPermissions=_self_reference(sg))
     second = deployed.sweep()
     [message] = _sweep_messages(second)
     chat = ChatbotNotification.model_validate(message)
@@ -115,9 +148,21 @@ def test_fixed_security_group_produces_a_resolved_notification(simulate, monitor
     assert "[RESOLVED]" in chat.content.description
     for sg in _cluster_security_groups(deployed):
         assert sg in chat.content.description
-    cluster = deployed.simulation.scenario.cluster.name
     still_open = _store(deployed).open_findings(deployed.region, cluster)
     assert not any("outbound self-referencing" in str(item["title"]) for item in still_open)
+    [resolved] = _cause_messages(second)
+    assert resolved.metadata.eventType == INCIDENT_EVENT_TYPES["resolved"]
+    assert "Security group" in resolved.content.title
+    cause_id = resolved.metadata.additionalContext["incidentId"]
+    assert resolved.metadata.threadId == f"hyperpod-nccl-{deployed.region}-{cluster}-{cause_id}"
+    assert resolved.metadata.threadId != chat.metadata.threadId  # the summary keeps the cluster's thread
+
+    for sg in _cluster_security_groups(deployed):  # and someone removes the rule again
+        ec2.revoke_security_group_egress(GroupId=sg, IpPermissions=_self_reference(sg))
+    [reopened] = _cause_messages(deployed.sweep())
+    assert reopened.metadata.eventType == INCIDENT_EVENT_TYPES["new"]
+    assert reopened.metadata.additionalContext["incidentId"] == cause_id
+    assert reopened.metadata.threadId == resolved.metadata.threadId  # the same cause, the same thread
 
 
 def test_failing_collector_still_yields_a_stored_partial_sweep(simulate, monitor) -> None:
@@ -183,10 +228,37 @@ def test_malformed_and_foreign_events_start_nothing(simulate, monitor) -> None:
     assert deployed.executions() == []
 
 
+def _swept_before(deployed: LocalMonitor, *, status: str = "complete", node: str | None = None) -> None:
+    """An earlier sweep of the cluster on record (a day ago), as Aggregate records one."""
+    cluster, earlier = deployed.simulation.scenario.cluster.name, datetime.now(UTC) - timedelta(days=1)
+    ref = SweepRef(sweep_id=f"schedule-earlier-{status}-{node}", execution="earlier", cluster=cluster,
+                   region=deployed.region, node=node, started_at=earlier)  # fmt: skip
+    diff = SweepDiff(sweep_id=ref.sweep_id, cluster=cluster, region=deployed.region, started_at=earlier)
+    _store(deployed).record_sweep(
+        ref, status=status, diff=diff, finished_at=earlier, duration_seconds=1.0, expires_at=2_000_000_000
+    )
+
+
+def test_only_an_earlier_evaluated_full_sweep_ends_the_baseline(simulate, monitor) -> None:
+    deployed = monitor(simulate("eks-p5"))
+    # Neither a failed sweep nor a node-scoped one has told the cluster's state.
+    _swept_before(deployed, status="failed")
+    _swept_before(deployed, status="partial", node=deployed.simulation.instance_id("worker:5"))
+    assert [m["metadata"]["eventType"] for m in deployed.sweep().notifications] == [SWEEP_EVENT_TYPES["baseline"]]
+    # The sweep just recorded counts for the next one, but not for itself.
+    [record] = [r for r in _sweep_records(deployed) if r["execution"] != "earlier"]
+    store, cluster = _store(deployed), deployed.simulation.scenario.cluster.name
+    started = datetime.fromisoformat(record["started_at"])
+    assert not store.has_earlier_full_sweep(deployed.region, cluster, started_at=started, sweep_id=record["sweep_id"])
+    later = started + timedelta(minutes=15)
+    assert store.has_earlier_full_sweep(deployed.region, cluster, started_at=later, sweep_id="schedule-next")
+
+
 def test_hung_job_incident_is_stored_and_told_once_in_its_own_thread(simulate, monitor) -> None:
     deployed = monitor(simulate("hung-job"), node_coverage="all")
     cluster = deployed.simulation.scenario.cluster.name
     hung_node = deployed.simulation.instance_id("worker:4")
+    _swept_before(deployed)  # not the baseline: the monitor has told this cluster's state before
     first = deployed.sweep()
     assert first.status == "SUCCEEDED"
     [item] = _store(deployed).query(cluster_key(deployed.region, cluster), "INCIDENT#")
@@ -199,7 +271,7 @@ def test_hung_job_incident_is_stored_and_told_once_in_its_own_thread(simulate, m
     incident_messages = [m for m in first.notifications if m not in _sweep_messages(first)]
     [message] = incident_messages
     chat = ChatbotNotification.model_validate(message)
-    assert chat.metadata.threadId == incident_id
+    assert chat.metadata.threadId == f"hyperpod-nccl-{deployed.region}-{cluster}-{incident_id}"
     assert chat.metadata.eventType == INCIDENT_EVENT_TYPES["new"]
     assert chat.metadata.threadId != ChatbotNotification.model_validate(_sweep_messages(first)[0]).metadata.threadId
     assert "[P0]" in chat.content.title and "Timeline:" in chat.content.description
@@ -212,3 +284,71 @@ def test_hung_job_incident_is_stored_and_told_once_in_its_own_thread(simulate, m
     [again] = _store(deployed).query(cluster_key(deployed.region, cluster), "INCIDENT#")
     assert again["status"] == "open" and again["first_sweep_id"] == item["first_sweep_id"]
     assert again["last_sweep_id"] != item["last_sweep_id"]
+
+
+def _cause(cause_id: str, title: str, priority: Priority, rank: int) -> Incident:
+    """A root cause as Aggregate stores it (the verdict's fields set)."""
+    return Incident(
+        id=cause_id, cluster="ml-alerts", title=title, priority=priority, verdict_rank=rank, findings_folded=2,
+        root_cause=RootCause(summary=title, source="finding", reference=NODE_HARDWARE), first_step="kubectl cordon n1",
+    )  # fmt: skip
+
+
+def _stored_sweep(deployed: LocalMonitor, minutes: int, changes: list[IncidentChange]) -> SweepRef:
+    """A sweep whose Aggregate stored these root-cause changes (and no finding change)."""
+    started = datetime(2026, 1, 5, 10, tzinfo=UTC) + timedelta(minutes=minutes)
+    ref = SweepRef(sweep_id=f"schedule-ml-alerts-{minutes}", execution="x", cluster="ml-alerts",
+                   region=deployed.region, started_at=started)  # fmt: skip
+    sweep = IncidentSweep(
+        sweep_id=ref.sweep_id, cluster=ref.cluster, region=ref.region, started_at=started, changes=changes,
+        incidents=[c.incident for c in changes if c.kind != "resolved"],
+    )  # fmt: skip
+    diff = SweepDiff(sweep_id=ref.sweep_id, cluster=ref.cluster, region=ref.region, started_at=started)
+    _store(deployed).put_sweep_blob(ref.sweep_id, INCIDENTS, sweep.model_dump_json(), expires_at=2_000_000_000)
+    _store(deployed).put_sweep_blob(ref.sweep_id, DIFF, diff.model_dump_json(), expires_at=2_000_000_000)
+    return ref
+
+
+def _notify(deployed: LocalMonitor, ref: SweepRef) -> NotifyOutput:
+    sns = deployed.client("sns")
+    return run_notify(SweepState(sweep=ref), _store(deployed), sns, topic_arn=deployed.topic_arn, base_url="x")
+
+
+def test_each_root_cause_has_its_own_thread_across_sweeps_and_p2_causes_none(simulate, monitor) -> None:
+    deployed = monitor(simulate("healthy-eks"))
+    hang = _cause("rc-0000000000a1", "Collective hang in training/llama", Priority.P0, 0)
+    xid = _cause("rc-0000000000b2", "GPU hardware fault on i-0abc", Priority.P1, 1)
+    latency = _cause("rc-0000000000c3", "EFA latency above the fleet's on i-0def", Priority.P2, 2)
+    first = _notify(
+        deployed, _stored_sweep(deployed, 0, [IncidentChange(kind="new", incident=c) for c in (latency, xid, hang)])
+    )
+    worse = hang.model_copy(update={"affected": Affected(jobs=["training/llama", "training/eval"])})
+    second = _stored_sweep(deployed, 15, [
+        IncidentChange(kind="changed", incident=worse, previous_priority=Priority.P0, worse=True,
+                       what=["newly affected jobs: training/eval"]),
+        IncidentChange(kind="resolved", incident=xid),
+    ])  # fmt: skip
+    assert _notify(deployed, second).incident_messages == 2
+    messages = [ChatbotNotification.model_validate(m) for m in deployed.drain_notifications()]
+    threads: dict[str, list[str]] = {}
+    for message in messages:
+        cause = message.metadata.additionalContext.get("incidentId", "summary")
+        threads.setdefault(cause, []).append(message.metadata.threadId)
+    assert first.incident_messages == 2  # the P0 and the P1; the P2 advisory has no thread of its own
+    assert threads == {
+        hang.id: [f"hyperpod-nccl-{deployed.region}-ml-alerts-{hang.id}"] * 2,
+        xid.id: [f"hyperpod-nccl-{deployed.region}-ml-alerts-{xid.id}"] * 2,
+        "summary": [f"hyperpod-nccl-{deployed.region}-ml-alerts"],  # the P2's news, with the others'
+    }
+    [summary] = [m for m in messages if m.metadata.eventType == SWEEP_EVENT_TYPES["changed"]]
+    lines = summary.content.description.split("\n")
+    assert [line for line in lines if line.startswith("*")] == [
+        "*1. [NEW] [P0] [node] Collective hang in training/llama (2 findings)*",
+        "*2. [NEW] [P1] [node] GPU hardware fault on i-0abc (2 findings)*",
+        "*3. [NEW] [P2] [node] EFA latency above the fleet's on i-0def (2 findings)*",
+    ]
+    # The cause's update lands in its thread, once: a retried Notify sends nothing again.
+    [update] = [m for m in messages if m.metadata.eventType == INCIDENT_EVENT_TYPES["changed"]]
+    assert "What changed: newly affected jobs: training/eval" in update.content.description
+    retried = _notify(deployed, second)
+    assert retried.incident_messages == 0 and deployed.drain_notifications() == []

@@ -1,5 +1,5 @@
 """Incidents in the monitor: which incidents are new, changed or resolved between sweeps, and the
-one-message-per-incident alert whose chat thread is the incident id."""
+one-message-per-incident alert whose chat thread is the incident's (root cause's) own."""
 
 from __future__ import annotations
 
@@ -79,6 +79,17 @@ def test_new_entries_priority_and_ranks_make_a_thread_update() -> None:
     assert change.kind == "changed"
     assert [e.text for e in change.new_entries] == ["job failed"]
     assert "priority P1 -> P0" in change.what and "newly affected ranks: 37" in change.what
+    assert change.previous_priority is Priority.P1 and change.worse
+
+
+def test_a_longer_story_alone_is_an_update_but_not_worse() -> None:
+    before = _incident(_entry(0, "Xid 79"))
+    after = _incident(_entry(0, "Xid 79"), _entry(4, "HyperPod rebooted the node", "recovery"))
+    _, [change] = compute_incident_changes(_stored(before), [after], open_fingerprints=set(), cluster_wide=True)
+    assert change.kind == "changed" and not change.worse
+    lowered = _incident(_entry(0, "Xid 79"), priority=Priority.P2)
+    _, [better] = compute_incident_changes(_stored(before), [lowered], open_fingerprints=set(), cluster_wide=True)
+    assert not better.worse and better.previous_priority is Priority.P1
 
 
 def test_an_absent_incident_resolves_only_on_a_cluster_wide_sweep_without_its_findings_open() -> None:
@@ -89,6 +100,30 @@ def test_an_absent_incident_resolves_only_on_a_cluster_wide_sweep_without_its_fi
     assert compute_incident_changes(stored, [], open_fingerprints=set(), cluster_wide=False)[1] == []
     [resolved] = compute_incident_changes(stored, [], open_fingerprints=set(), cluster_wide=True)[1]
     assert resolved.kind == "resolved"
+
+
+def test_a_cause_whose_findings_the_verdict_now_folds_under_another_is_resolved_naming_it() -> None:
+    # The finding is still open, but this sweep's verdict explains it by another root cause (one
+    # found since): the earlier cause is resolved, saying where its findings went.
+    stored = _stored(_incident(_entry(0, "Xid 79")))
+    fingerprint = "node.xid|node=i-0abc"
+    other = _incident(_entry(1, "security group")).model_copy(
+        update={"id": "rc-0000000000aa", "finding_fingerprints": [fingerprint, "sg|sg-1"]}
+    )
+    _, changes = compute_incident_changes(stored, [other], open_fingerprints={fingerprint}, cluster_wide=True)
+    resolved = [c for c in changes if c.kind == "resolved"]
+    assert [(c.incident.id, c.what) for c in resolved] == [
+        ("inc-0123456789ab", ["its findings are now folded under rc-0000000000aa"])
+    ]
+    # A finding kept open without being seen (its node not probed) still keeps its cause open.
+    both = stored["inc-0123456789ab"].incident.model_copy(update={"finding_fingerprints": [fingerprint, "kept|unseen"]})
+    _, kept_open = compute_incident_changes(
+        {both.id: StoredIncident(incident=both, status="open")},
+        [other],
+        open_fingerprints={"kept|unseen", fingerprint},
+        cluster_wide=True,
+    )
+    assert [c for c in kept_open if c.kind == "resolved"] == []
 
 
 def test_a_resolved_incident_that_comes_back_is_reopened_as_new() -> None:
@@ -118,7 +153,8 @@ def test_incident_message_threads_on_the_incident_id() -> None:
     change = IncidentChange(kind="new", incident=incident, new_entries=incident.timeline)
     alert = build_incident_alert(_sweep(change), change, BASE)
     chat = ChatbotNotification.model_validate_json(json.loads(sns_message(alert)["Message"])["default"])
-    assert chat.metadata.threadId == "inc-0123456789ab"
+    # The cause's own thread, qualified by its cluster (the summary keeps the cluster's thread).
+    assert chat.metadata.threadId == "hyperpod-nccl-us-west-2-hp1-inc-0123456789ab"
     assert chat.metadata.eventType == INCIDENT_EVENT_TYPES["new"]
     assert chat.id == "schedule-hp1-0002-inc-0123456789ab"
     assert "[P0] Xid 79 on i-0abc" in chat.content.title

@@ -27,11 +27,13 @@ from pydantic import BaseModel, Field
 from hyperpod_nccl.incidents.build import build_incidents
 from hyperpod_nccl.incidents.models import Incident, TimelineEntry
 from hyperpod_nccl.incidents.report import attributions_of
-from hyperpod_nccl.models.findings import SweepResult
+from hyperpod_nccl.models.findings import Priority, SweepResult
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.monitor.store import INCIDENTS, Store, epoch
 
 IncidentChangeKind = Literal["new", "changed", "resolved"]
+# What an incident affects that, when it grows, is news (a node name follows its instance id).
+_TOLD_WHEN_ADDED = ("instance_ids", "pods", "ranks", "jobs", "gpus")
 
 
 class StoredIncident(BaseModel):
@@ -50,6 +52,8 @@ class IncidentChange(BaseModel):
     incident: Incident
     what: list[str] = Field(default_factory=list)
     new_entries: list[TimelineEntry] = Field(default_factory=list)
+    previous_priority: Priority | None = Field(None, description="changed: the priority it had when last stored")
+    worse: bool = Field(False, description="changed: higher priority, more affected, a recurrence or a failed job")
 
 
 class IncidentSweep(BaseModel):
@@ -62,6 +66,11 @@ class IncidentSweep(BaseModel):
     started_at: datetime
     incidents: list[Incident] = Field(default_factory=list, description="this sweep's incidents as stored")
     changes: list[IncidentChange] = Field(default_factory=list)
+    baseline: bool = Field(
+        False,
+        description="no earlier cluster-wide sweep evaluated the cluster (Store.has_earlier_full_sweep): Notify "
+        "sends one summary of every open root cause instead of a message per cause",
+    )
 
 
 def _entry_key(entry: TimelineEntry) -> tuple[str, str, str, str]:
@@ -113,13 +122,24 @@ def _what_changed(previous: Incident, merged: Incident, new_entries: list[Timeli
         previous.recurrence is None or previous.recurrence.kind != merged.recurrence.kind
     ):
         what.append(f"recurrence: {merged.recurrence.detail}")
-    for name in ("instance_ids", "pods", "ranks", "jobs", "gpus"):
+    for name in _TOLD_WHEN_ADDED:
         added = sorted(set(getattr(merged.affected, name)) - set(getattr(previous.affected, name)), key=str)
         if added:
             what.append(f"newly affected {name.replace('_', ' ')}: {', '.join(map(str, added[:10]))}")
     if new_entries:
         what.append(f"{len(new_entries)} new timeline entr{'y' if len(new_entries) == 1 else 'ies'}")
     return what
+
+
+def _worse(previous: Incident, merged: Incident) -> bool:
+    """The cause got worse: a higher priority, something newly affected, a recurrence, a failed job."""
+    if merged.priority.rank < previous.priority.rank:
+        return True
+    if merged.outcome == "failed" and previous.outcome != "failed":
+        return True
+    if merged.recurrence is not None and previous.recurrence is None:
+        return True
+    return any(set(getattr(merged.affected, name)) - set(getattr(previous.affected, name)) for name in _TOLD_WHEN_ADDED)
 
 
 def compute_incident_changes(
@@ -149,17 +169,34 @@ def compute_incident_changes(
         what = _what_changed(before.incident, merged, new_entries)
         if not what:  # entries sliding out of the window, a re-ordering: nothing to tell
             continue
-        changes.append(IncidentChange(kind="changed", incident=merged, what=what, new_entries=new_entries))
+        changes.append(
+            IncidentChange(
+                kind="changed",
+                incident=merged,
+                what=what,
+                new_entries=new_entries,
+                previous_priority=before.incident.priority,
+                worse=_worse(before.incident, merged),
+            )
+        )
     built = {i.id for i in current}
+    # A finding the verdict folds under another root cause this sweep (a cause found since explains
+    # it) keeps no earlier cause open; one kept open unseen (its node not probed) does.
+    folded_under = {f: i.id for i in current for f in i.finding_fingerprints}
     if cluster_wide:
         for incident_id, before in sorted(stored.items()):
             if before.status != "open" or incident_id in built:
                 continue
-            if set(before.incident.finding_fingerprints) & open_fingerprints:
+            fingerprints = set(before.incident.finding_fingerprints)
+            if any(f not in folded_under for f in fingerprints & open_fingerprints):
                 continue
+            moved = sorted({folded_under[f] for f in fingerprints if f in folded_under})
+            what = [f"its findings are now folded under {', '.join(moved)}"] if moved else []
             changes.append(
                 IncidentChange(
-                    kind="resolved", incident=before.incident, what=["no open finding or signal of it this sweep"]
+                    kind="resolved",
+                    incident=before.incident,
+                    what=what or ["no open finding or signal of it this sweep"],
                 )
             )
     return to_store, changes
@@ -210,13 +247,15 @@ def record_incidents(
     cluster_wide: bool,
     history_seconds: int,
 ) -> IncidentSweep:
-    """Build this sweep's incidents, store them and the changes to tell (once per sweep)."""
+    """Build this sweep's incidents, store them and the changes to tell (once per sweep), and
+    whether the sweep is the cluster's baseline (decided with the changes, so that a retried
+    Aggregate, whose own sweep record may exist by then, keeps the first attempt's answer)."""
     expires = epoch(started_at) + history_seconds
     sweep = load_incident_sweep(store, sweep_id)
     if sweep is None:
         stored = load_stored(store, region, result.cluster_name)
         attributions = attributions_of(inventory)
-        ids = {i.id for i in build_incidents(result, inventory, attributions=attributions)}
+        ids = {cause.id for cause in result.verdict.root_causes}  # the incidents' ids, before building them
         current = build_incidents(result, inventory, attributions=attributions, history=_history(stored, ids))
         to_store, changes = compute_incident_changes(
             stored, current, open_fingerprints=open_fingerprints, cluster_wide=cluster_wide
@@ -229,6 +268,9 @@ def record_incidents(
             started_at=started_at,
             incidents=to_store,
             changes=changes,
+            baseline=not store.has_earlier_full_sweep(
+                region, result.cluster_name, started_at=started_at, sweep_id=sweep_id
+            ),
         )
         if not store.put_sweep_blob(sweep_id, INCIDENTS, sweep.model_dump_json(), expires_at=expires, only_if_new=True):
             sweep = load_incident_sweep(store, sweep_id) or sweep

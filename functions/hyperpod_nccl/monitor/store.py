@@ -13,7 +13,7 @@ Keys (pk / sk; `C` = `<region>#<cluster name>`), one line per access pattern, wi
 - a trigger seen (idempotency per event id): `CLUSTER#C` / `TRIGGER#<trigger id>` (`trigger_seen`,
   `record_trigger_seen`)
 - sweeps of a cluster with coverage and duration (TTL): `CLUSTER#C` / `SWEEP#<started ISO>#<sweep id>`
-  (`record_sweep`)
+  (`record_sweep`; `has_earlier_full_sweep`: is this sweep the cluster's baseline)
 - a finding's state and history summary (first/last seen, occurrences, resolved at):
   `CLUSTER#C` / `FINDING#<fingerprint>` (`record_finding_seen`, `mark_finding_resolved`)
 - open findings of a cluster: GSI `gsi1` `OPEN#C` / `<priority>#<fingerprint>` (sparse: removed on resolve;
@@ -663,6 +663,31 @@ class Store:
                 TTL_ATTRIBUTE: expires_at,
             }
         )
+
+    def has_earlier_full_sweep(self, region: str, cluster: str, *, started_at: datetime, sweep_id: str) -> bool:
+        """Whether a cluster-wide sweep of the cluster started before this one (`started_at`,
+        `sweep_id`) and evaluated it (recorded complete or partial, not failed): the monitor has
+        told this cluster's state before. Records expire with the history (TTL), so a monitor
+        silent for longer than that starts again from a baseline. Newest first, stopping at the
+        first match: usually one page."""
+        upper = f"{SWEEP}{started_at.isoformat()}#{sweep_id}"
+        kwargs: dict[str, Any] = {
+            "KeyConditionExpression": Key(PARTITION_KEY).eq(cluster_key(region, cluster))
+            & Key(SORT_KEY).between(SWEEP, upper),
+            "ScanIndexForward": False,
+            "ConsistentRead": True,
+            "ProjectionExpression": "#sweep, #status, #node",
+            "ExpressionAttributeNames": {"#sweep": "sweep_id", "#status": "status", "#node": "node"},
+        }
+        while True:
+            page = self.table.query(**kwargs)
+            for item in page.get("Items", []):
+                evaluated = item.get("status") in ("complete", "partial") and not item.get("node")
+                if evaluated and item.get("sweep_id") != sweep_id:
+                    return True
+            if "LastEvaluatedKey" not in page:
+                return False
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def permission_gaps(self, region: str, cluster: str) -> set[str]:
         """The IAM actions the cluster's last sweep was denied (none recorded: empty)."""

@@ -1,5 +1,11 @@
-"""State Notify: this sweep's alert and incident messages, each published once (per-sweep markers
-in the table), after the alerts earlier sweeps left pending.
+"""State Notify: this sweep's summary and root-cause messages, each published once (per-sweep
+markers in the table), after the alerts earlier sweeps left pending.
+
+What a sweep sends: one message per root-cause change told in the cause's own thread (P0/P1
+causes: `alert_messages.told_in_its_thread`), then the summary in the cluster's thread when one
+is due (`alert_messages.summary_due`). A baseline sweep (the cluster's first evaluated one,
+`IncidentSweep.baseline`) sends the summary alone, listing every open cause: a deployment on a
+cluster with twenty open causes sends one message, not twenty threads.
 
 Alert formatting is `hyperpod_nccl.monitor.alert_messages`; this module publishes."""
 
@@ -19,10 +25,13 @@ from hyperpod_nccl.monitor.alert_messages import (
     build_alert,
     build_incident_alert,
     sns_message,
+    summary_due,
+    told_in_its_thread,
     undeliverable_alert,
+    verdict_order,
 )
 from hyperpod_nccl.monitor.diff import SweepDiff
-from hyperpod_nccl.monitor.incident_tracking import load_incident_sweep
+from hyperpod_nccl.monitor.incident_tracking import IncidentSweep, load_incident_sweep
 from hyperpod_nccl.monitor.payloads import NotifyOutput, SweepRef, SweepState, aggregate_failure_text
 from hyperpod_nccl.monitor.settings import ALERT_RETENTION_SECONDS
 from hyperpod_nccl.monitor.store import DIFF, PendingAlert, Store, epoch
@@ -162,8 +171,9 @@ def _alert_expiry(ref: SweepRef) -> int:
 def _publish_sweep(
     ref: SweepRef, diff: SweepDiff, store: Store, sns: SNSClient, topic_arn: str, base_url: str
 ) -> NotifyOutput:
-    incident_messages = _publish_incidents(ref, store, sns, topic_arn=topic_arn, base_url=base_url)
-    if not diff.worth_notifying:
+    incidents = load_incident_sweep(store, ref.sweep_id)
+    incident_messages = _publish_incidents(ref, incidents, store, sns, topic_arn=topic_arn, base_url=base_url)
+    if not summary_due(diff, incidents):
         reason = f"{incident_messages} incident messages" if incident_messages else "nothing changed"
         return NotifyOutput(published=incident_messages > 0, reason=reason, incident_messages=incident_messages)
     if not store.claim_notification(ref.sweep_id, expires_at=_alert_expiry(ref)):
@@ -173,26 +183,28 @@ def _publish_sweep(
             incident_messages=incident_messages,
         )
     try:
-        response = _publish(sns, topic_arn, build_alert(diff, base_url))
+        response = _publish(sns, topic_arn, build_alert(diff, base_url, incidents))
     except Exception:
         store.release_notification_claim(ref.sweep_id)  # let the Retry publish it
         raise
+    reason = f"{len(diff.changes)} changes"
+    if incidents is not None and incidents.baseline:
+        reason = f"baseline: {len(incidents.incidents)} root causes open"
     return NotifyOutput(
-        published=True,
-        message_id=response.get("MessageId"),
-        reason=f"{len(diff.changes)} changes",
-        incident_messages=incident_messages,
+        published=True, message_id=response.get("MessageId"), reason=reason, incident_messages=incident_messages
     )
 
 
-def _publish_incidents(ref: SweepRef, store: Store, sns: SNSClient, *, topic_arn: str, base_url: str) -> int:
-    """One message per new, changed or resolved incident, each at most once per sweep (a marker
-    per incident: a Retry after a failed publish sends only what was not sent)."""
-    sweep = load_incident_sweep(store, ref.sweep_id)
-    if sweep is None:
+def _publish_incidents(
+    ref: SweepRef, sweep: IncidentSweep | None, store: Store, sns: SNSClient, *, topic_arn: str, base_url: str
+) -> int:
+    """One message per root-cause change told in its own thread (`told_in_its_thread`), in verdict
+    order, each at most once per sweep (a marker per cause: a Retry after a failed publish sends
+    only what was not sent). None for a baseline sweep: its summary lists every open cause."""
+    if sweep is None or sweep.baseline:
         return 0
     published = 0
-    for change in sorted(sweep.changes, key=lambda c: (c.incident.priority.rank, c.incident.id)):
+    for change in sorted(filter(told_in_its_thread, sweep.changes), key=lambda c: verdict_order(c.incident)):
         incident_id = change.incident.id
         if not store.claim_notification(ref.sweep_id, expires_at=_alert_expiry(ref), incident_id=incident_id):
             continue
