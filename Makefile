@@ -60,4 +60,4 @@ bench: $(STAMP)
 	$(BIN)/python -m tests.bench.run
 
 clean:
-	rm -rf $(VENV) cdk.out layers/build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) cdk.out layers/build layers/compiler .pytest_cache .mypy_cache .ruff_cache

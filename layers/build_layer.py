@@ -1,9 +1,11 @@
 """Build the monitor's one Lambda layer: the pinned runtime dependencies, installed for Lambda's
 platform (Amazon Linux, arm64) by pip on this machine, without Docker.
 
-    python layers/build_layer.py   # -> layers/build/python, reused while the inputs are unchanged
+    python -m layers.build_layer   # -> layers/build/python, reused while the inputs are unchanged
 
 The CDK app calls `build()` from its local bundling, so `make synth` builds (or reuses) the layer.
+Every module is compiled for the Lambda runtime's Python (`layers.bytecode`): /opt is read-only in
+Lambda, so byte code not shipped would be compiled again at every cold start.
 
 boto3 and botocore are deliberately INCLUDED although the Lambda runtime ships its own copy: the
 monitor calls HyperPod operations (ListClusterEvents, DescribeClusterEvent) that only recent
@@ -21,6 +23,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from layers.bytecode import LAYER_ROOT, bytecode_identity, compile_tree
+
 LAYERS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = LAYERS_DIR.parent
 DEFAULT_REQUIREMENTS = REPO_ROOT / "requirements" / "runtime.txt"
@@ -32,7 +36,7 @@ def inputs_digest(requirements: Path, *, python_version: str, platform: str) -> 
     """A digest of everything that determines the layer's content (also the CDK asset hash)."""
     digest = hashlib.sha256()
     digest.update(requirements.read_bytes())
-    digest.update(f"\0{python_version}\0{platform}".encode())
+    digest.update(f"\0{python_version}\0{platform}\0{bytecode_identity(python_version)}".encode())
     return digest.hexdigest()
 
 
@@ -43,7 +47,8 @@ def build(
     requirements: Path = DEFAULT_REQUIREMENTS,
     target: Path = DEFAULT_TARGET,
 ) -> Path:
-    """Install `requirements` into `target/python` for the given Lambda platform and return `target`.
+    """Install `requirements` into `target/python` for the given Lambda platform, compile them for
+    `python_version` and return `target`.
 
     A stamp file records the inputs' digest, so a second call with the same inputs returns at once.
     Raises subprocess.CalledProcessError when pip fails (for example, PyPI is unreachable).
@@ -63,7 +68,7 @@ def build(
             "install",
             "--quiet",
             "--disable-pip-version-check",
-            "--no-compile",  # byte code of this machine's Python would not match the Lambda's
+            "--no-compile",  # pip's would be this machine's Python's: compiled below for the runtime's
             "--requirement",
             str(requirements),
             "--target",
@@ -80,13 +85,13 @@ def build(
     )
     for cache in site.rglob("__pycache__"):
         shutil.rmtree(cache, ignore_errors=True)
+    compile_tree(site, python_version=python_version, runtime_root=LAYER_ROOT)
     stamp.write_text(digest + "\n")
     return target
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: build the layer with the same platform the CDK app uses."""
-    sys.path.insert(0, str(REPO_ROOT))
     from infra.constants import LAMBDA_PIP_PLATFORM, LAMBDA_PYTHON_VERSION
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)

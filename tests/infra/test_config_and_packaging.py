@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import _imp
 import ast
 import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +17,20 @@ from pydantic import ValidationError
 
 from hyperpod_nccl.monitor.settings import FUNCTION_ENVIRONMENT, MonitorSettings
 from infra.app import _check_context_keys
+from infra.code_asset import shipped_modules
 from infra.config import StageConfig
-from infra.constants import CDK_JSON, FUNCTIONS_DIR, REFERENCES_DIR
-from infra.constructs.functions import PackageBundling, package_digest
+from infra.constants import CDK_JSON, FUNCTIONS_DIR, LAMBDA_PIP_PLATFORM, LAMBDA_PYTHON_VERSION, REFERENCES_DIR
+from infra.constructs.functions import PackageBundling, lay_out_code_asset, package_digest
 from layers.build_layer import STAMP_NAME, build, inputs_digest
+from layers.bytecode import cache_tag, compile_tree
 
 pytestmark = pytest.mark.infra
+
+# CPython's magic number of each Lambda Python (`MAGIC_NUMBER` in the release's
+# Lib/importlib/_bootstrap_external.py): what the runtime loads, whatever Python runs these tests.
+RUNTIME_MAGIC = {"3.14": 3627}
+# PEP 552 flags word: bit 0 hash-based, bit 1 check the source. Unchecked: loaded without the source.
+UNCHECKED_HASH_FLAGS = 0b01
 
 
 def _config(**context: Any) -> StageConfig:
@@ -111,7 +121,8 @@ def _run_in_asset(asset: Path, code: str) -> str:
     environment = {k: v for k, v in os.environ.items() if k != "HYPERPOD_NCCL_REFERENCES_DIR"}
     environment["POWERTOOLS_TRACE_DISABLED"] = "1"
     result = subprocess.run(
-        [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(asset)!r}); {code}"],
+        # -B: /var/task is read-only, so nothing is written beside the shipped byte code.
+        [sys.executable, "-I", "-B", "-c", f"import sys; sys.path.insert(0, {str(asset)!r}); {code}"],
         capture_output=True,
         text=True,
         check=True,
@@ -128,7 +139,8 @@ def test_code_asset_ships_the_package_with_references_beside_it(code_asset: Path
     assert {f"references/{p.name}" for p in REFERENCES_DIR.glob("*.md")} <= shipped
     # The loopback emulations need moto/werkzeug, which the layer does not ship.
     assert not any(p.startswith("hyperpod_nccl_sim/") for p in shipped)
-    assert not any("__pycache__" in p or p.endswith(".pyc") for p in shipped)
+    # Byte code only for the runtime's Python (the tests' Python writes none: `-B`).
+    assert {p.rsplit(".", 2)[-2] for p in shipped if p.endswith(".pyc")} == {cache_tag(LAMBDA_PYTHON_VERSION)}
     # In the Lambda layout, the runbook pointers resolve from the package (no env override).
     probe = (
         "import hyperpod_nccl, hyperpod_nccl.references as r;"
@@ -202,6 +214,100 @@ def test_code_asset_ships_neither_the_cli_nor_the_simulation(code_asset: Path) -
         assert (FUNCTIONS_DIR / left_out).is_file()
         assert left_out not in shipped
     assert not any(p.startswith(("hyperpod_nccl/cli/", "hyperpod_nccl_sim/")) for p in shipped)
+
+
+def _byte_code_problem(source: Path, build_dir: Path) -> str | None:
+    """What keeps the runtime's Python from loading `source` from its byte code, or None."""
+    pyc = source.parent / "__pycache__" / f"{source.stem}.{cache_tag(LAMBDA_PYTHON_VERSION)}.pyc"
+    if not pyc.is_file():
+        return "no byte code for the runtime's Python"
+    data = pyc.read_bytes()
+    magic = RUNTIME_MAGIC[LAMBDA_PYTHON_VERSION].to_bytes(2, "little") + b"\r\n"
+    if data[:4] != magic:
+        return f"magic {data[:4].hex()}, not Python {LAMBDA_PYTHON_VERSION}'s {magic.hex()}"
+    if int.from_bytes(data[4:8], "little") != UNCHECKED_HASH_FLAGS:
+        return f"flags {int.from_bytes(data[4:8], 'little'):#04b}: not unchecked-hash"
+    # The runtime keys the hash with its own magic number; a stale pyc would hold another source's.
+    if data[8:16] != _imp.source_hash(int.from_bytes(magic, "little"), source.read_bytes()):
+        return "compiled from another source"
+    if str(build_dir).encode() in data:
+        return "names the build directory (the bytes would change with it)"
+    return None
+
+
+def _byte_code_problems(root: Path) -> dict[str, str]:
+    sources = [p for p in root.rglob("*.py") if "__pycache__" not in p.parts]
+    problems = {str(p.relative_to(root)): _byte_code_problem(p, root) for p in sources}
+    return {path: problem for path, problem in problems.items() if problem}
+
+
+def test_code_asset_ships_the_runtimes_unchecked_byte_code_of_every_module(code_asset: Path) -> None:
+    # /var/task is read-only: a module without byte code would be compiled at every cold start.
+    modules = [code_asset / p.relative_to(FUNCTIONS_DIR) for p in shipped_modules()]
+    assert len(modules) > 50
+    assert all(m.is_file() for m in modules)
+    assert {m for m in modules if m.is_relative_to(code_asset / "hyperpod_nccl")} == set(modules)
+    assert _byte_code_problems(code_asset) == {}
+    # Named as Lambda runs it, so tracebacks point at /var/task.
+    discover = code_asset / "hyperpod_nccl" / "handlers" / "__pycache__"
+    assert (
+        b"/var/task/hyperpod_nccl/handlers/discover.py"
+        in (discover / f"discover.{cache_tag(LAMBDA_PYTHON_VERSION)}.pyc").read_bytes()
+    )
+
+
+def test_the_same_sources_lay_out_the_same_code_asset(code_asset: Path, tmp_path: Path) -> None:
+    # The asset hash is the sources' (package_digest); the byte code laid out from them is
+    # byte-identical too, so nothing but a source change redeploys the functions.
+    lay_out_code_asset(tmp_path)
+
+    def files(root: Path) -> dict[str, bytes]:
+        return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+    again, first = files(tmp_path), files(code_asset)
+    assert sorted(again) == sorted(first)
+    assert [path for path in again if again[path] != first[path]] == []
+
+
+def _wheel(directory: Path) -> Path:
+    """A two-module pure-Python wheel, so the layer builds offline."""
+    wheel = directory / "tinydep-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("tinydep/__init__.py", "from tinydep.sub import VALUE\n")
+        archive.writestr("tinydep/sub.py", "VALUE = 1\n")
+        archive.writestr("tinydep-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: tinydep\nVersion: 1.0\n")
+        archive.writestr(
+            "tinydep-1.0.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
+        archive.writestr("tinydep-1.0.dist-info/RECORD", "")
+    return wheel
+
+
+def test_layer_ships_the_runtimes_unchecked_byte_code(tmp_path: Path) -> None:
+    requirements = tmp_path / "runtime.txt"
+    requirements.write_text(f"{_wheel(tmp_path)}\n")
+    target = build(
+        python_version=LAMBDA_PYTHON_VERSION,
+        platform=LAMBDA_PIP_PLATFORM,
+        requirements=requirements,
+        target=tmp_path / "build",
+    )
+    site = target / "python"
+    assert sorted(p.name for p in (site / "tinydep").glob("*.py")) == ["__init__.py", "sub.py"]
+    assert _byte_code_problems(site) == {}
+    # Only the runtime's byte code: pip's (this machine's Python) would be dead weight.
+    assert {p.name.split(".")[1] for p in site.rglob("*.pyc")} == {cache_tag(LAMBDA_PYTHON_VERSION)}
+
+
+def test_a_file_that_does_not_compile_fails_the_packaging(tmp_path: Path) -> None:
+    (tmp_path / "good.py").write_text("VALUE = 1\n")
+    (tmp_path / "bad.py").write_text("def broken(:\n")
+    this_python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    with pytest.raises(RuntimeError, match=r"1 file\(s\) .* do not compile: \['bad.py: SyntaxError'\]"):
+        compile_tree(tmp_path, python_version=this_python, runtime_root="/var/task")
+    with pytest.raises(RuntimeError, match=r"no Pyodide release pinned for Python 3\.99"):
+        compile_tree(tmp_path, python_version="3.99", runtime_root="/var/task")
 
 
 def test_package_digest_changes_with_the_references(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
