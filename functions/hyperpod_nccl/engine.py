@@ -9,13 +9,16 @@ first, and the collectors do all the I/O.
 Never more certainty than the data: a PASS of a check that reads something a degraded source left
 unread (`CheckMeta.reads` against `DegradedSource.unread`) is reported as a SKIP naming what was
 not read, and a source that was not collected at all gets one SKIP line saying how many checks
-did not run and why."""
+did not run and why. Never a reboot or a replacement of a node whose ListClusterNodes status rules
+it out (`withhold_for_status`): whichever check found something on it."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
+from hyperpod_nccl import node_statuses, suggested
 from hyperpod_nccl.checks import COLLECTED_FROM, SOURCE_TITLES, Check, CheckMeta, Source, discover
 from hyperpod_nccl.collectors import collect
 from hyperpod_nccl.collectors.aws import AwsClients
@@ -106,6 +109,42 @@ def honest(produced: list[Finding], meta: CheckMeta, degraded: list[DegradedSour
     return [skipped(f, meta, blind) if f.status is Status.PASS else f for f in produced] or [unknown(meta, blind)]
 
 
+def withhold_for_status(findings: list[Finding], inventory: Inventory) -> list[Finding]:
+    """The findings without the reboot and replace commands that name a node whose
+    ListClusterNodes status rules them out (HyperPod is moving it, no instance is behind it, or
+    the status is one the API model does not list: `node_statuses.py`). Such a finding keeps a
+    read of the node's status instead and says why in its detail; every other finding stands."""
+    held = {
+        n.instance_id: n.status
+        for n in inventory.control_plane.nodes or []
+        if not node_statuses.may_reboot_or_replace(n.status)
+    }
+    if not held:
+        return findings
+    kept: list[Finding] = []
+    for finding in findings:
+        withheld = {
+            id(command): sorted(held.keys() & set(shlex.split(command.command)))
+            for command in finding.suggested_commands
+            if command.effect in ("reboot", "replace")
+        }
+        named = sorted({node for nodes in withheld.values() for node in nodes})
+        if not named:
+            kept.append(finding)
+            continue
+        commands = [c for c in finding.suggested_commands if not withheld.get(id(c))]
+        shown = {c.command for c in commands}
+        for node in named:
+            read = suggested.describe_cluster_node(inventory.cluster_name, node, inventory.region)
+            if read.command not in shown:
+                commands.append(read)
+        note = "no reboot or replacement while HyperPod reports " + "; ".join(f"{n} {held[n]}" for n in named)
+        note += ": read its status and diagnose again"
+        detail = f"{finding.detail} ({note})" if finding.detail else note
+        kept.append(finding.model_copy(update={"suggested_commands": commands, "detail": detail}))
+    return kept
+
+
 def not_collected(inventory: Inventory, degraded: list[DegradedSource]) -> list[Finding]:
     """One SKIP per source that was not collected at all while checks of it would apply: how many
     did not run, and the degraded sources that say why."""
@@ -136,7 +175,8 @@ def not_collected(inventory: Inventory, degraded: list[DegradedSource]) -> list[
 def evaluate(
     inventory: Inventory, degraded: Iterable[DegradedSource] = ()
 ) -> tuple[list[Finding], list[DegradedSource]]:
-    """Run the applicable checks, each as certain as what it read of `degraded` (`honest`), plus one
+    """Run the applicable checks, each as certain as what it read of `degraded` (`honest`) and with
+    no reboot or replacement of a node its status rules out (`withhold_for_status`), plus one
     SKIP per source not collected (`not_collected`). A check that raises is a bug: it becomes a
     degraded source naming the check, and the other checks still run."""
     unread = list(degraded)
@@ -155,7 +195,7 @@ def evaluate(
             )
             continue
         findings.extend(honest(produced, registered.meta, unread))
-    return [*findings, *not_collected(inventory, unread)], errors
+    return [*withhold_for_status(findings, inventory), *not_collected(inventory, unread)], errors
 
 
 def coverage_of(inventory: Inventory) -> Coverage:

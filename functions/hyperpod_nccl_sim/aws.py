@@ -26,6 +26,7 @@ import botocore.loaders
 import botocore.session
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from hyperpod_nccl.models.cluster import CONTINUOUS_PROVISIONING
 from hyperpod_nccl_sim.scenario import FaultSpec
 
 SIM_DEBUG_ENV = "HYPERPOD_SIM_DEBUG"
@@ -219,12 +220,15 @@ def _patch_sagemaker() -> None:
 
             raise ValidationError(message=f"Could not find cluster '{name}'.")
         extras = cluster_extras(name)
-        if extras.node_provisioning_mode != "Continuous":
+        if extras.node_provisioning_mode != CONTINUOUS_PROVISIONING:
+            # The API reference says only that ListClusterEvents "is only supported when the
+            # NodeProvisioningMode is set to Continuous"; what AWS answers otherwise (an error, and
+            # which, or an empty list) is not documented, and the model lists only ResourceNotFound.
+            # A ValidationException stands in for it. The product never relies on it: it does not
+            # call ListClusterEvents when DescribeCluster says the mode is not Continuous.
             from moto.sagemaker.exceptions import ValidationError
 
-            raise ValidationError(
-                message="ListClusterEvents is only supported for clusters with NodeProvisioningMode Continuous."
-            )
+            raise ValidationError(message="cluster events are not available for this cluster's NodeProvisioningMode")
         after = self._get_param("EventTimeAfter")
         before = self._get_param("EventTimeBefore")
         events = [e for e in extras.events if _in_window(e["EventTime"], after, before)]
@@ -425,10 +429,13 @@ class FaultInjector:
         with self._lock:
             self._faults.append(_ActiveFault(spec=fault, remaining=fault.times))
 
-    def _match(self, key: str) -> FaultSpec | None:
+    def _match(self, key: str, body: bytes) -> FaultSpec | None:
         with self._lock:
             for active in self._faults:
                 if active.spec.operation.lower() != key.lower():
+                    continue
+                wanted = active.spec.request_contains
+                if wanted is not None and wanted.encode() not in body:
                     continue
                 if active.remaining is not None:
                     if active.remaining <= 0:
@@ -446,7 +453,7 @@ class FaultInjector:
         if service and operation:
             with self._lock:
                 self.calls.append(key)
-        fault = self._match(key) if service and operation else None
+        fault = self._match(key, body) if service and operation else None
         if fault is not None:
             with self._lock:
                 self.injected.append(key)

@@ -55,10 +55,11 @@ class NodeOverride(_Strict):
 
 
 class EventSpec(_Strict):
-    """A ListClusterEvents record, `minutes_ago` before the scenario's clock."""
+    """A ListClusterEvents record, `minutes_ago` before the scenario's clock. `level: null` leaves
+    EventLevel out of the record, as the API model allows."""
 
     minutes_ago: float
-    level: Literal["Info", "Warn", "Error"]
+    level: Literal["Info", "Warn", "Error"] | None
     description: str
     resource_type: Literal["Cluster", "InstanceGroup", "Instance"] = "Cluster"
     node: str | None = None
@@ -74,6 +75,9 @@ class FaultSpec(_Strict):
     http_status: int = 400
     times: int | None = Field(default=None, description="fail this many calls, then succeed; None = always")
     delay_seconds: float = 0.0
+    request_contains: str | None = Field(
+        default=None, description="fail only the calls whose request body contains this text (one item's write)"
+    )
 
 
 class ClusterSpec(_Strict):

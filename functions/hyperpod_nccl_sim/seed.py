@@ -176,9 +176,10 @@ def _event_record(scenario: Scenario, event: EventSpec, index: int, arn: str, no
         "ClusterName": scenario.cluster.name,
         "ResourceType": event.resource_type,
         "EventTime": scenario.event_time(event, now),
-        "EventLevel": event.level,
         "Description": event.description,
     }
+    if event.level is not None:
+        record["EventLevel"] = event.level
     if event.node:
         record["InstanceId"] = scenario.instance_id(event.node)
     group = _event_group(event)

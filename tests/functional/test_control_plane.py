@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+from botocore.exceptions import ClientError
+
 from hyperpod_nccl.engine import diagnose
 from hyperpod_nccl.models.findings import Priority, Status
 from hyperpod_nccl.models.request import DiagnoseRequest
 from hyperpod_nccl.models.verdict import SCHEMA_VERSION
-from hyperpod_nccl_sim.scenario import FaultSpec, Scenario
+from hyperpod_nccl_sim.scenario import EventSpec, FaultSpec, NodeOverride, Scenario
 
 
 def _request(sim) -> DiagnoseRequest:  # type: ignore[no-untyped-def]
@@ -146,16 +149,101 @@ def test_throttling_burst_is_absorbed_by_retries(simulate) -> None:
     assert any(f.check_id == "cluster.events" and f.is_issue for f in result.findings)
 
 
-def test_events_unsupported_without_continuous_provisioning(simulate) -> None:
+def test_events_are_not_listed_without_continuous_provisioning(simulate) -> None:
+    # DescribeCluster's NodeProvisioningMode decides, not an error message: ListClusterEvents is
+    # never called (even a denial planted on it stays unseen) and an INFO says why.
+    def edit(scenario: Scenario) -> None:
+        scenario.cluster.node_provisioning_mode = None
+
+    denied = FaultSpec(operation="sagemaker:ListClusterEvents", error_code="AccessDeniedException", http_status=403)
+    sim = simulate("eks-p5", edit=edit, faults=[denied])
+    sim.emulation.faults.calls.clear()
+    result = diagnose(_request(sim), sim.clients())
+    assert "sagemaker:DescribeCluster" in sim.emulation.faults.calls
+    assert "sagemaker:ListClusterEvents" not in sim.emulation.faults.calls
+    events = _by_check(result, "cluster.events")
+    assert len(events) == 1 and events[0].status is Status.INFO
+    assert "NodeProvisioningMode unset" in events[0].detail and "Continuous" in events[0].detail
+    assert result.degraded_sources == []
+
+
+def test_the_emulation_refuses_cluster_events_of_a_cluster_not_in_continuous_mode(simulate) -> None:
+    # What AWS answers is undocumented (aws.py says so); the emulation refuses, and the product
+    # never relies on how.
     def edit(scenario: Scenario) -> None:
         scenario.cluster.node_provisioning_mode = None
 
     sim = simulate("eks-p5", edit=edit)
+    sagemaker = sim.emulation.client("sagemaker", sim.scenario.region)
+    assert "NodeProvisioningMode" not in sagemaker.describe_cluster(ClusterName=sim.scenario.cluster.name)
+    with pytest.raises(ClientError) as refused:
+        sagemaker.list_cluster_events(ClusterName=sim.scenario.cluster.name)
+    assert refused.value.response["Error"]["Code"] == "ValidationException"
+
+
+def test_describe_cluster_failing_still_lists_events_and_reports_what_they_answer(simulate) -> None:
+    # Without DescribeCluster the mode is unknown: ListClusterEvents is asked, and its answer shown.
+    denied = FaultSpec(operation="sagemaker:DescribeCluster", error_code="AccessDeniedException", http_status=403)
+    sim = simulate("eks-p5", faults=[denied])
     result = diagnose(_request(sim), sim.clients())
-    events = _by_check(result, "cluster.events")
-    assert len(events) == 1 and events[0].status is Status.INFO
-    assert "Continuous" in events[0].detail
+    assert any(f.check_id == "cluster.events" and f.is_issue for f in result.findings)
+
+
+def test_a_cluster_event_without_event_level_is_read_with_its_level_unknown(simulate) -> None:
+    def edit(scenario: Scenario) -> None:
+        scenario.events.append(
+            EventSpec(
+                minutes_ago=30,
+                level=None,
+                resource_type="Instance",
+                node="worker:3",
+                description="Lifecycle script execution failed with exit code 2",
+            )
+        )
+
+    sim = simulate("eks-p5", edit=edit)
+    raw = sim.emulation.client("sagemaker", sim.scenario.region).list_cluster_events(
+        ClusterName=sim.scenario.cluster.name
+    )
+    assert any("EventLevel" not in event for event in raw["Events"])  # the record really lacks it
+    result = diagnose(_request(sim), sim.clients())
     assert result.degraded_sources == []
+    node = sim.instance_id("worker:3")
+    [event] = [f for f in _by_check(result, "cluster.events") if any(r.id == node for r in f.resources)]
+    assert event.status is Status.FAIL and any("level-unknown" in line for line in event.evidence)
+
+
+def test_every_node_status_of_the_api_is_handled_as_what_it_is(simulate) -> None:
+    held = {"worker:6": "NotFound", "worker:7": "AttachInProgress", "worker:8": "DetachInProgress"}
+    held |= {"worker:9": "ShuttingDown", "worker:10": "SystemUpdating"}
+
+    def edit(scenario: Scenario) -> None:
+        scenario.nodes = [*scenario.nodes, *(NodeOverride(node=k, status=s) for k, s in held.items())]
+
+    sim = simulate("eks-p5", edit=edit)
+    request = _request(sim)
+    request.scope.sample_nodes = "all"
+    result = diagnose(request, sim.clients())
+    # Nodes without an instance (Pending, ShuttingDown, NotFound) are not probed; the others are.
+    assert result.coverage.nodes_skipped == 3
+    nodes = _by_check(result, "cluster.node_status")
+    # Only the Failure fails; NotFound warns with a read of the node only; the rest are transitions.
+    assert [f.resources[0].id for f in nodes if f.status is Status.FAIL] == [sim.instance_id("worker:5")]
+    [not_found] = [f for f in nodes if f.status is Status.WARN]
+    assert not_found.resources[0].id == sim.instance_id("worker:6")
+    assert [c.effect for c in not_found.suggested_commands] == ["read"]
+    [moving] = [f for f in nodes if f.status is Status.INFO]
+    for key in ("worker:7", "worker:8", "worker:9", "worker:10", "worker:11", "worker:12"):
+        assert any(sim.instance_id(key) in line for line in moving.evidence), key
+    # No finding and no plan step reboots or replaces a node its status rules out.
+    ids = {sim.instance_id(k) for k in [*held, "worker:11", "worker:12"]}
+    destructive = [
+        c.command for f in result.findings for c in f.suggested_commands if c.effect in ("reboot", "replace")
+    ]
+    destructive += [
+        s.command or "" for c in result.verdict.root_causes for s in c.plan if s.stage in ("reboot", "replace")
+    ]
+    assert not [command for command in destructive if any(i in command for i in ids)]
 
 
 def test_node_listing_spans_every_page(simulate) -> None:

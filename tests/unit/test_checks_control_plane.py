@@ -9,6 +9,7 @@ import pytest
 from hyperpod_nccl.checks import discover
 from hyperpod_nccl.models.cluster import (
     ClusterDescription,
+    ClusterEvent,
     ClusterNode,
     ControlPlaneInventory,
     InstanceGroup,
@@ -90,15 +91,18 @@ def test_nccl_applicability_neuron_and_cpu_groups() -> None:
 
 
 def test_node_status_distinguishes_failures_from_transitions() -> None:
+    # Every status of the API's enum: tests/unit/test_node_statuses.py.
     inventory = _inventory()
     inventory.control_plane.nodes = [
         ClusterNode(instance_id="i-0000000000000001", instance_group="w", instance_type="x", status="Running"),
-        ClusterNode(instance_id="i-0000000000000002", instance_group="w", instance_type="x", status="ShuttingDown"),
-        ClusterNode(instance_id="i-0000000000000003", instance_group="w", instance_type="x", status="SystemUpdating"),
+        ClusterNode(instance_id="i-0000000000000002", instance_group="w", instance_type="x", status="Failure"),
+        ClusterNode(instance_id="i-0000000000000003", instance_group="w", instance_type="x", status="ShuttingDown"),
+        ClusterNode(instance_id="i-0000000000000004", instance_group="w", instance_type="x", status="SystemUpdating"),
     ]
     findings = _run("cluster.node_status", inventory)
     assert [f.resources[0].id for f in findings if f.status is Status.FAIL] == ["i-0000000000000002"]
-    assert any(f.status is Status.INFO for f in findings)
+    [moving] = [f for f in findings if f.status is Status.INFO]
+    assert "wait and recheck" in moving.title and moving.fields["nodes"] == 2
 
 
 def _sg(group_id: str, ingress: list[SecurityGroupRule], egress: list[SecurityGroupRule]) -> SecurityGroup:
@@ -134,3 +138,24 @@ def test_finding_fingerprint_ignores_wording() -> None:
     first = _run("cluster.status", inventory)[0]
     second = first.model_copy(update={"title": "different words"})
     assert first.fingerprint == second.fingerprint
+
+
+def test_cluster_events_not_listed_without_continuous_provisioning_is_info_saying_why() -> None:
+    inventory = _inventory(node_provisioning_mode=None)
+    inventory.control_plane.events_supported = False
+    [finding] = _run("cluster.events", inventory)
+    assert finding.status is Status.INFO and not finding.is_issue
+    assert "not read" in finding.title
+    assert "NodeProvisioningMode unset" in finding.detail and "skipped" in finding.detail
+
+
+def test_a_cluster_event_without_event_level_is_read_with_its_level_unknown() -> None:
+    inventory = _inventory(node_provisioning_mode="Continuous")
+    inventory.control_plane.events = [
+        ClusterEvent(event_id="e1", event_time=NOW, description="Instance creation failed: lifecycle script"),
+        ClusterEvent(event_id="e2", event_time=NOW, description="Instance replacement completed"),
+    ]
+    findings = _run("cluster.events", inventory)
+    [failed] = [f for f in findings if f.is_issue]
+    assert failed.status is Status.FAIL and failed.fields["signature"] == "lifecycle_script"
+    assert "level-unknown" in failed.evidence[0]

@@ -6,8 +6,10 @@ from collections.abc import Iterator
 
 from hyperpod_nccl import instance_types, suggested, thresholds
 from hyperpod_nccl.checks import check
+from hyperpod_nccl.models.cluster import ClusterNode
 from hyperpod_nccl.models.findings import Finding, Priority, Resource
 from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.node_statuses import NodeCondition, condition_of, status_entry
 from hyperpod_nccl.reads import DESCRIBE_CLUSTER, LIST_CLUSTER_NODES
 from hyperpod_nccl.references import (
     CLUSTER_INSTANCE_GROUPS,
@@ -20,10 +22,6 @@ from hyperpod_nccl.references import (
 
 # ClusterStatus enum of the SageMaker API (botocore model), mapped to what it means for training.
 _TRANSIENT_STATUSES = {"Creating", "Updating", "SystemUpdating"}
-# ListClusterNodes statuses that are normal or in progress, not failures (the original counted
-# SystemUpdating and DeepHealthCheckInProgress as failed).
-HEALTHY_NODE_STATUSES = {"Running"}
-TRANSIENT_NODE_STATUSES = {"Pending", "SystemUpdating", "DeepHealthCheckInProgress"}
 
 
 def _cluster_resource(inv: Inventory) -> Resource:
@@ -119,22 +117,23 @@ def node_recovery(inv: Inventory) -> Iterator[Finding]:
     reads=(LIST_CLUSTER_NODES,),
 )
 def node_status(inv: Inventory) -> Iterator[Finding]:
-    """Every node not Running and not in a normal transition is a finding of its own."""
+    """A Failure is a finding of its own with the reboot/replace ladder; a node HyperPod is moving
+    (a transition) is waited for, never rebooted or replaced; NotFound and a status the API model
+    does not list are reported without a destructive command (`node_statuses.py`)."""
     nodes = inv.control_plane.nodes
     cluster = inv.control_plane.cluster
     if nodes is None:
         return
     name = cluster.name if cluster else inv.cluster_name
-    failed = [n for n in nodes if n.status not in HEALTHY_NODE_STATUSES | TRANSIENT_NODE_STATUSES]
-    transient = [n for n in nodes if n.status in TRANSIENT_NODE_STATUSES]
+    by_condition: dict[NodeCondition | None, list[ClusterNode]] = {}
+    for node in nodes:
+        by_condition.setdefault(condition_of(node.status), []).append(node)
+    failed = by_condition.get(NodeCondition.FAILED, [])
     for node in failed:
         yield node_status.fail(
             f"node {node.instance_id} ({node.instance_group}) is {node.status}",
             detail=(node.message or "no status message")[:300],
-            resources=[
-                Resource(kind="node", id=node.instance_id),
-                Resource(kind="instance_group", id=node.instance_group),
-            ],
+            resources=_node_resources(node),
             suggested_commands=[
                 suggested.describe_cluster_node(name, node.instance_id, inv.region),
                 suggested.batch_reboot(name, [node.instance_id], inv.region),
@@ -142,14 +141,40 @@ def node_status(inv: Inventory) -> Iterator[Finding]:
             ],
             fields={"node_status": node.status},
         )
-    if transient:
-        yield node_status.info(
-            f"{len(transient)} node(s) in a normal transition",
-            evidence=[f"{n.instance_id} ({n.instance_group}): {n.status}" for n in transient[:20]],
+    absent = [*by_condition.get(NodeCondition.NOT_FOUND, []), *by_condition.get(None, [])]
+    for node in absent:
+        entry = status_entry(node.status)
+        yield node_status.warn(
+            f"node {node.instance_id} ({node.instance_group}) is {node.status}"
+            + ("" if entry else " (a status the SageMaker API model does not list)"),
+            reference=CLUSTER_INSTANCE_GROUPS,
+            detail=(entry.meaning if entry else "read HyperPod's view of the node before acting on it")
+            + (f"; HyperPod says: {node.message[:240]}" if node.message else ""),
+            resources=_node_resources(node),
+            suggested_commands=[suggested.describe_cluster_node(name, node.instance_id, inv.region)],
+            fields={"node_status": node.status},
         )
-    if not failed:
-        running = len(nodes) - len(transient)
+    moving = by_condition.get(NodeCondition.TRANSITION, [])
+    if moving:
+        yield node_status.info(
+            f"{len(moving)} node(s) in a transition: wait and recheck",
+            detail="HyperPod is working on these nodes; do not reboot or replace them while it does, "
+            "and diagnose again once they are Running",
+            evidence=[f"{n.instance_id} ({n.instance_group}): {n.status}, {_meaning(n.status)}" for n in moving[:20]],
+            fields={"nodes": len(moving)},
+        )
+    if not failed and not absent:
+        running = len(by_condition.get(NodeCondition.RUNNING, []))
         yield node_status.passed(f"{running}/{len(nodes)} nodes Running, none failed")
+
+
+def _node_resources(node: ClusterNode) -> list[Resource]:
+    return [Resource(kind="node", id=node.instance_id), Resource(kind="instance_group", id=node.instance_group)]
+
+
+def _meaning(status: str) -> str:
+    entry = status_entry(status)
+    return entry.meaning if entry else "unknown"
 
 
 @check(

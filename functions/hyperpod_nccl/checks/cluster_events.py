@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from hyperpod_nccl.checks import check
-from hyperpod_nccl.models.cluster import ClusterEvent
+from hyperpod_nccl.models.cluster import CONTINUOUS_PROVISIONING, ClusterEvent
 from hyperpod_nccl.models.findings import Finding, Priority, Resource, Status
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.reads import LIST_CLUSTER_EVENTS
@@ -66,6 +66,7 @@ def categorise(event: ClusterEvent) -> EventCategory:
 
 
 def _is_failure(event: ClusterEvent) -> bool:
+    # EventLevel is optional in the API model: without it, the description decides.
     if event.level:
         return event.level.lower() == "error"
     text = event.description.lower()
@@ -84,9 +85,12 @@ def cluster_events(inv: Inventory) -> Iterator[Finding]:
     """Error-level events fail, Warn-level events warn, grouped by category and resource."""
     cp = inv.control_plane
     if not cp.events_supported:
+        mode = cp.cluster.node_provisioning_mode if cp.cluster else None
         yield cluster_events.info(
-            "ListClusterEvents is not available for this cluster",
-            detail="structured cluster events exist only when NodeProvisioningMode is Continuous",
+            "cluster events not read: this cluster has none to list",
+            detail=f"DescribeCluster gives NodeProvisioningMode {mode or 'unset'}; HyperPod keeps structured cluster "
+            f"events (ListClusterEvents) only for clusters in {CONTINUOUS_PROVISIONING} mode, so the call was "
+            "skipped: infrastructure signals come from node status, logs and probes instead",
         )
         return
     if cp.events is None:
@@ -116,7 +120,9 @@ def cluster_events(inv: Inventory) -> Iterator[Finding]:
             priority=Priority.P1 if status is Status.FAIL else Priority.P2,
             reference=category.reference,
             detail=ordered[-1].description[:300],
-            evidence=[f"{e.event_time.isoformat()} {e.level or '-'} {e.description[:200]}" for e in ordered[-5:]],
+            evidence=[
+                f"{e.event_time.isoformat()} {e.level or 'level-unknown'} {e.description[:200]}" for e in ordered[-5:]
+            ],
             resources=resources,
             fields={
                 "signature": category_name,

@@ -153,15 +153,8 @@ def list_nodes(ctx: CollectionContext, cluster: str) -> tuple[list[ClusterNode] 
     return nodes, True
 
 
-def _events_unsupported(error: BaseException) -> bool:
-    message = error_message(error).lower()
-    return error_code(error) in {"ValidationException", "UnknownOperationException", "NotImplemented"} and (
-        "continuous" in message or "not supported" in message or "unknown operation" in message
-    )
-
-
-def list_events(ctx: CollectionContext, cluster: str) -> tuple[list[ClusterEvent] | None, bool, bool]:
-    """ListClusterEvents over the window; returns (events, supported, complete)."""
+def list_events(ctx: CollectionContext, cluster: str) -> tuple[list[ClusterEvent] | None, bool]:
+    """ListClusterEvents over the window; returns (events, complete). Events so far survive an error."""
     events: list[ClusterEvent] = []
     try:
         paginator = ctx.aws.client("sagemaker").get_paginator("list_cluster_events")
@@ -186,8 +179,6 @@ def list_events(ctx: CollectionContext, cluster: str) -> tuple[list[ClusterEvent
                     )
                 )
     except AwsError as error:
-        if _events_unsupported(error):
-            return None, False, True
         ctx.degrade(
             degraded_from_error(
                 "cluster events",
@@ -197,8 +188,8 @@ def list_events(ctx: CollectionContext, cluster: str) -> tuple[list[ClusterEvent
                 reference=None if is_access_denied(error) else CLUSTER_EVENTS,
             )
         )
-        return (events or None), True, False
-    return events, True, True
+        return (events or None), False
+    return events, True
 
 
 def _rules(permissions: list[dict[str, Any]]) -> list[SecurityGroupRule]:
@@ -258,8 +249,14 @@ def collect_control_plane(ctx: CollectionContext) -> ControlPlaneInventory:
     cluster_ref = cluster.arn if cluster else ctx.request.cluster
     ctx.progress("listing cluster nodes")
     nodes, nodes_complete = list_nodes(ctx, cluster_ref)
-    ctx.progress("reading cluster events")
-    events, events_supported, events_complete = list_events(ctx, cluster_ref)
+    # DescribeCluster says whether the cluster has events to list; without it, ListClusterEvents
+    # is asked anyway and whatever it answers is reported.
+    events_supported = cluster is None or cluster.has_cluster_events
+    events: list[ClusterEvent] | None = None
+    events_complete = True
+    if events_supported:
+        ctx.progress("reading cluster events")
+        events, events_complete = list_events(ctx, cluster_ref)
     security_groups = None
     attachments: dict[str, list[str]] = {}
     if cluster is not None:

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
-from hyperpod_nccl import instance_types, thresholds
+from hyperpod_nccl import instance_types, node_statuses, thresholds
 from hyperpod_nccl.collectors.context import CollectionContext
 from hyperpod_nccl.models.cluster import ClusterNode, ControlPlaneInventory
 from hyperpod_nccl.models.node_probe import NodeProbeInventory, NodeProbeResult, ProbePlan, ProbeTarget
@@ -34,8 +34,6 @@ from hyperpod_nccl.ssm.client import (
 
 # Instance groups whose name marks them as utility nodes (the original's tiering).
 _UTILITY_MARKERS = ("controller", "head", "master", "login")
-# Nodes without an instance behind them: nothing to probe.
-_NOT_PROBED_STATUSES = {"Pending", "ShuttingDown"}
 
 
 def _is_utility(node: ClusterNode, control_plane: ControlPlaneInventory) -> bool:
@@ -100,8 +98,10 @@ def plan_probes(ctx: CollectionContext, control_plane: ControlPlaneInventory) ->
         return plan
     candidates = []
     for node in nodes:
-        if node.status in _NOT_PROBED_STATUSES:
-            plan.skipped[node.instance_id] = f"status {node.status}: no instance to reach yet"
+        # Nodes without an instance behind them (Pending, ShuttingDown, NotFound): nothing to probe.
+        if not node_statuses.has_instance(node.status):
+            entry = node_statuses.status_entry(node.status)
+            plan.skipped[node.instance_id] = f"status {node.status}: {entry.meaning if entry else 'no instance'}"
         else:
             candidates.append(node)
     candidates.sort(key=lambda n: _tier(n, control_plane))

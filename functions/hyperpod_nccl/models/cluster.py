@@ -9,6 +9,10 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 Orchestrator = Literal["eks", "slurm", "unknown"]
+# DescribeCluster's NodeProvisioningMode (the API model's ClusterNodeProvisioningMode enum has this
+# one value; a cluster without it provisions the older way). ListClusterEvents and
+# DescribeClusterEvent are "only supported when the NodeProvisioningMode is set to Continuous".
+CONTINUOUS_PROVISIONING = "Continuous"
 
 
 class InstanceGroup(BaseModel):
@@ -38,6 +42,11 @@ class ClusterDescription(BaseModel):
     eks_cluster_arn: str | None = None
     node_recovery: str | None = None
     node_provisioning_mode: str | None = None
+
+    @property
+    def has_cluster_events(self) -> bool:
+        """Whether ListClusterEvents answers for this cluster (Continuous provisioning only)."""
+        return self.node_provisioning_mode == CONTINUOUS_PROVISIONING
 
     @property
     def cluster_id(self) -> str:
@@ -77,7 +86,8 @@ class ClusterNode(BaseModel):
 
 
 class ClusterEvent(BaseModel):
-    """One ListClusterEvents record."""
+    """One ListClusterEvents record. `level` is None when the record has no EventLevel (the API
+    model makes it optional): the level is unknown, the event is still read."""
 
     event_id: str
     event_time: datetime
@@ -115,6 +125,8 @@ class ControlPlaneInventory(BaseModel):
     nodes: list[ClusterNode] | None = None
     nodes_complete: bool = True
     events: list[ClusterEvent] | None = None
+    # False when DescribeCluster says the cluster has no cluster events to list (NodeProvisioningMode
+    # not Continuous): ListClusterEvents was not called.
     events_supported: bool = True
     events_complete: bool = True
     security_groups: dict[str, SecurityGroup] | None = None

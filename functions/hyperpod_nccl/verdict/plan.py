@@ -5,7 +5,9 @@ without the node) → reboot → recheck → replace, only if the recheck still 
 fault's own classification decides where the ladder starts: an Xid whose action is `replace`
 (79, 64) skips the reboot that would only hide it. A node HyperPod is already recovering
 (NodeRecovery Automatic and a replacement or reboot under way) gets no manual step at all: the
-plan says so and how to watch it. A P2 cause never gets a reboot or a replacement. Node ids are
+plan says so and how to watch it; so does a node whose ListClusterNodes status rules a reboot or a
+replacement out, whatever NodeRecovery says (a transition, NotFound, a status the API model does not
+list: `node_statuses.py`). A P2 cause never gets a reboot or a replacement. Node ids are
 batched 25 per call (the API's limit); every id and name is shell-quoted.
 
 Other causes take the fix commands their checks already built (a security group rule, a pod-spec
@@ -19,7 +21,7 @@ import shlex
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from hyperpod_nccl import suggested
+from hyperpod_nccl import node_statuses, suggested
 from hyperpod_nccl.checks.cluster_events import categorise
 from hyperpod_nccl.models.findings import Finding, Priority, SuggestedCommand
 from hyperpod_nccl.models.inventory import Inventory
@@ -30,21 +32,22 @@ from hyperpod_nccl.xid import xid_info
 NODE_IDS_PER_CALL = 25
 # Root causes whose fix is the node itself (the hardware ladder).
 LADDER_KINDS = frozenset({"gpu_hardware", "efa_hardware", "gpu_memory_health", "node_unhealthy"})
-# Node statuses that mean HyperPod is working on the node right now.
-RECOVERING_STATUSES = frozenset({"Pending", "ShuttingDown", "SystemUpdating", "DeepHealthCheckInProgress"})
 _RECOVERY_EVENTS = frozenset({"replacement", "reboot"})
 
 
 @dataclass(frozen=True)
 class PlanContext:
     """What the plan needs to know about the cluster: its name and region, whether HyperPod
-    recovers nodes itself and which it is recovering now, and each instance's other names."""
+    recovers nodes itself and which it is recovering now, the nodes whose ListClusterNodes status
+    rules out a reboot or a replacement (`held`: a transition, NotFound, a status the API model does
+    not list; node → status), and each instance's other names."""
 
     cluster: str
     region: str
     orchestrator: str = "unknown"
     automatic_recovery: bool = False
     recovering: frozenset[str] = frozenset()
+    held: dict[str, str] = field(default_factory=dict)
     k8s_name: dict[str, str] = field(default_factory=dict)
     slurm_name: dict[str, str] = field(default_factory=dict)
 
@@ -53,8 +56,8 @@ class PlanContext:
         """The context the inventory gives (names from Kubernetes nodes and Slurm's sinfo)."""
         cp = inventory.control_plane
         automatic = bool(cp.cluster and (cp.cluster.node_recovery or "").lower() == "automatic")
-        recovering = {n.instance_id for n in cp.nodes or [] if n.status in RECOVERING_STATUSES}
-        recovering |= {
+        held = {n.instance_id: n.status for n in cp.nodes or [] if not node_statuses.may_reboot_or_replace(n.status)}
+        recovering = {
             e.instance_id for e in cp.events or [] if e.instance_id and categorise(e).name in _RECOVERY_EVENTS
         }
         k8s = (
@@ -74,6 +77,7 @@ class PlanContext:
             orchestrator=inventory.orchestrator,
             automatic_recovery=automatic,
             recovering=frozenset(recovering) if automatic else frozenset(),
+            held=held,
             k8s_name=k8s,
             slurm_name=slurm,
         )
@@ -225,11 +229,38 @@ def _watch(ctx: PlanContext, nodes: list[str]) -> list[PlanStep]:
             stage="watch",
             description=f"HyperPod is already recovering {node} (NodeRecovery Automatic): do not reboot or "
             "replace it by hand; watch its status until it is Running, then recheck",
-            command=f"aws sagemaker describe-cluster-node --region {_q(ctx.region)} "
-            f"--cluster-name {_q(ctx.cluster)} --node-id {_q(node)} --query NodeDetails.InstanceStatus",
+            command=_status_command(ctx, node),
         )
         for node in nodes
     ]
+
+
+def _hold(ctx: PlanContext, nodes: list[str]) -> list[PlanStep]:
+    steps = []
+    for node in nodes:
+        status = ctx.held[node]
+        entry = node_statuses.status_entry(status)
+        if entry is None:
+            why = f"reports {node} {status!r}, a status the SageMaker API model does not list"
+        else:
+            why = f"reports {node} {status} ({entry.meaning})"
+        moving = entry is not None and entry.condition is node_statuses.NodeCondition.TRANSITION
+        wait = ", wait and recheck once it is Running" if moving else ""
+        steps.append(
+            PlanStep(
+                stage="watch",
+                description=f"HyperPod {why}: do not reboot or replace it{wait}; read its status first",
+                command=_status_command(ctx, node),
+            )
+        )
+    return steps
+
+
+def _status_command(ctx: PlanContext, node: str) -> str:
+    return (
+        f"aws sagemaker describe-cluster-node --region {_q(ctx.region)} "
+        f"--cluster-name {_q(ctx.cluster)} --node-id {_q(node)} --query NodeDetails.InstanceStatus"
+    )
 
 
 def _investigate(ctx: PlanContext, nodes: list[str]) -> list[PlanStep]:
@@ -245,11 +276,13 @@ def _investigate(ctx: PlanContext, nodes: list[str]) -> list[PlanStep]:
 
 def _ladder(cause: RootCause, findings: list[Finding], ctx: PlanContext) -> list[PlanStep]:
     nodes = _nodes_of(cause)
-    watched = [n for n in nodes if n in ctx.recovering]
-    manual = [n for n in nodes if n not in ctx.recovering]
-    steps = _watch(ctx, watched)
+    held = [n for n in nodes if n in ctx.held]
+    watched = [n for n in nodes if n in ctx.recovering and n not in ctx.held]
+    manual = [n for n in nodes if n not in ctx.recovering and n not in ctx.held]
+    steps = _hold(ctx, held) + _watch(ctx, watched)
     if not manual:
-        return [*steps, _job_step(ctx, watched)] if watched else steps
+        left_alone = [*held, *watched]
+        return [*steps, _job_step(ctx, left_alone)] if left_alone else steps
     steps += _investigate(ctx, manual)
     steps += _drain(ctx, manual, f"hyperpod-nccl: {cause.kind}")
     steps.append(_job_step(ctx, manual))
