@@ -16,6 +16,7 @@ import pytest
 from hyperpod_nccl.incidents.models import Affected, Incident, RootCause
 from hyperpod_nccl.models.findings import Priority
 from hyperpod_nccl.monitor.alert_messages import INCIDENT_EVENT_TYPES, SWEEP_EVENT_TYPES, ChatbotNotification
+from hyperpod_nccl.monitor.code_version import code_version
 from hyperpod_nccl.monitor.diff import SweepDiff
 from hyperpod_nccl.monitor.incident_tracking import IncidentChange, IncidentSweep, load_stored
 from hyperpod_nccl.monitor.payloads import NotifyOutput, SweepRef, SweepState
@@ -228,30 +229,45 @@ def test_malformed_and_foreign_events_start_nothing(simulate, monitor) -> None:
     assert deployed.executions() == []
 
 
-def _swept_before(deployed: LocalMonitor, *, status: str = "complete", node: str | None = None) -> None:
-    """An earlier sweep of the cluster on record (a day ago), as Aggregate records one."""
+def _swept_before(
+    deployed: LocalMonitor, *, status: str = "complete", node: str | None = None, version: str | None = None
+) -> None:
+    """An earlier sweep of the cluster on record (a day ago), as Aggregate records one (by this
+    code unless `version` names another)."""
     cluster, earlier = deployed.simulation.scenario.cluster.name, datetime.now(UTC) - timedelta(days=1)
     ref = SweepRef(sweep_id=f"schedule-earlier-{status}-{node}", execution="earlier", cluster=cluster,
                    region=deployed.region, node=node, started_at=earlier)  # fmt: skip
     diff = SweepDiff(sweep_id=ref.sweep_id, cluster=cluster, region=deployed.region, started_at=earlier)
     _store(deployed).record_sweep(
-        ref, status=status, diff=diff, finished_at=earlier, duration_seconds=1.0, expires_at=2_000_000_000
-    )
+        ref, status=status, diff=diff, finished_at=earlier, duration_seconds=1.0, expires_at=2_000_000_000,
+        code_version=code_version() if version is None else version,
+    )  # fmt: skip
 
 
 def test_only_an_earlier_evaluated_full_sweep_ends_the_baseline(simulate, monitor) -> None:
     deployed = monitor(simulate("eks-p5"))
-    # Neither a failed sweep nor a node-scoped one has told the cluster's state.
+    # Neither a failed sweep nor a node-scoped one has told the cluster's state, nor one of the
+    # code before this deployment (what it called a root cause may not be what this code calls one).
     _swept_before(deployed, status="failed")
+    _swept_before(deployed, status="complete", version="an-earlier-deployment")
     _swept_before(deployed, status="partial", node=deployed.simulation.instance_id("worker:5"))
     assert [m["metadata"]["eventType"] for m in deployed.sweep().notifications] == [SWEEP_EVENT_TYPES["baseline"]]
     # The sweep just recorded counts for the next one, but not for itself.
     [record] = [r for r in _sweep_records(deployed) if r["execution"] != "earlier"]
     store, cluster = _store(deployed), deployed.simulation.scenario.cluster.name
     started = datetime.fromisoformat(record["started_at"])
-    assert not store.has_earlier_full_sweep(deployed.region, cluster, started_at=started, sweep_id=record["sweep_id"])
+    this = code_version()
+    assert not store.has_earlier_full_sweep(
+        deployed.region, cluster, started_at=started, sweep_id=record["sweep_id"], code_version=this
+    )
     later = started + timedelta(minutes=15)
-    assert store.has_earlier_full_sweep(deployed.region, cluster, started_at=later, sweep_id="schedule-next")
+    assert store.has_earlier_full_sweep(
+        deployed.region, cluster, started_at=later, sweep_id="schedule-next", code_version=this
+    )
+    # The next deployment's first sweep is a baseline again.
+    assert not store.has_earlier_full_sweep(
+        deployed.region, cluster, started_at=later, sweep_id="schedule-next", code_version="the-next-deployment"
+    )
 
 
 def test_hung_job_incident_is_stored_and_told_once_in_its_own_thread(simulate, monitor) -> None:

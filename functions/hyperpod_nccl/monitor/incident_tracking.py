@@ -29,6 +29,7 @@ from hyperpod_nccl.incidents.models import Incident, TimelineEntry
 from hyperpod_nccl.incidents.report import attributions_of
 from hyperpod_nccl.models.findings import Priority, SweepResult
 from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.monitor.code_version import code_version
 from hyperpod_nccl.monitor.store import INCIDENTS, Store, epoch
 
 IncidentChangeKind = Literal["new", "changed", "resolved"]
@@ -269,7 +270,7 @@ def record_incidents(
             incidents=to_store,
             changes=changes,
             baseline=not store.has_earlier_full_sweep(
-                region, result.cluster_name, started_at=started_at, sweep_id=sweep_id
+                region, result.cluster_name, started_at=started_at, sweep_id=sweep_id, code_version=code_version()
             ),
         )
         if not store.put_sweep_blob(sweep_id, INCIDENTS, sweep.model_dump_json(), expires_at=expires, only_if_new=True):

@@ -639,10 +639,10 @@ class Store:
     # --- a cluster's sweeps and permission gaps --------------------------------------------------
     def record_sweep(
         self, ref: SweepRef, *, status: str, diff: SweepDiff, finished_at: datetime, duration_seconds: float,
-        expires_at: int,
+        expires_at: int, code_version: str = "",
     ) -> None:  # fmt: skip
         """The record of one sweep under its cluster (overwritten when a retry or the failure
-        recorder records it again)."""
+        recorder records it again), with the version of the code that ran it (`code_version.py`)."""
         self._put(
             {
                 PARTITION_KEY: cluster_key(ref.region, ref.cluster),
@@ -660,14 +660,18 @@ class Store:
                 "triggers": ref.triggers,
                 "node": ref.node or "",
                 "failure": diff.failure or "",
+                "code_version": code_version,
                 TTL_ATTRIBUTE: expires_at,
             }
         )
 
-    def has_earlier_full_sweep(self, region: str, cluster: str, *, started_at: datetime, sweep_id: str) -> bool:
+    def has_earlier_full_sweep(
+        self, region: str, cluster: str, *, started_at: datetime, sweep_id: str, code_version: str
+    ) -> bool:
         """Whether a cluster-wide sweep of the cluster started before this one (`started_at`,
-        `sweep_id`) and evaluated it (recorded complete or partial, not failed): the monitor has
-        told this cluster's state before. Records expire with the history (TTL), so a monitor
+        `sweep_id`), ran the same code (`code_version`: the first sweep after a deployment that
+        changed it is a baseline again) and evaluated it (recorded complete or partial, not
+        failed): the monitor has told this cluster's state before. Records expire with the history (TTL), so a monitor
         silent for longer than that starts again from a baseline. Newest first, stopping at the
         first match: usually one page."""
         upper = f"{SWEEP}{started_at.isoformat()}#{sweep_id}"
@@ -676,13 +680,16 @@ class Store:
             & Key(SORT_KEY).between(SWEEP, upper),
             "ScanIndexForward": False,
             "ConsistentRead": True,
-            "ProjectionExpression": "#sweep, #status, #node",
-            "ExpressionAttributeNames": {"#sweep": "sweep_id", "#status": "status", "#node": "node"},
-        }
+            "ProjectionExpression": "#sweep, #status, #node, #code",
+            "ExpressionAttributeNames": {
+                "#sweep": "sweep_id", "#status": "status", "#node": "node", "#code": "code_version",
+            },
+        }  # fmt: skip
         while True:
             page = self.table.query(**kwargs)
             for item in page.get("Items", []):
                 evaluated = item.get("status") in ("complete", "partial") and not item.get("node")
+                evaluated = evaluated and item.get("code_version") == code_version
                 if evaluated and item.get("sweep_id") != sweep_id:
                     return True
             if "LastEvaluatedKey" not in page:

@@ -20,6 +20,7 @@ from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.kubernetes import KubernetesInventory
 from hyperpod_nccl.models.logs import LogInventory
 from hyperpod_nccl.models.node_probe import NodeProbeInventory, NodeProbeResult, ProbePlan
+from hyperpod_nccl.monitor.code_version import code_version
 from hyperpod_nccl.monitor.diff import OpenFinding, SweepDiff, compute_changes, open_counts
 from hyperpod_nccl.monitor.failures import describe_aws_failure
 from hyperpod_nccl.monitor.incident_tracking import record_incidents
@@ -184,7 +185,7 @@ def _record_sweep(
     duration = max(0.0, (finished_at - ref.started_at).total_seconds())
     store.record_sweep(
         ref, status=status, diff=diff, finished_at=finished_at, duration_seconds=duration,
-        expires_at=epoch(ref.started_at) + history_seconds,
+        expires_at=epoch(ref.started_at) + history_seconds, code_version=code_version(),
     )  # fmt: skip
     return duration
 
