@@ -93,6 +93,8 @@ class MonitorStack(Stack):
             trigger=self.functions.functions[TRIGGER_FUNCTION],
             clusters=config.clusters,
             sweep_rate_minutes=config.sweep_rate_minutes,
+            key=self.notifications.key,
+            stack_name=config.stack_name,
         )
         self.observability = MonitorObservability(
             self,
@@ -100,6 +102,7 @@ class MonitorStack(Stack):
             state_machine=self.workflow.state_machine,
             functions=self.functions.functions,
             topic=self.notifications.topic,
+            failed_triggers=self.triggers.failed_triggers,
             clusters=config.clusters,
             sweep_rate_minutes=config.sweep_rate_minutes,
             missed_sweeps=config.missed_sweeps_before_alarm,

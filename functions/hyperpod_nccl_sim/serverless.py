@@ -22,6 +22,17 @@ ProcessorConfig (AWS accepts it), so `emulation_definition` rewrites it to STAND
 definition is loaded into moto, never in the deployed definition. moto then runs each child
 in-process and keeps no history for it: child states are counted from the Lambda invocations
 this module records (`LocalMonitor.calls`), not from the execution history.
+
+EventBridge rules and Scheduler invoke the trigger asynchronously, and so does `LocalMonitor.deliver`:
+an Invoke with InvocationType Event, which the emulated Lambda accepts (202) and runs on its own
+thread as Lambda's asynchronous queue does. A function error is retried up to the function's
+MaximumRetryAttempts, read from its event invoke configuration (created from
+`settings.TRIGGER_RETRY_ATTEMPTS`, as infra deploys it); after the last failure, or once the event
+is older than MaximumEventAgeInSeconds, its invocation record goes to the on-failure destination (an
+SQS queue of the emulation), in Lambda's record format. Emulation gaps: Lambda waits about one, then
+two minutes before its retries (here `async_retry_delay_seconds`), and retries an invocation it
+throttled (reserved concurrency) until the event's maximum age without counting it as an attempt;
+no throttling of that kind is emulated.
 """
 
 from __future__ import annotations
@@ -61,6 +72,8 @@ from hyperpod_nccl.monitor.settings import (
     SDK_READ_TIMEOUT_ENV,
     STATE_MACHINE_ENV,
     TABLE_SCHEMA,
+    TRIGGER_MAX_EVENT_AGE_SECONDS,
+    TRIGGER_RETRY_ATTEMPTS,
     batches_at_once,
     execution_arn,
     handler_path,
@@ -74,6 +87,14 @@ FUNCTION_PREFIX = "hyperpod-nccl-"
 TABLE_NAME = "hyperpod-nccl-monitor"
 TOPIC_NAME = "hyperpod-nccl-alerts"
 STATE_MACHINE_NAME = "hyperpod-nccl-sweep"
+# The trigger's on-failure destination (infra's failed-triggers queue).
+FAILED_TRIGGERS_QUEUE_NAME = "hyperpod-nccl-failed-triggers"
+# Lambda's asynchronous invocation defaults, for a function without an event invoke configuration.
+_ASYNC_DEFAULT_RETRY_ATTEMPTS = 2
+_ASYNC_DEFAULT_MAX_EVENT_AGE_SECONDS = 6 * 3600
+# Attempts of each AWS call the handlers make (the SDK's AWS_MAX_ATTEMPTS here): a fault injected
+# `times=SDK_MAX_ATTEMPTS` fails one call of a handler, its SDK retry included.
+SDK_MAX_ATTEMPTS = 2
 # Lambda's default timeout, for a function no task of the definition invokes.
 DEFAULT_LAMBDA_TIMEOUT_SECONDS = 3.0
 # The emulated stack's name: its probe documents are `hyperpod-nccl-local-NodeProbe`, ...
@@ -120,6 +141,55 @@ class Invocation:
 
 
 @dataclass
+class AsyncInvocation:
+    """One event Lambda accepted for asynchronous invocation: the function error of each attempt
+    (None for the attempt that succeeded) and, once `done`, the outcome: "succeeded", or "failed"
+    with the invocation `record` Lambda sent to the on-failure destination (None without one)."""
+
+    module: str
+    event: Any
+    request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    accepted: float = field(default_factory=time.monotonic)
+    errors: list[dict[str, Any] | None] = field(default_factory=list)
+    outcome: str = "pending"
+    record: dict[str, Any] | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def attempts(self) -> int:
+        """How many times Lambda ran the function for this event so far."""
+        return len(self.errors)
+
+    def wait(self, timeout: float = 60.0) -> AsyncInvocation:
+        """Block until Lambda is done with the event (succeeded, or its retries are exhausted)."""
+        if not self.done.wait(timeout):
+            raise TimeoutError(f"the asynchronous invocation of {self.module} is still running after {timeout} s")
+        return self
+
+
+def invocation_record(
+    invocation: AsyncInvocation, *, function_arn: str, condition: str, response_payload: Any
+) -> dict[str, Any]:
+    """The record Lambda sends to an asynchronous invocation's on-failure destination (AWS Lambda
+    Developer Guide, "Capturing records of Lambda asynchronous invocations"): the event as
+    `requestPayload`, the last error as `responsePayload`; `condition` is "RetriesExhausted" or
+    "EventAgeExceeded"."""
+    return {
+        "version": "1.0",
+        "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "requestContext": {
+            "requestId": invocation.request_id,
+            "functionArn": f"{function_arn}:$LATEST",
+            "condition": condition,
+            "approximateInvokeCount": invocation.attempts,
+        },
+        "requestPayload": invocation.event,
+        "responseContext": {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"},
+        "responsePayload": response_payload,
+    }
+
+
+@dataclass
 class StateVisit:
     """One state entered during an execution, with its timing from the history."""
 
@@ -162,6 +232,7 @@ class LocalMonitor:
     that a call the emulation holds (a FaultSpec delay) times out client-side as it would in AWS.
     `function_timeouts` sets the Lambda timeout (seconds) of chosen handler modules below the
     deployed one (their task's TimeoutSeconds), so that a test can run a function past it.
+    `async_retry_delay_seconds` is the wait before each retry of an asynchronous invocation.
     """
 
     def __init__(
@@ -175,6 +246,7 @@ class LocalMonitor:
         node_coverage: int | str = "all",
         reference_base_url: str = "https://github.com/aws-samples/hyperpod-nccl-monitor/blob/main/references",
         sdk_read_timeout: float | None = None,
+        async_retry_delay_seconds: float = 0.0,
     ) -> None:
         self.simulation = simulation
         self.emulation = simulation.emulation
@@ -185,6 +257,9 @@ class LocalMonitor:
         self.node_coverage = str(node_coverage)
         self.reference_base_url = reference_base_url
         self.sdk_read_timeout = sdk_read_timeout
+        self.async_retry_delay_seconds = async_retry_delay_seconds
+        self.async_invocations: list[AsyncInvocation] = []
+        self.failed_triggers_url = ""
         # Each function's Lambda timeout: its task's, as deployed, or the test's shorter one.
         self.lambda_timeouts: dict[str, float] = {
             **lambda_timeouts(probe_timeout_seconds),
@@ -221,7 +296,7 @@ class LocalMonitor:
                 "AWS_SECRET_ACCESS_KEY": FAKE_SECRET_KEY,
                 "AWS_DEFAULT_REGION": self.region,
                 "AWS_REGION": self.region,
-                "AWS_MAX_ATTEMPTS": "2",
+                "AWS_MAX_ATTEMPTS": str(SDK_MAX_ATTEMPTS),
                 FINDINGS_TABLE_ENV: TABLE_NAME,
                 ALERTS_TOPIC_ENV: self.topic_arn,
                 STATE_MACHINE_ENV: self.state_machine_arn,
@@ -304,6 +379,7 @@ class LocalMonitor:
                 Code={"ZipFile": code},
             )
             self.function_arns[module] = created["FunctionArn"]
+        self._configure_trigger_async_invoke()
         self._create_table()
         self._create_probe_documents()
         sns = self.client("sns")
@@ -327,6 +403,21 @@ class LocalMonitor:
             definition=emulation_definition(render_definition(substitutions)),
             roleArn=role_arn,
         )["stateMachineArn"]
+
+    def _configure_trigger_async_invoke(self) -> None:
+        """The trigger's asynchronous invocation, as infra configures it: the retries of
+        `settings`, and the failed-triggers queue as its on-failure destination."""
+        sqs = self.client("sqs")
+        self.failed_triggers_url = sqs.create_queue(QueueName=FAILED_TRIGGERS_QUEUE_NAME)["QueueUrl"]
+        queue_arn = sqs.get_queue_attributes(QueueUrl=self.failed_triggers_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        self.client("lambda").put_function_event_invoke_config(
+            FunctionName=self.function_arns["trigger"],
+            MaximumRetryAttempts=TRIGGER_RETRY_ATTEMPTS,
+            MaximumEventAgeInSeconds=TRIGGER_MAX_EVENT_AGE_SECONDS,
+            DestinationConfig={"OnFailure": {"Destination": queue_arn}},
+        )
 
     def _create_probe_documents(self) -> None:
         """The stack's Session documents (infra's ProbeDocuments), created once per emulated account
@@ -385,6 +476,8 @@ class LocalMonitor:
         def invoke(
             backend: Any, function_name: str, qualifier: str | None, body: Any, headers: Any, response_headers: Any
         ) -> bytes:
+            if headers.get("X-Amz-Invocation-Type") == "Event":
+                return monitor._accept_async(backend, function_name, body)
             return monitor._dispatch(function_name, body, response_headers)
 
         LambdaSimpleBackend.invoke = invoke  # type: ignore[method-assign,assignment]
@@ -393,17 +486,25 @@ class LocalMonitor:
         endpoint._send = freezing(endpoint._send)
 
     def _dispatch(self, function_name: str, body: Any, response_headers: Any) -> bytes:
-        name = function_name.split(":")[6] if function_name.startswith("arn:") else function_name
+        payload, function_error = self._run_function(function_name, body)
+        if function_error is not None:
+            response_headers["x-amz-function-error"] = function_error
+        return payload
+
+    def _run_function(self, function_name: str, body: Any) -> tuple[bytes, str | None]:
+        """Run one invocation of the function named `function_name` on `body`, as Lambda does: its
+        answer and its function error ("Unhandled"), or None when it succeeded."""
+        name = _function_name(function_name)
         module = name.removeprefix(FUNCTION_PREFIX)
         with _dispatch_lock:
             self.invocations.append(module)
         if module in self.failing_functions:
-            response_headers["x-amz-function-error"] = "Unhandled"
-            return json.dumps({"errorType": self.failing_functions[module], "errorMessage": "emulated outage"}).encode()
+            error = {"errorType": self.failing_functions[module], "errorMessage": "emulated outage"}
+            return json.dumps(error).encode(), "Unhandled"
         handler = self._handlers.get(module)
         if handler is None:
-            response_headers["x-amz-function-error"] = "Unhandled"
-            return json.dumps({"errorType": "ResourceNotFound", "errorMessage": f"no handler {name}"}).encode()
+            error = {"errorType": "ResourceNotFound", "errorMessage": f"no handler {name}"}
+            return json.dumps(error).encode(), "Unhandled"
         timeout = self.lambda_timeouts.get(module, DEFAULT_LAMBDA_TIMEOUT_SECONDS)
         started = time.monotonic()
         context = _LambdaContext(
@@ -416,24 +517,105 @@ class LocalMonitor:
             finished, outcome = run_until(handler, payload, context, timeout)
             if not finished:
                 timed_out = True
-                response_headers["x-amz-function-error"] = "Unhandled"
                 message = f"RequestId: {context.aws_request_id} Error: Task timed out after {timeout:.2f} seconds"
-                return json.dumps({"errorType": SANDBOX_TIMED_OUT, "errorMessage": message}).encode()
+                return json.dumps({"errorType": SANDBOX_TIMED_OUT, "errorMessage": message}).encode(), "Unhandled"
             if isinstance(outcome, BaseException):
                 raise outcome
-            return json.dumps(outcome, default=str).encode()
+            return json.dumps(outcome, default=str).encode(), None
         except Exception as error:  # noqa: BLE001 - becomes a Lambda function error, as in AWS
-            response_headers["x-amz-function-error"] = "Unhandled"
-            return json.dumps({"errorType": type(error).__name__, "errorMessage": str(error)}).encode()
+            return json.dumps({"errorType": type(error).__name__, "errorMessage": str(error)}).encode(), "Unhandled"
         finally:
             event = payload if isinstance(payload, dict) else {}
             call = Invocation(module, started, time.monotonic() - started, event, timed_out=timed_out)
             with _dispatch_lock:
                 self.calls.append(call)
 
+    def _accept_async(self, backend: Any, function_name: str, body: Any) -> bytes:
+        """Lambda's answer to an Invoke of InvocationType Event: the event is queued (202, no
+        payload) and run on its own thread with the function's retries and destination."""
+        from moto.awslambda.exceptions import UnknownEventConfig
+
+        try:
+            config = backend.get_function_event_invoke_config(function_name)
+        except UnknownEventConfig:
+            config = {}
+        name = _function_name(function_name)
+        try:
+            event: Any = json.loads(body or "{}")
+        except ValueError:
+            event = body.decode() if isinstance(body, bytes) else str(body)
+        invocation = AsyncInvocation(module=name.removeprefix(FUNCTION_PREFIX), event=event)
+        with _dispatch_lock:
+            self.async_invocations.append(invocation)
+        worker = threading.Thread(
+            target=self._run_async,
+            args=(invocation, backend.get_function(function_name).function_arn, body, config),
+            name=f"lambda-async-{name}",
+            daemon=True,
+        )
+        worker.start()
+        return b""
+
+    def _run_async(self, invocation: AsyncInvocation, function_arn: str, body: Any, config: dict[str, Any]) -> None:
+        """Lambda's asynchronous queue for one event: run, retry a function error, and send the
+        invocation record of an event that failed for good to the on-failure destination."""
+        retries = int(config.get("MaximumRetryAttempts", _ASYNC_DEFAULT_RETRY_ATTEMPTS))
+        max_age = float(config.get("MaximumEventAgeInSeconds", _ASYNC_DEFAULT_MAX_EVENT_AGE_SECONDS))
+        condition, last_error = "RetriesExhausted", None
+        try:
+            for attempt in range(1 + retries):
+                if attempt:
+                    time.sleep(self.async_retry_delay_seconds)
+                if time.monotonic() - invocation.accepted > max_age:
+                    condition = "EventAgeExceeded"
+                    break
+                answer, function_error = self._run_function(function_arn, body)
+                if function_error is None:
+                    invocation.errors.append(None)
+                    invocation.outcome = "succeeded"
+                    return
+                last_error = json.loads(answer)
+                invocation.errors.append(last_error)
+            invocation.outcome = "failed"
+            destination = config.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
+            if destination:
+                invocation.record = invocation_record(
+                    invocation, function_arn=function_arn, condition=condition, response_payload=last_error
+                )
+                self._send_to_queue(destination, json.dumps(invocation.record))
+        finally:
+            invocation.done.set()
+
+    def _send_to_queue(self, queue_arn: str, body: str) -> None:
+        """What Lambda does with an invocation record for an SQS destination: one message."""
+        _, _, _, _, account, queue_name = queue_arn.split(":", 5)
+        sqs = self.client("sqs")
+        url = sqs.get_queue_url(QueueName=queue_name, QueueOwnerAWSAccountId=account)["QueueUrl"]
+        sqs.send_message(QueueUrl=url, MessageBody=body)
+
     # --- running ----------------------------------------------------------------------------------
+    def deliver(self, event: dict[str, Any]) -> AsyncInvocation:
+        """Deliver an event to the trigger function as EventBridge (a rule or Scheduler) does: an
+        asynchronous Invoke, which Lambda accepts and then runs, retries and, failing for good,
+        records in the failed-triggers queue. Returns Lambda's handling of it (`.wait()` for the end).
+        One delivery at a time: the returned invocation is the one this call queued."""
+        with _dispatch_lock:
+            queued = len(self.async_invocations)
+        answer = self.client("lambda").invoke(
+            FunctionName=self.function_arns["trigger"], InvocationType="Event", Payload=json.dumps(event).encode()
+        )
+        if answer["StatusCode"] != 202:
+            raise RuntimeError(f"Lambda did not accept the event: {answer['StatusCode']}")
+        with _dispatch_lock:
+            return self.async_invocations[queued]
+
+    def drain_failed_triggers(self) -> list[dict[str, Any]]:
+        """Every record the failed-triggers queue received since the last drain, as JSON."""
+        return self._drain(self.failed_triggers_url)
+
     def trigger(self, event: dict[str, Any]) -> dict[str, Any]:
-        """Deliver an event to the trigger function, as EventBridge (rule or Scheduler) would."""
+        """Run the trigger function's handler on an event and return its answer, as a synchronous
+        invocation would (EventBridge and Scheduler invoke it asynchronously: `deliver`)."""
         started = time.monotonic()
         result: dict[str, Any] = self._handlers["trigger"](event, _LambdaContext("trigger", "trigger"))
         outcomes = result.get("outcomes") or [{}]
@@ -496,16 +678,25 @@ class LocalMonitor:
 
     def drain_notifications(self) -> list[dict[str, Any]]:
         """Every message the topic delivered since the last drain (Chatbot JSON bodies)."""
+        return self._drain(self.queue_url)
+
+    def _drain(self, queue_url: str) -> list[dict[str, Any]]:
+        """Receive and delete every message of a queue of the emulation, each body as JSON."""
         sqs = self.client("sqs")
         received: list[dict[str, Any]] = []
         while True:
-            batch = sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
+            batch = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
             messages = batch.get("Messages", [])
             if not messages:
                 return received
             for message in messages:
                 received.append(json.loads(message["Body"]))
-                sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
+                sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def _function_name(function_name: str) -> str:
+    """The function's name from what an Invoke names it by (its name or ARN)."""
+    return function_name.split(":")[6] if function_name.startswith("arn:") else function_name
 
 
 def _raise_if_frozen() -> None:

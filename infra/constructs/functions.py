@@ -45,6 +45,7 @@ from infra.constants import (
 )
 from layers.build_layer import build as build_layer
 from layers.build_layer import inputs_digest as layer_digest
+from layers.bytecode import TASK_ROOT, bytecode_identity, compile_tree
 
 # The Lambda runtime matching LAMBDA_PYTHON_VERSION (one constant drives runtime and pip platform).
 RUNTIME = lambda_.Runtime(f"python{LAMBDA_PYTHON_VERSION}", lambda_.RuntimeFamily.PYTHON)
@@ -64,11 +65,23 @@ def _package_files() -> Iterator[tuple[str, Path]]:
 
 
 def package_digest() -> str:
-    """The code asset's hash: every shipped file's path and content (package and references)."""
-    digest = hashlib.sha256()
+    """The code asset's hash: every shipped file's path and content (package and references), and
+    what its byte code is compiled for. The byte code itself is left out: it follows from these."""
+    digest = hashlib.sha256(bytecode_identity(LAMBDA_PYTHON_VERSION).encode() + b"\0")
     for relative, path in _package_files():
         digest.update(relative.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+def lay_out_code_asset(out: Path, *, python_version: str = LAMBDA_PYTHON_VERSION) -> None:
+    """Copy the shipped files into `out` and compile them for `python_version` (the runtime's; the
+    benchmarks compile for this machine's): /var/task is read-only in Lambda, so byte code not
+    shipped would be compiled again at every cold start (`layers.bytecode`)."""
+    for relative, path in _package_files():
+        destination = out / relative
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, destination)
+    compile_tree(out, python_version=python_version, runtime_root=TASK_ROOT)
 
 
 @jsii.implements(ILocalBundling)
@@ -77,12 +90,8 @@ class PackageBundling:
     (`hyperpod_nccl.references.references_dir()` finds the nearest ancestor `references/`)."""
 
     def try_bundle(self, output_dir: str, options: Any) -> bool:
-        """Copy the shipped files into the asset directory; never needs Docker."""
-        out = Path(output_dir)
-        for relative, path in _package_files():
-            destination = out / relative
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, destination)
+        """Lay out the code asset in the asset directory (`lay_out_code_asset`); never needs Docker."""
+        lay_out_code_asset(Path(output_dir))
         return True
 
 
@@ -112,12 +121,14 @@ def lambda_timeouts() -> dict[str, int]:
 
 
 class ReadGrant(NamedTuple):
-    """Read-only actions on resources, and why any wildcard among the resources is unavoidable."""
+    """Read-only actions on resources, and why any wildcard among the resources is unavoidable.
+    With `not_resources`, the actions are allowed on every resource except those (IAM NotResource)."""
 
     actions: tuple[str, ...]
     resources: Sequence[str]
     wildcard_reason: str
     conditions: Mapping[str, Mapping[str, str]] | None = None
+    not_resources: bool = False
 
 
 # StartSession: the document named in the request must be allowed explicitly (no default shell).
@@ -186,7 +197,8 @@ class MonitorFunctions(Construct):
                 role.add_to_policy(
                     iam.PolicyStatement(
                         actions=list(grant.actions),
-                        resources=list(grant.resources),
+                        resources=None if grant.not_resources else list(grant.resources),
+                        not_resources=list(grant.resources) if grant.not_resources else None,
                         conditions=dict(grant.conditions) if grant.conditions else None,
                     )
                 )
@@ -235,8 +247,8 @@ class MonitorFunctions(Construct):
             system_log_level_v2=lambda_.SystemLogLevel.WARN,
             log_group=log_group,
             tracing=lambda_.Tracing.ACTIVE,
-            # A retried asynchronous trigger would start a second sweep for the same event.
-            retry_attempts=0 if handler == TRIGGER_FUNCTION else None,
+            # The trigger's asynchronous invocation (retries, on-failure destination) is configured
+            # by the triggers construct (`infra.constructs.triggers`), with the queue it owns.
         )
 
     def _arns(
@@ -252,7 +264,7 @@ class MonitorFunctions(Construct):
         ]
 
     def _cluster_arns(self, regions: Sequence[str]) -> list[str]:
-        """The HyperPod clusters the functions may read and probe in `regions`: exactly the watched
+        """The HyperPod clusters the functions may read in `regions`: exactly the watched
         clusters when each has its `id` (its ARN is known), else every cluster of these regions
         (an empty watch list sweeps any cluster whose events arrive)."""
         slash = ArnFormat.SLASH_RESOURCE_NAME
@@ -284,6 +296,10 @@ class MonitorFunctions(Construct):
             "HyperPod cluster ARNs end in the cluster id, which is assigned at creation: give every watched"
             " cluster its `id` in the config to name them; until then scoped to this account and the watched"
             " regions."
+        )
+        # Every SSM document of any account (AWS-owned ones have none) and region.
+        any_document = Stack.of(self).format_arn(
+            service="ssm", region="*", account="*", resource="document", resource_name="*", arn_format=slash
         )
         documents = [
             arn
@@ -331,18 +347,37 @@ class MonitorFunctions(Construct):
                 ),
             ],
             "probe_node": [
-                # HyperPod SSM targets are `sagemaker-cluster:<id>_<group>-<instance>`: StartSession is
-                # authorised against the cluster and the session document. Only the stack's own
-                # probe documents are allowed (no parameters: they run the embedded probe and
-                # nothing else), and the document check refuses a request naming no document.
+                # StartSession is authorised against its target and its document. HyperPod targets are
+                # `sagemaker-cluster:<id>_<group>-<instance>`, none of the resource types the Service
+                # Authorization Reference lists for StartSession (document, instance, managed-instance,
+                # session): AWS's HyperPod guide grants the target on `*`. A `*` would match every
+                # document too (root commands through AWS-StartInteractiveCommand), so the target is
+                # granted on everything but documents, and documents only where named: the stack's own
+                # probe documents (no parameters: they run the embedded probe and nothing else). The
+                # document check refuses a request naming no document.
                 ReadGrant(
                     ("ssm:StartSession",),
-                    [*self._cluster_arns(stack_region), *documents],
-                    "HyperPod cluster ARNs end in the cluster id, which is assigned at creation: give every watched"
-                    " cluster its `id` in the config to name them; until then scoped to this account and the"
-                    " stack's region. Usable only with the stack's probe-only documents"
-                    " (ssm:SessionDocumentAccessCheck).",
+                    [any_document],
+                    "NotResource: every session target (HyperPod targets have no resource type to scope"
+                    " StartSession to; AWS's HyperPod IAM guide grants *) but no document.",
                     SESSION_DOCUMENT_CHECK,
+                    not_resources=True,
+                ),
+                ReadGrant(
+                    ("ssm:StartSession",),
+                    documents,
+                    "The stack's probe-only documents, named (ssm:SessionDocumentAccessCheck).",
+                    SESSION_DOCUMENT_CHECK,
+                ),
+                # AWS's current Session Manager policies grant the principal that starts a session
+                # ssmmessages:OpenDataChannel on its sessions: the service checks it when the probe opens
+                # the data channel's websocket.
+                ReadGrant(
+                    ("ssmmessages:OpenDataChannel",),
+                    self._arns("ssm", "session", "*", sep=slash, regions=stack_region),
+                    "Session ids are generated by SSM when a probe starts its session (AWS's sample end-user policy"
+                    " names session/${aws:userid}-*, whose prefix for a role's sessions is not documented): scoped"
+                    " to this account's sessions in the stack's region.",
                 ),
                 ReadGrant(
                     ("ssm:TerminateSession",),

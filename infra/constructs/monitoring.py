@@ -1,4 +1,5 @@
-"""Watching the watcher: alarms when sweeps fail or stop running, and a dashboard of what sweeps find.
+"""Watching the watcher: alarms when sweeps fail or stop running or a trigger failed for good, and a
+dashboard of what sweeps find.
 
 The alarms read Step Functions' own execution metrics, so they fire even when the monitor's code
 never gets to emit anything. The dashboard graphs the metrics the handlers emit through Powertools
@@ -14,6 +15,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
@@ -38,13 +40,13 @@ _FAILURE_PERIOD = Duration.minutes(5)
 
 
 # The alarms' construct ids; their names are `<prefix>-<id>` (fixed, see `alarm_names`).
-SWEEPS_FAILING, SWEEPS_STOPPED = "SweepsFailing", "SweepsStopped"
+SWEEPS_FAILING, SWEEPS_STOPPED, TRIGGERS_FAILED = "SweepsFailing", "SweepsStopped", "TriggersFailed"
 
 
 def alarm_names(prefix: str) -> list[str]:
     """The fixed names of the monitor's alarms: the topic and its key admit CloudWatch on behalf of
     exactly these (a Ref to the alarm would make the key depend on the alarm, a cycle)."""
-    return [f"{prefix}-{SWEEPS_FAILING}", f"{prefix}-{SWEEPS_STOPPED}"]
+    return [f"{prefix}-{alarm}" for alarm in (SWEEPS_FAILING, SWEEPS_STOPPED, TRIGGERS_FAILED)]
 
 
 def missed_sweep_period_seconds(*, sweep_rate_minutes: int, missed_sweeps: int) -> int:
@@ -53,7 +55,8 @@ def missed_sweep_period_seconds(*, sweep_rate_minutes: int, missed_sweeps: int) 
 
 
 class MonitorObservability(Construct):
-    """Two alarms (sweeps failing, sweeps stopped) notifying the alerts topic, and a dashboard."""
+    """Three alarms (sweeps failing, sweeps stopped, triggers failed) notifying the alerts topic, and
+    a dashboard."""
 
     def __init__(
         self,
@@ -63,6 +66,7 @@ class MonitorObservability(Construct):
         state_machine: sfn.StateMachine,
         functions: dict[str, lambda_.Function],
         topic: sns.ITopic,
+        failed_triggers: sqs.IQueue,
         clusters: Sequence[WatchedCluster],
         sweep_rate_minutes: int,
         missed_sweeps: int,
@@ -116,11 +120,37 @@ class MonitorObservability(Construct):
         # Without watched clusters nothing is scheduled, so silence is expected.
         if not clusters:
             self.sweeps_stopped.node.default_child.actions_enabled = False  # type: ignore[union-attr]
+        # One message is one event or tick that started no sweep after every retry: page on the first.
+        self.triggers_failed = cloudwatch.Alarm(
+            self,
+            TRIGGERS_FAILED,
+            alarm_name=alarm_names(alarm_name_prefix)[2],
+            alarm_description=(
+                f"A HyperPod event or schedule tick started no sweep after every retry: its record is in the SQS"
+                f" queue {failed_triggers.queue_name} (a Lambda invocation record holds the event as"
+                " requestPayload and the trigger's error as responsePayload; an EventBridge or Scheduler"
+                " dead letter is the event itself, its error in the message attributes). Fix the cause,"
+                " re-send the event to the trigger function (aws lambda invoke --invocation-type Event),"
+                " then delete the message."
+            ),
+            metric=failed_triggers.metric_approximate_number_of_messages_visible(
+                period=_FAILURE_PERIOD, statistic="Maximum"
+            ),
+            threshold=0,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            # SQS sends no data for an idle, empty queue: nothing failed.
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        self.triggers_failed.add_alarm_action(action)
 
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=dashboard_name)
         self.dashboard.add_widgets(
             cloudwatch.AlarmStatusWidget(
-                title="Monitor health", alarms=[self.sweeps_failing, self.sweeps_stopped], width=24, height=3
+                title="Monitor health",
+                alarms=[self.sweeps_failing, self.sweeps_stopped, self.triggers_failed],
+                width=24,
+                height=3,
             )
         )
         self.dashboard.add_widgets(

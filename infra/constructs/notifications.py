@@ -1,5 +1,7 @@
 """Where alerts go: one SNS topic encrypted with a customer managed key, optional e-mail subscriptions,
-and an optional Slack channel through AWS Chatbot (Amazon Q Developer in chat applications)."""
+and an optional Slack channel through AWS Chatbot (Amazon Q Developer in chat applications). The key
+is the stack's one customer managed key: the failed-triggers queue (`infra.constructs.triggers`) uses
+it too."""
 
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ class AlertNotifications(Construct):
         self.key = kms.Key(
             self,
             "TopicKey",
-            description="hyperpod-nccl-monitor alerts topic",
+            description="hyperpod-nccl-monitor alerts topic and failed-triggers queue",
             enable_key_rotation=True,
         )
         self.topic = sns.Topic(

@@ -164,7 +164,8 @@ SM_INTRO = (
     "handlers in-process (`LocalMonitor`), each on the smallest scenario whose sweep makes the call. "
     "A cell says how the execution ended, what the stored sweep record says "
     "(`DEGRADED` sources and what to grant, or why the sweep `failed`), and what was sent to the alerts topic. "
-    "`trigger failed` means the trigger function raised, so EventBridge retries the invocation: "
+    "`trigger failed` means the trigger function raised, so Lambda retries the asynchronous invocation "
+    "(twice), then keeps the event in the failed-triggers queue: "
     "the test re-delivers the same event and checks that it sweeps exactly once. "
     f"Faults run: {' and '.join(SM_FAULTS)} for every operation; Throttling and 5xx (`{NOT_RUN}`) raise the "
     "same botocore ClientError as AccessDenied and take its path through the same handler and collector code "
@@ -397,7 +398,7 @@ def _short(text: str) -> str:
     """A failure's first clause: up to its parenthesised detail or its fix; the emulation's
     endpoint (a random port) is not part of what the page records."""
     first = re.split(r" \(|; fix: ", text, maxsplit=1)[0].strip()
-    return re.sub(r"http://127\.0\.0\.1:\d+/?", "<endpoint>", first)
+    return re.sub(r"https?://127\.0\.0\.1:\d+/?", "<endpoint>", first)
 
 
 def _spec(operation: str, fault: Fault, delay: float | None = None) -> FaultSpec:
@@ -618,7 +619,7 @@ def _observe_state_machine(simulate, monitor, operation: str, fault: Fault) -> s
     except AwsCallFailed as failed:
         injector.set_faults([])
         assert operation in injector.injected
-        # The trigger function raised: nothing started, and EventBridge retries the invocation.
+        # The trigger function raised: nothing started, and Lambda retries the asynchronous invocation.
         assert deployed.executions() == [], "a failed trigger must start no execution"
         assert operation in str(failed), f"the trigger's error must name {operation}: {failed}"
         if fault.name == "AccessDenied":

@@ -19,6 +19,7 @@ from hyperpod_nccl.monitor.settings import PROBE_DOCUMENTS_ENV, TABLE_ACTIONS
 from hyperpod_nccl.probe import documents
 from infra.code_asset import shipped_files
 from infra.constants import FUNCTIONS_DIR, OUTPUT_PROBE_DOCUMENTS, PACKAGE_NAME
+from infra.constructs.monitoring import alarm_names
 from tests.infra.conftest import STACK_NAME, TEST_CONTEXT, Synthesized
 from tests.infra.test_security import _as_list, _identity_statements, _role_of
 
@@ -95,15 +96,17 @@ def test_start_session_is_allowed_only_with_the_probe_documents(synthesized: Syn
     allowed = {f":ssm:{region}:{account}:document/{name}" for name in documents.document_names(STACK_NAME).values()}
     starts = [s for _, s in _identity_statements(template) if "ssm:StartSession" in _as_list(s["Action"])]
     assert starts, "ProbeNode must be able to start sessions"
+    # HyperPod targets have no resource type StartSession can be scoped to (AWS's HyperPod guide grants
+    # `*`): the target statement allows everything but documents, the other one names the documents.
+    by_scope = {"NotResource" in s: s for s in starts}
+    assert len(by_scope) == len(starts) == 2, starts
     for statement in starts:
         # Every statement allowing StartSession carries the document check (AWS: it must be in all).
         assert statement["Condition"] == {"BoolIfExists": {"ssm:SessionDocumentAccessCheck": "true"}}
         assert _as_list(statement["Action"]) == ["ssm:StartSession"]
-        resources = [_text(r) for r in _as_list(statement["Resource"])]
-        named = {r.split("arn:<AWS::Partition>", 1)[-1] for r in resources if ":document/" in r}
-        assert named == allowed, resources
-        others = [r for r in resources if ":document/" not in r]
-        assert others == [f"arn:<AWS::Partition>:sagemaker:{region}:{account}:cluster/*"], others
+    assert [_text(r) for r in _as_list(by_scope[True]["NotResource"])] == ["arn:<AWS::Partition>:ssm:*:*:document/*"]
+    resources = [_text(r) for r in _as_list(by_scope[False]["Resource"])]
+    assert {r.split("arn:<AWS::Partition>", 1)[-1] for r in resources} == allowed, resources
     roles = {
         _role_of(template, p) for p, s in _identity_statements(template) if "ssm:StartSession" in _as_list(s["Action"])
     }
@@ -221,7 +224,17 @@ def test_each_role_gets_exactly_its_handlers_table_actions(synthesized: Synthesi
 
 # Actions the platform, not our code, calls with the role: Lambda's log delivery, X-Ray, SNS's use
 # of the topic key on Publish. DynamoDB is proved above.
-_PLATFORM = {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+# Calls Lambda makes with a function's role, not its code: logs, traces, and the record of an
+# asynchronous invocation sent to its on-failure destination (the trigger's failed-triggers queue).
+_PLATFORM = {
+    "logs:CreateLogStream",
+    "logs:PutLogEvents",
+    "xray:PutTraceSegments",
+    "xray:PutTelemetryRecords",
+    "sqs:SendMessage",
+    # Authorised when the probe opens the session's data channel (a websocket, not an SDK call).
+    "ssmmessages:OpenDataChannel",
+}
 _PLATFORM_PREFIXES = ("kms:", "dynamodb:")
 
 
@@ -266,7 +279,7 @@ def test_every_alarm_can_publish_to_the_encrypted_topic(synthesized: Synthesized
     assert policy["Properties"]["Topics"] == [{"Ref": topic_id}]
     topic_statements = policy["Properties"]["PolicyDocument"]["Statement"]
     alarms = list(synthesized.resources("AWS::CloudWatch::Alarm").values())
-    assert len(alarms) == 2
+    assert sorted(a["Properties"]["AlarmName"] for a in alarms) == sorted(alarm_names(STACK_NAME))
     for alarm in alarms:
         properties = alarm["Properties"]
         assert properties["AlarmActions"] == [{"Ref": topic_id}]
@@ -328,11 +341,12 @@ def test_clusters_given_their_ids_are_the_only_ones_read_and_probed(tmp_path: Pa
     cluster_resources: dict[str, set[str]] = {}
     for _, statement in _identity_statements(template):
         for action in _as_list(statement["Action"]):
-            resources = {_text(r) for r in _as_list(statement["Resource"]) if ":sagemaker:" in _text(r)}
+            scope = statement.get("Resource", statement.get("NotResource"))
+            resources = {_text(r) for r in _as_list(scope) if ":sagemaker:" in _text(r)}
             if resources:
                 cluster_resources.setdefault(action, set()).update(resources)
     assert not any(r.endswith("cluster/*") for rs in cluster_resources.values() for r in rs), cluster_resources
-    # Sessions only in the stack's region, where the probe documents are.
-    assert cluster_resources["ssm:StartSession"] == {arn["ml-cluster-a"]}
+    # StartSession's HyperPod target is granted on `*` (no cluster resource type for it).
+    assert "ssm:StartSession" not in cluster_resources
     assert cluster_resources["sagemaker:DescribeCluster"] == set(arn.values())
     assert cluster_resources["sagemaker:ListClusterNodes"] == set(arn.values())

@@ -31,6 +31,8 @@ from hyperpod_nccl.monitor.settings import (
     SCHEDULE_TARGET_INPUT,
     SWEEP_TIMEOUT_SECONDS,
     TABLE_SCHEMA,
+    TRIGGER_MAX_EVENT_AGE_SECONDS,
+    TRIGGER_RETRY_ATTEMPTS,
     LambdaFunction,
     batches_at_once,
 )
@@ -38,6 +40,7 @@ from infra.constants import LAMBDA_PYTHON_VERSION, POWERTOOLS_ENVIRONMENT, TRIGG
 from infra.constructs import functions as functions_construct
 from infra.constructs.functions import MonitorFunctions, lambda_timeouts
 from infra.constructs.monitoring import missed_sweep_period_seconds
+from infra.constructs.triggers import failed_triggers_queue_name
 from infra.constructs.workflow import definition_with_timeout, uses_distributed_map
 from tests.infra.conftest import TEST_CONTEXT, Synthesized
 
@@ -76,7 +79,9 @@ def test_one_resource_per_capability(synthesized: Synthesized) -> None:
         "AWS::StepFunctions::StateMachine": 1,
         "AWS::Scheduler::Schedule": len(TEST_CONTEXT["clusters"]),
         "AWS::Events::Rule": len(HYPERPOD_EVENT_PATTERNS),
-        "AWS::CloudWatch::Alarm": 2,
+        "AWS::CloudWatch::Alarm": 3,
+        "AWS::SQS::Queue": 1,
+        "AWS::Lambda::EventInvokeConfig": 1,
         "AWS::CloudWatch::Dashboard": 1,
         # one explicit log group per function, plus the state machine's
         "AWS::Logs::LogGroup": len(LAMBDAS) + 1,
@@ -223,9 +228,14 @@ def test_rules_use_the_runtime_event_patterns_and_target_the_trigger(synthesized
         (target,) = rule["Properties"]["Targets"]
         assert target["Arn"] == {"Fn::GetAtt": [trigger_id, "Arn"]}
         assert rule["Properties"]["State"] == "ENABLED"
-    # The filters the issue asks for: Warn/Error cluster events, unhealthy nodes.
+    # The filters the issue asks for: Warn/Error cluster events (and those without an EventLevel,
+    # optional in the API model), unhealthy nodes.
     by_type = {p["detail-type"][0]: p for p in patterns}
-    assert by_type["SageMaker HyperPod Cluster Event"]["detail"]["EventDetails"]["EventLevel"] == ["Warn", "Error"]
+    assert by_type["SageMaker HyperPod Cluster Event"]["detail"]["EventDetails"]["EventLevel"] == [
+        "Warn",
+        "Error",
+        {"exists": False},
+    ]
     assert by_type["SageMaker HyperPod Cluster Node Health Event"]["detail"]["HealthSummary"]["HealthStatus"] == [
         "Unhealthy"
     ]
@@ -292,6 +302,71 @@ def test_alarms_fire_on_failed_or_missing_sweeps_and_notify_the_topic(synthesize
     used = {m["MetricStat"]["Metric"]["MetricName"] for m in failing["Metrics"] if "MetricStat" in m}
     assert used == {"ExecutionsFailed", "ExecutionsTimedOut", "ExecutionsAborted"}
     assert failing["TreatMissingData"] == "notBreaching"
+
+
+def test_every_trigger_that_fails_for_good_lands_in_the_alarmed_failed_triggers_queue(synthesized: Synthesized) -> None:
+    resources = synthesized.template["Resources"]
+    (queue_id,) = synthesized.resources("AWS::SQS::Queue")
+    (key_id,) = synthesized.resources("AWS::KMS::Key")
+    (topic_id,) = synthesized.resources("AWS::SNS::Topic")
+    queue = resources[queue_id]["Properties"]
+    queue_arn = {"Fn::GetAtt": [queue_id, "Arn"]}
+    # Encrypted with the stack's key, kept 14 days, a fixed name (the key policy names it).
+    assert queue["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    assert queue["MessageRetentionPeriod"] == 14 * 24 * 3600
+    assert queue["QueueName"] == failed_triggers_queue_name(TEST_CONTEXT["stackName"])
+    # Lambda's asynchronous invocation of the trigger: the runtime's retries, then this queue.
+    trigger_id = _functions_by_handler(synthesized)[TRIGGER_FUNCTION][0]
+    (invoke_config,) = synthesized.resources("AWS::Lambda::EventInvokeConfig").values()
+    assert invoke_config["Properties"]["FunctionName"] == {"Ref": trigger_id}
+    assert invoke_config["Properties"]["MaximumRetryAttempts"] == TRIGGER_RETRY_ATTEMPTS
+    assert invoke_config["Properties"]["MaximumEventAgeInSeconds"] == TRIGGER_MAX_EVENT_AGE_SECONDS
+    assert invoke_config["Properties"]["DestinationConfig"] == {"OnFailure": {"Destination": queue_arn}}
+    # What a rule or a schedule cannot hand to Lambda goes there too, after their own retries.
+    rules = synthesized.resources("AWS::Events::Rule")
+    for rule in rules.values():
+        (target,) = rule["Properties"]["Targets"]
+        assert target["DeadLetterConfig"] == {"Arn": queue_arn}
+        assert target["RetryPolicy"]["MaximumEventAgeInSeconds"] == TRIGGER_MAX_EVENT_AGE_SECONDS
+    for schedule in synthesized.resources("AWS::Scheduler::Schedule").values():
+        target = schedule["Properties"]["Target"]
+        assert target["DeadLetterConfig"] == {"Arn": queue_arn}
+        assert target["RetryPolicy"]["MaximumEventAgeInSeconds"] <= TEST_CONTEXT["sweepRateMinutes"] * 60
+    # SSL only; EventBridge may send to it only on behalf of the monitor's rules.
+    (queue_policy,) = synthesized.resources("AWS::SQS::QueuePolicy").values()
+    assert queue_policy["Properties"]["Queues"] == [{"Ref": queue_id}]
+    statements = queue_policy["Properties"]["PolicyDocument"]["Statement"]
+    assert any(
+        s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in statements
+    )
+    allows = [s for s in statements if s["Effect"] == "Allow"]
+    assert sorted(json.dumps(s["Condition"], sort_keys=True) for s in allows) == sorted(
+        json.dumps({"ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": [rule_id, "Arn"]}}}, sort_keys=True)
+        for rule_id in rules
+    )
+    assert all(
+        s["Principal"] == {"Service": "events.amazonaws.com"} and s["Action"] == "sqs:SendMessage" for s in allows
+    )
+    # The key lets EventBridge encrypt with it for this queue's messages only.
+    key_statements = resources[key_id]["Properties"]["KeyPolicy"]["Statement"]
+    (eventbridge,) = [s for s in key_statements if s.get("Principal") == {"Service": "events.amazonaws.com"}]
+    assert sorted(eventbridge["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey"]
+    (encryption_context,) = eventbridge["Condition"]["StringEquals"].values()
+    assert queue["QueueName"] in json.dumps(encryption_context)
+    # One message is one lost sweep: the alarm pages on the first, to the alerts topic.
+    alarms = [a["Properties"] for a in synthesized.resources("AWS::CloudWatch::Alarm").values()]
+    (depth,) = [a for a in alarms if a.get("MetricName") == "ApproximateNumberOfMessagesVisible"]
+    assert depth["Namespace"] == "AWS/SQS"
+    assert depth["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]
+    assert depth["ComparisonOperator"] == "GreaterThanThreshold" and depth["Threshold"] == 0
+    assert depth["AlarmActions"] == [{"Ref": topic_id}]
+
+
+def test_failed_triggers_queue_name_fits_sqs_for_any_stack_name() -> None:
+    assert failed_triggers_queue_name("HpncTest") == "HpncTest-failed-triggers"
+    longest, other = "A" * 101, "A" * 100 + "B"
+    assert len(failed_triggers_queue_name(longest)) <= 80
+    assert failed_triggers_queue_name(longest) != failed_triggers_queue_name(other)
 
 
 def test_missed_sweep_window_is_capped_at_a_day() -> None:

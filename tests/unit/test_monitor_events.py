@@ -31,6 +31,7 @@ def test_actionable_events_start_one_sweep_scoped_to_the_named_node(path: Path) 
     assert request.trigger_id == event["id"]
     assert request.kind == expect["kind"]
     assert request.node == expect["expect_node"]
+    assert expect.get("reason", "") in request.reason
 
 
 @pytest.mark.parametrize("path", sorted(CORPUS.glob("reject-*.json")), ids=lambda p: p.stem)
@@ -67,6 +68,18 @@ def test_schedule_tick_sweeps_every_watched_cluster_with_valid_execution_names()
         assert isinstance(request, TriggerRequest)
         assert len(request.sweep_id) <= 80
         assert all(c.isalnum() or c in "-_" for c in request.sweep_id)
+
+
+def test_a_tick_scheduler_retries_is_the_same_trigger_and_sweep() -> None:
+    # Scheduler gives each attempt of a tick a new execution id; the schedule and its time stay.
+    tick = {"source": SCHEDULE_SOURCE, "schedule": "arn:aws:scheduler:us-west-2:111122223333:schedule/default/s"}
+    first = parse_trigger({**tick, "id": "attempt-1", "time": "2026-01-15T11:00:00Z"}, WATCHED)
+    retried = parse_trigger({**tick, "id": "attempt-2", "time": "2026-01-15T11:00:00Z"}, WATCHED)
+    following = parse_trigger({**tick, "id": "attempt-3", "time": "2026-01-15T11:15:00Z"}, WATCHED)
+    assert isinstance(first, list) and isinstance(retried, list) and isinstance(following, list)
+    assert [r.trigger_id for r in retried] == [r.trigger_id for r in first]
+    assert [r.sweep_id for r in retried] == [r.sweep_id for r in first]
+    assert {r.sweep_id for r in following}.isdisjoint({r.sweep_id for r in first})
 
 
 def test_schedule_tick_without_clusters_is_rejected() -> None:

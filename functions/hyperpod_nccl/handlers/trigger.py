@@ -31,8 +31,11 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     sfn = sfn_client(settings)
     outcomes = []
     for trigger in parsed:
-        # A failure re-raised here fails the invocation, which EventBridge (rule or Scheduler)
-        # retries: the retry is idempotent (same trigger id, same sweep id).
+        # A failure re-raised here fails the invocation. EventBridge (rule or Scheduler) does not
+        # retry it: it invoked the function asynchronously and is done once Lambda accepted the
+        # event. Lambda retries it (settings.TRIGGER_RETRY_ATTEMPTS times), then sends its record to
+        # the on-failure destination (the failed-triggers queue, alarmed). A retry is idempotent:
+        # same trigger id, same execution name (monitor.lock.start_sweep).
         with naming_aws_failures("trigger", store.table.meta.client, sfn):
             outcome = start_sweep(
                 trigger,

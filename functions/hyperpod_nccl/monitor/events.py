@@ -1,6 +1,9 @@
 """What starts a sweep: EventBridge Scheduler ticks and the three HyperPod EventBridge detail
 types (original-checks § 3b). Validation here decides "sweep this cluster (and this node)" or
-"reject, because ..." — a malformed or foreign event never starts a sweep.
+"reject, because ..." — a malformed or foreign event never starts a sweep. What the API models
+leave optional is not required here: a cluster event without EventLevel is accepted (its level
+unknown), and a node-health event whose instance id does not parse sweeps the whole cluster, the
+reason saying so, rather than nothing.
 """
 
 from __future__ import annotations
@@ -67,7 +70,8 @@ class ClusterEventInner(_Loose):
     InstanceGroupName: str | None = None
     InstanceId: str | None = None
     ResourceType: str | None = None
-    EventLevel: str
+    # Optional in the API model's ClusterEventSummary (and absent from DescribeClusterEvent's).
+    EventLevel: str | None = None
     Description: str = ""
 
 
@@ -91,7 +95,8 @@ class NodeHealthDetail(_Loose):
 
     ClusterName: str
     ClusterArn: str | None = None
-    InstanceId: str
+    # Whatever the event carries: an id that does not parse widens the sweep, never rejects it.
+    InstanceId: object = None
     HealthSummary: HealthSummary
 
 
@@ -117,8 +122,15 @@ class ScheduleInput(BaseModel):
 
     source: Literal["hyperpod-nccl.schedule"]
     id: str
+    # The schedule's ARN (absent from a tick sent by hand, e.g. the local harness's).
+    schedule: str | None = None
     time: str
     clusters: list[WatchedCluster] | None = None
+
+    @property
+    def trigger_id(self) -> str:
+        """The tick's identity, the same for each attempt Scheduler makes (settings.SCHEDULE_TARGET_INPUT)."""
+        return f"{self.schedule or self.id}@{self.time}"
 
 
 def _error_text(error: ValidationError) -> str:
@@ -182,26 +194,46 @@ def parse_trigger(
 _Accepted = tuple[Literal["cluster-event", "node-health", "state-change"], str, str | None, str]
 
 
-def _node(value: str | None) -> str | None:
-    return value if value and _INSTANCE_ID.match(value) else None
+def _node(value: object) -> str | None:
+    return value if isinstance(value, str) and _INSTANCE_ID.match(value) else None
+
+
+def _shown(value: object) -> str:
+    """A value of the event as a reason quotes it: repr, cut (the event is not trusted)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:79] + "…"
 
 
 def _classify(detail_type: str, detail: dict[str, Any]) -> _Accepted | str:
     """The sweep an event asks for, or why it asks for none (a str)."""
     if detail_type == CLUSTER_EVENT:
         inner = ClusterEventDetail.model_validate(detail).EventDetails
-        if inner.EventLevel not in ACTIONABLE_EVENT_LEVELS:
+        if inner.EventLevel is not None and inner.EventLevel not in ACTIONABLE_EVENT_LEVELS:
             return f"cluster event level {inner.EventLevel!r} is not Warn/Error"
-        reason = f"{inner.EventLevel} cluster event {inner.EventId}: {inner.Description}".strip()
-        return "cluster-event", inner.ClusterName, _node(inner.InstanceId), reason
+        if inner.EventLevel is None:
+            reason = f"cluster event {inner.EventId} with no EventLevel (level unknown): {inner.Description}"
+        else:
+            reason = f"{inner.EventLevel} cluster event {inner.EventId}: {inner.Description}"
+        node = _node(inner.InstanceId)
+        if inner.InstanceId and node is None:
+            reason += f" (instance id {_shown(inner.InstanceId)} does not parse: the whole cluster is swept)"
+        return "cluster-event", inner.ClusterName, node, reason.strip()
     if detail_type == NODE_HEALTH_EVENT:
         health = NodeHealthDetail.model_validate(detail)
         if health.HealthSummary.HealthStatus.lower() != "unhealthy":
             return f"node health status {health.HealthSummary.HealthStatus!r} is not Unhealthy"
-        if not _node(health.InstanceId):
-            return f"node health event names no valid instance id ({health.InstanceId!r})"
         why = health.HealthSummary.HealthStatusReason or "no reason given"
-        return "node-health", health.ClusterName, health.InstanceId, f"node {health.InstanceId} unhealthy: {why}"
+        node = _node(health.InstanceId)
+        if node is None:
+            # An unhealthy node we cannot name is still an unhealthy node: look at all of them.
+            return (
+                "node-health",
+                health.ClusterName,
+                None,
+                f"a node unhealthy ({why}); its instance id {_shown(health.InstanceId)} does not parse, "
+                "so the whole cluster is swept",
+            )
+        return "node-health", health.ClusterName, node, f"node {node} unhealthy: {why}"
     change = StateChangeDetail.model_validate(detail)
     degraded = [g.InstanceGroupName for g in change.InstanceGroups if g.Status in ACTIONABLE_GROUP_STATUSES]
     if change.ClusterStatus not in ACTIONABLE_CLUSTER_STATUSES and not degraded:
@@ -226,7 +258,7 @@ def _schedule(event: dict[str, Any], watched: list[WatchedCluster], now: datetim
         return Rejection(reason=f"schedule input names unwatched cluster(s): {shown}", event_id=tick.id)
     return [
         TriggerRequest(
-            trigger_id=f"{tick.id}@{tick.time}",
+            trigger_id=tick.trigger_id,
             kind="schedule",
             cluster=c.name,
             region=c.region,

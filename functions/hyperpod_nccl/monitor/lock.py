@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hyperpod_nccl.aws_errors import error_code
 from hyperpod_nccl.monitor.events import TriggerRequest
 from hyperpod_nccl.monitor.payloads import DEFAULT_SINCE_SECONDS, SweepRef, TriggerOutcome
 from hyperpod_nccl.monitor.settings import LOCK_LEASE_SECONDS, execution_arn
@@ -44,6 +45,8 @@ def _lock_ref(lock: dict[str, Any]) -> SweepRef | None:
 
 
 def _merge_pending(ref: SweepRef, pending: list[TriggerRequest], now: datetime) -> SweepRef:
+    # A trigger folded in twice (a retried invocation whose first fold was not recorded) counts once.
+    pending = list({p.trigger_id: p for p in pending}.values())
     nodes = {p.node for p in pending}
     node = nodes.pop() if len(nodes) == 1 else None  # several nodes or a cluster-wide trigger: sweep all
     n = ref.follow_up + 1
@@ -97,7 +100,14 @@ def start_sweep(
     history_seconds: int,
     since_seconds: int = DEFAULT_SINCE_SECONDS,
 ) -> TriggerOutcome:
-    """Start a sweep for one trigger, fold it into the running sweep, or drop it as a replay."""
+    """Start a sweep for one trigger, fold it into the running sweep, or drop it as a replay.
+
+    Idempotent by event id, as Lambda's asynchronous retries and EventBridge's at-least-once
+    delivery need: the execution is named after the trigger (`TriggerRequest.sweep_id`), a handled
+    trigger is recorded, and a trigger whose own execution already holds the lock or exists is a
+    duplicate even when the attempt that started it failed before recording it. Such a retry
+    neither takes the lock again (which would drop the triggers folded in since) nor folds itself
+    into its own sweep (which would sweep it twice)."""
     now = trigger.received_at
     expires = epoch(now) + history_seconds
     seen = store.trigger_seen(trigger.region, trigger.cluster, trigger.trigger_id)
@@ -119,29 +129,62 @@ def start_sweep(
         started_at=now,
         since_seconds=since_seconds,
     )
+
+    def started(*, new: bool) -> TriggerOutcome:
+        store.record_trigger_seen(trigger, status="started", sweep_id=ref.sweep_id, expires_at=expires)
+        return TriggerOutcome(
+            trigger_id=trigger.trigger_id,
+            cluster=trigger.cluster,
+            status="started" if new else "duplicate",
+            sweep_id=ref.sweep_id,
+        )
+
     for _ in range(_LOCK_RACE_ATTEMPTS):
-        if store.take_lock(ref, now=now, lease_expires_at=_lease(now)):
-            _start_execution(sfn, state_machine_arn, ref, store)
-            store.record_trigger_seen(trigger, status="started", sweep_id=ref.sweep_id, expires_at=expires)
-            return TriggerOutcome(
-                trigger_id=trigger.trigger_id, cluster=trigger.cluster, status="started", sweep_id=ref.sweep_id
-            )
         held = store.lock(trigger.region, trigger.cluster)
-        if held is not None and _abandoned(sfn, state_machine_arn, held, now):
+        holder = _lock_ref(held) if held is not None else None
+        if held is not None and holder is not None and holder.execution == ref.execution:
+            # An earlier attempt of this trigger took the lock. Its execution may not have started
+            # (that attempt failed in between): start it by its name, which starts nothing twice.
+            # A follow-up sweep of the same execution holding it means the sweep has run already.
+            first = held.get("sweep_id") == ref.sweep_id
+            return started(new=first and _start_execution(sfn, state_machine_arn, ref, store))
+        if store.take_lock(ref, now=now, lease_expires_at=_lease(now)):
+            # An execution of this name that exists already is this trigger's sweep: not new.
+            return started(new=_start_execution(sfn, state_machine_arn, ref, store))
+        if held is None:
+            continue  # taken in between: look again
+        if _abandoned(sfn, state_machine_arn, held, now):
             if not _take_over(store, ref, held, now):
                 continue  # someone else moved the lock meanwhile: look again
-            _start_execution(sfn, state_machine_arn, ref, store)
-            store.record_trigger_seen(trigger, status="started", sweep_id=ref.sweep_id, expires_at=expires)
-            return TriggerOutcome(
-                trigger_id=trigger.trigger_id, cluster=trigger.cluster, status="started", sweep_id=ref.sweep_id
-            )
+            return started(new=_start_execution(sfn, state_machine_arn, ref, store))
+        if _execution_status(sfn, state_machine_arn, ref.execution) not in (None, _NO_EXECUTION):
+            # This trigger's sweep ran (an earlier attempt started it) and another holds the lock now.
+            return started(new=False)
         lock = store.fold_trigger_into_lock(trigger, now=now)
         if lock is None:
             continue  # the lock was released or expired in between: try to take it
-        holder = str(lock.get("sweep_id", ""))
-        store.record_trigger_seen(trigger, status="folded", sweep_id=holder, expires_at=expires)
-        return TriggerOutcome(trigger_id=trigger.trigger_id, cluster=trigger.cluster, status="folded", sweep_id=holder)
+        holder_id = str(lock.get("sweep_id", ""))
+        store.record_trigger_seen(trigger, status="folded", sweep_id=holder_id, expires_at=expires)
+        return TriggerOutcome(
+            trigger_id=trigger.trigger_id, cluster=trigger.cluster, status="folded", sweep_id=holder_id
+        )
     raise RuntimeError(f"lock of {trigger.cluster} kept changing; retry")
+
+
+# `_execution_status` of an execution Step Functions does not know.
+_NO_EXECUTION = "DOES_NOT_EXIST"
+
+
+def _execution_status(sfn: SFNClient, state_machine_arn: str, name: str) -> str | None:
+    """The status of the execution `name` ("RUNNING", "SUCCEEDED", ...), `_NO_EXECUTION` when
+    there is none, None when Step Functions could not tell (the call failed)."""
+    try:
+        status = sfn.describe_execution(executionArn=execution_arn(state_machine_arn, name)).get("status")
+    except ClientError as error:
+        return _NO_EXECUTION if error_code(error) == "ExecutionDoesNotExist" else None
+    except BotoCoreError:
+        return None
+    return str(status)
 
 
 def _abandoned(sfn: SFNClient, state_machine_arn: str, lock: dict[str, Any], now: datetime) -> bool:
@@ -152,15 +195,12 @@ def _abandoned(sfn: SFNClient, state_machine_arn: str, lock: dict[str, Any], now
     holder = _lock_ref(lock)
     if holder is None:
         return False
-    try:
-        status = sfn.describe_execution(executionArn=execution_arn(state_machine_arn, holder.execution)).get("status")
-    except ClientError as error:
-        if error.response.get("Error", {}).get("Code") != "ExecutionDoesNotExist":
-            return False  # cannot tell: fold, as if the sweep were running
+    status = _execution_status(sfn, state_machine_arn, holder.execution)
+    if status is None:
+        return False  # cannot tell: fold, as if the sweep were running
+    if status == _NO_EXECUTION:
         taken_at = int(lock.get("lease_expires_at", 0)) - LOCK_LEASE_SECONDS
         return epoch(now) - taken_at > START_GRACE_SECONDS
-    except BotoCoreError:
-        return False
     return status != "RUNNING"
 
 
@@ -172,19 +212,22 @@ def _take_over(store: Store, ref: SweepRef, lock: dict[str, Any], now: datetime)
     )
 
 
-def _start_execution(sfn: SFNClient, arn: str, ref: SweepRef, store: Store) -> None:
+def _start_execution(sfn: SFNClient, arn: str, ref: SweepRef, store: Store) -> bool:
+    """Start `ref`'s execution: True when this call started it, False when it existed already
+    (same deterministic name: an earlier attempt of the trigger started it)."""
     try:
         sfn.start_execution(
             stateMachineArn=arn, name=ref.execution, input=json.dumps({"sweep": ref.model_dump(mode="json")})
         )
     except ClientError as error:
-        if error.response.get("Error", {}).get("Code") == "ExecutionAlreadyExists":
-            # Same deterministic name: this trigger's sweep exists. If it already ended, the
-            # lock just taken would guard nothing: give it back.
-            status = sfn.describe_execution(executionArn=execution_arn(arn, ref.execution)).get("status")
-            if status != "RUNNING":
+        if error_code(error) == "ExecutionAlreadyExists":
+            # This trigger's sweep exists. If it already ended, the lock just taken would guard
+            # nothing: give it back.
+            status = _execution_status(sfn, arn, ref.execution)
+            if status is not None and status != "RUNNING":
                 store.release_lock(ref.region, ref.cluster, ref.sweep_id)
-            return
+            return False
         # Give the lock back so the next trigger is not blocked until the lease expires.
         store.release_lock(ref.region, ref.cluster, ref.sweep_id)
         raise
+    return True

@@ -241,7 +241,8 @@ class WatchedCluster(BaseModel):
 
     `id` is the last part of the cluster's ARN (`arn:aws:sagemaker:<region>:<account>:cluster/<id>`),
     assigned by HyperPod at creation. When every watched cluster has one, the functions' SageMaker
-    reads and StartSession are granted on exactly those clusters instead of `cluster/*`.
+    reads are granted on exactly those clusters instead of `cluster/*` (StartSession names a
+    HyperPod target, not a cluster ARN: it is held to the probe's own documents instead).
     """
 
     name: str
@@ -322,21 +323,33 @@ class MonitorSettings(BaseModel):
 
 
 # --- triggers ----------------------------------------------------------------------------------
-# EventBridge Scheduler's target input for the trigger function. Scheduler fills the two
-# context attributes per invocation; the scheduled time makes each tick's trigger id unique
-# (and a redelivered tick idempotent).
+# EventBridge Scheduler's target input for the trigger function. Scheduler fills the context
+# attributes per invocation. A tick's trigger id is its schedule and scheduled time, the same for
+# every attempt: Scheduler gives each attempt of a tick a new execution id (kept for the logs), so
+# a tick it retries, like one Lambda retries, is idempotent.
 SCHEDULE_SOURCE = "hyperpod-nccl.schedule"
 SCHEDULE_TARGET_INPUT: dict[str, str] = {
     "source": SCHEDULE_SOURCE,
     "id": "<aws.scheduler.execution-id>",
+    "schedule": "<aws.scheduler.schedule-arn>",
     "time": "<aws.scheduler.scheduled-time>",
 }
-# EventBridge rule patterns (one per detail type) the trigger function accepts.
+# Lambda's asynchronous invocation of the trigger (EventBridge rules and Scheduler invoke it so, and
+# consider the event delivered once Lambda has queued it): a function error is retried this many
+# times (Lambda's default, written out so that infra deploys and the emulation enforces one number),
+# then the invocation record goes to the failed-triggers queue. The trigger is idempotent by event
+# id (`monitor.lock.start_sweep`), so a retry starts nothing a previous attempt started.
+TRIGGER_RETRY_ATTEMPTS = 2
+# An event Lambda could not run for this long (its invocations throttled) goes to the same queue
+# rather than starting a sweep an hour late: the queue's alarm says so, and schedule ticks go on.
+TRIGGER_MAX_EVENT_AGE_SECONDS = 3600
+# EventBridge rule patterns (one per detail type) the trigger function accepts. EventLevel is
+# optional in the API model: an event without one is let through (level unknown), not filtered out.
 HYPERPOD_EVENT_PATTERNS: list[dict[str, object]] = [
     {
         "source": ["aws.sagemaker"],
         "detail-type": ["SageMaker HyperPod Cluster Event"],
-        "detail": {"EventDetails": {"EventLevel": ["Warn", "Error"]}},
+        "detail": {"EventDetails": {"EventLevel": ["Warn", "Error", {"exists": False}]}},
     },
     {
         "source": ["aws.sagemaker"],
