@@ -19,6 +19,11 @@ DESCRIBE_LOG_GROUPS = "logs:DescribeLogGroups"
 DESCRIBE_LOG_STREAMS = "logs:DescribeLogStreams"
 FILTER_LOG_EVENTS = "logs:FilterLogEvents"
 
+# The node probes (ssm/client.py): a session is started, then its data channel opened, each
+# authorised separately (a refusal names the action it lacked).
+START_SESSION = "ssm:StartSession"
+OPEN_DATA_CHANNEL = "ssmmessages:OpenDataChannel"
+
 # The Kubernetes collector (collectors/kubernetes.py): the EKS cluster, then the API's reads.
 DESCRIBE_EKS_CLUSTER = "eks:DescribeCluster"
 KUBERNETES_RESOURCES = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 
-from hyperpod_nccl import suggested, thresholds
+from hyperpod_nccl import reads, suggested, thresholds
 from hyperpod_nccl.checks import check
 from hyperpod_nccl.checks._node import node_label, node_resource
 from hyperpod_nccl.models.findings import Finding, Priority
@@ -68,6 +68,9 @@ def reachability(inv: Inventory) -> Iterator[Finding]:
         )
     for kind, results in sorted(account_wide.items()):
         reference, title, detail = _ACCOUNT_WIDE[kind]
+        if kind == "access_denied" and all((r.error or "").startswith(reads.OPEN_DATA_CHANNEL) for r in results):
+            # Sessions started but their data channels were refused: the missing grant is the channel's.
+            title, detail = _DATA_CHANNEL_DENIED
         yield reachability.warn(
             f"{len(results)} node(s) not probed: {title}",
             reference=reference,
@@ -82,8 +85,8 @@ def reachability(inv: Inventory) -> Iterator[Finding]:
 _ACCOUNT_WIDE = {
     "access_denied": (
         OPS_IAM,
-        "ssm:StartSession denied",
-        "grant ssm:StartSession and ssm:TerminateSession to the identity running the diagnosis",
+        f"{reads.START_SESSION} denied",
+        f"grant {reads.START_SESSION} and ssm:TerminateSession to the identity running the diagnosis",
     ),
     "kms_encryption": (
         NODE_SSM,
@@ -91,3 +94,8 @@ _ACCOUNT_WIDE = {
         "Session Manager preferences require KMS encryption, which the probe refuses",
     ),
 }
+# An access denial of the data channel (every denied node's error names it), not of StartSession.
+_DATA_CHANNEL_DENIED = (
+    f"{reads.OPEN_DATA_CHANNEL} denied",
+    f"grant {reads.OPEN_DATA_CHANNEL} on its sessions to the identity running the diagnosis",
+)

@@ -23,11 +23,11 @@ from enum import StrEnum
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 from websockets.frames import CloseCode
 from websockets.sync.client import ClientConnection, connect
 
-from hyperpod_nccl import thresholds
+from hyperpod_nccl import reads, thresholds
 from hyperpod_nccl.aws_errors import ACCESS_DENIED_CODES, THROTTLING_CODES, error_code, error_message
 from hyperpod_nccl.pacing import RateLimiter
 from hyperpod_nccl.ssm import codec
@@ -396,6 +396,24 @@ def _kms_error() -> SessionError:
     )
 
 
+# HTTP statuses with which the service refuses a websocket handshake it does not authorise.
+_DENIED_HANDSHAKE_STATUSES = frozenset({401, 403})
+
+
+def _refused_handshake(error: InvalidStatus) -> SessionError:
+    """The service answered the data channel's websocket handshake with an HTTP error: access denied
+    when it did not authorise the channel (the principal lacks ssmmessages:OpenDataChannel on the
+    session), a transient transport failure otherwise."""
+    status = error.response.status_code
+    if status in _DENIED_HANDSHAKE_STATUSES:
+        return SessionError(
+            SessionErrorKind.ACCESS_DENIED,
+            f"{reads.OPEN_DATA_CHANNEL} denied: the service refused the data channel (HTTP {status})",
+            code=str(status),
+        )
+    return SessionError(SessionErrorKind.TRANSPORT, f"cannot open the data channel: HTTP {status}")
+
+
 def run_data_channel(
     stream_url: str,
     token: str,
@@ -419,6 +437,8 @@ def run_data_channel(
             compression=None,
             max_size=limits.frame_bytes,
         )
+    except InvalidStatus as error:
+        raise _refused_handshake(error) from error
     except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as error:
         raise SessionError(SessionErrorKind.TRANSPORT, f"cannot open the data channel: {error}") from error
     channel = DataChannel(ws, token, clock=clock, limits=limits)
