@@ -1,20 +1,22 @@
 """The simulated Kubernetes API of an EKS scenario.
 
 A werkzeug app on 127.0.0.1 serves the real JSON shapes (NodeList, PodList, Status, …) of the
-objects a scenario's `kubernetes` section describes, checks the `k8s-aws-v1.` bearer token and
-pages lists with `limit`/`continue`. Then moto's EKS cluster is pointed at it, so the product
-finds the endpoint through eks:DescribeCluster exactly as against AWS.
+objects a scenario's `kubernetes` section describes over https, with a certificate signed by a
+throwaway cluster CA (`tls`); it checks the `k8s-aws-v1.` bearer token and pages lists with
+`limit`/`continue`. Then moto's EKS cluster is pointed at it (endpoint and CA), so the product
+finds the endpoint and verifies the server through eks:DescribeCluster exactly as against AWS.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import json
 import socket
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlparse
 
@@ -24,6 +26,7 @@ from werkzeug.wrappers import Request, Response
 from hyperpod_nccl.kube.token import CLUSTER_ID_HEADER, decode_token
 from hyperpod_nccl.models.kubernetes import EFA_RESOURCE, GPU_RESOURCE, LabelSelector, SelectorRequirement
 from hyperpod_nccl_sim.scenario import K8sNodeSpec, KubernetesScenario, PodVariation, Scenario, TrainingJobSpec
+from hyperpod_nccl_sim.tls import cluster_tls, unrelated_ca_pem
 
 if TYPE_CHECKING:
     from hyperpod_nccl_sim.aws import EmulatedAws
@@ -45,6 +48,9 @@ _KINDS = {
     "NetworkPolicy": ("networking.k8s.io", "v1", "networkpolicies"),
 }
 _CLUSTER_SCOPED = {"nodes", "namespaces"}
+_RESOURCE_VERSION = "1000"
+# The version apiserver writes into its continue tokens.
+_CONTINUE_VERSION = "meta.k8s.io/v1"
 
 
 def _uid(*parts: str) -> str:
@@ -57,12 +63,43 @@ def _ip(hostname: str) -> str:
     return hostname.split(".", 1)[0].removeprefix("ip-").replace("-", ".")
 
 
+def _node_info(instance_id: str) -> Json:
+    """`status.nodeInfo` with every field NodeSystemInfo requires, as an EKS AL2023 node reports it."""
+    digest = hashlib.sha256(instance_id.encode()).hexdigest()
+    return {
+        "architecture": "amd64",
+        "bootID": _uid("boot", instance_id),
+        "containerRuntimeVersion": "containerd://1.7.27",
+        "kernelVersion": "6.1.132-147.221.amzn2023.x86_64",
+        "kubeProxyVersion": "v1.31.4-eks-aeac579",
+        "kubeletVersion": "v1.31.4-eks-aeac579",
+        "machineID": digest[:32],
+        "operatingSystem": "linux",
+        "osImage": "Amazon Linux 2023.7.20250428",
+        "systemUUID": _uid("system", instance_id),
+    }
+
+
+def _complete_daemonset(obj: Json) -> None:
+    """What a stored DaemonSet always has: a selector matching its template's labels (apps/v1
+    requires both) and every required status counter."""
+    spec = obj.setdefault("spec", {})
+    template_meta = spec.setdefault("template", {}).setdefault("metadata", {})
+    if not template_meta.get("labels"):
+        template_meta["labels"] = {"name": obj["metadata"]["name"]}
+    spec.setdefault("selector", {"matchLabels": dict(template_meta["labels"])})
+    status = obj.setdefault("status", {})
+    for counter in ("currentNumberScheduled", "desiredNumberScheduled", "numberMisscheduled", "numberReady"):
+        status.setdefault(counter, 0)
+
+
 class _Store:
     """Every object of the simulated cluster, by resource name."""
 
     def __init__(self, scenario: Scenario, spec: KubernetesScenario, now: datetime) -> None:
         self.scenario = scenario
         self.spec = spec
+        self.now = now
         self.created = now.strftime("%Y-%m-%dT%H:%M:%SZ")
         self.objects: dict[str, list[Json]] = {resource: [] for _, _, resource in _KINDS.values()}
         self.logs: dict[tuple[str, str, str, bool], list[str]] = {}
@@ -78,15 +115,18 @@ class _Store:
         if resource not in _CLUSTER_SCOPED:
             meta.setdefault("namespace", "default")
         meta.setdefault("uid", _uid(self.scenario.name, resource, meta.get("namespace", ""), meta.get("name", "")))
-        meta.setdefault("resourceVersion", "1000")
+        meta.setdefault("resourceVersion", _RESOURCE_VERSION)
         meta.setdefault("creationTimestamp", self.created)
         return obj
 
     def add(self, obj: Json) -> None:
-        """Add a manifest (kind decides the resource)."""
+        """Add a manifest (kind decides the resource), completed as the API server would store it."""
         group, version, resource = _KINDS[obj["kind"]]
         obj.setdefault("apiVersion", f"{group}/{version}" if group else version)
-        self.objects[resource].append(self._metadata(obj, resource))
+        self._metadata(obj, resource)
+        if resource == "daemonsets":
+            _complete_daemonset(obj)
+        self.objects[resource].append(obj)
 
     def _namespaces(self) -> None:
         names = {"default", "kube-system", "kube-public", "kube-node-lease"}
@@ -112,6 +152,7 @@ class _Store:
             group = groups[key.split(":", 1)[0]]
             variation = variations.get(key) or K8sNodeSpec(node=key)
             hostname = self.scenario.hostname(key)
+            name = self.scenario.k8s_node_name(key)
             capacity = {"cpu": "192", "memory": "2097152Mi", "pods": "110"}
             if instance_types.accelerator(group.instance_type) == "nvidia":
                 capacity[GPU_RESOURCE] = str(instance_types.GPUS_PER_INSTANCE.get(group.instance_type, 8))
@@ -122,7 +163,7 @@ class _Store:
             if efa:
                 capacity[EFA_RESOURCE] = str(efa)
             labels = {
-                "kubernetes.io/hostname": hostname,
+                "kubernetes.io/hostname": name,
                 "kubernetes.io/os": "linux",
                 "node.kubernetes.io/instance-type": group.instance_type,
                 "topology.kubernetes.io/region": self.scenario.region,
@@ -143,9 +184,9 @@ class _Store:
             self.add(
                 {
                     "kind": "Node",
-                    "metadata": {"name": hostname, "labels": labels, "annotations": dict(variation.annotations)},
+                    "metadata": {"name": name, "labels": labels, "annotations": dict(variation.annotations)},
                     "spec": {
-                        "providerID": f"aws:///{self.scenario.region}a/{self.scenario.instance_id(key)}",
+                        "providerID": self.scenario.provider_id(key),
                         **({"taints": variation.taints} if variation.taints else {}),
                     },
                     "status": {
@@ -154,12 +195,10 @@ class _Store:
                         "conditions": [ready],
                         "addresses": [
                             {"type": "InternalIP", "address": _ip(hostname)},
-                            {"type": "Hostname", "address": hostname},
+                            {"type": "InternalDNS", "address": hostname},
+                            {"type": "Hostname", "address": name},
                         ],
-                        "nodeInfo": {
-                            "kubeletVersion": "v1.31.4-eks-aeac579",
-                            "containerRuntimeVersion": "containerd://1.7.27",
-                        },
+                        "nodeInfo": _node_info(self.scenario.instance_id(key)),
                     },
                 }
             )
@@ -230,6 +269,8 @@ class _Store:
                 }
             else:
                 status_entry["state"] = {"running": {"startedAt": self.created}}
+            # The API server always sends lastState, `{}` until a container has terminated once.
+            status_entry["lastState"] = {}
             if var.last_exit_code is not None and phase != "Failed":
                 status_entry["lastState"] = {
                     "terminated": {
@@ -254,7 +295,7 @@ class _Store:
                 "containers": [container],
                 "volumes": volumes,
                 "restartPolicy": "OnFailure",
-                **({"nodeName": hostname} if scheduled else {}),
+                **({"nodeName": self.scenario.k8s_node_name(key)} if scheduled else {}),
             }
             if job.headless_subdomain:
                 spec["hostname"] = name
@@ -304,6 +345,17 @@ class _Store:
                 ]
 
 
+def _timestamped(lines: list[str], now: datetime) -> list[str]:
+    """Each line behind the time the kubelet recorded it, in Go's RFC3339Nano (trailing zeros of
+    the fraction dropped), as `timestamps=true` returns them; the last line was written a second ago."""
+    stamped = []
+    for index, line in enumerate(lines):
+        at = now - timedelta(seconds=len(lines) - index)
+        nanos = f"{at.microsecond * 1000 + index % 1000:09d}".rstrip("0")
+        stamped.append(f"{at.strftime('%Y-%m-%dT%H:%M:%S')}{'.' + nanos if nanos else ''}Z {line}")
+    return stamped
+
+
 def _selector_from_query(text: str) -> LabelSelector:
     """The equality-based subset of `labelSelector` (a=b, a!=b, a) that clients commonly send."""
     selector = LabelSelector()
@@ -317,6 +369,26 @@ def _selector_from_query(text: str) -> LabelSelector:
         else:
             selector.match_expressions.append(SelectorRequirement(key=part, operator="Exists"))
     return selector
+
+
+def _encode_continue(offset: int) -> str:
+    """A continue token shaped as apiserver's: unpadded base64url of {"v", "rv", "start"}."""
+    token = {"v": _CONTINUE_VERSION, "rv": int(_RESOURCE_VERSION), "start": str(offset)}
+    return base64.urlsafe_b64encode(json.dumps(token, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def _decode_continue(token: str) -> int:
+    """The offset a continue token resumes at; ValueError with apiserver's wording when it is not one."""
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except (ValueError, binascii.Error) as error:
+        raise ValueError(f"continue key is not valid: {error}") from error
+    if not isinstance(decoded, dict) or decoded.get("v") != _CONTINUE_VERSION:
+        raise ValueError("continue key is not valid: server does not recognize this encoded version")
+    start = decoded.get("start")
+    if not isinstance(decoded.get("rv"), int) or not isinstance(start, str) or not start.isdigit():
+        raise ValueError(f"continue key is not valid: incorrect encoded start resourceVersion (version {decoded['v']})")
+    return int(start)
 
 
 def _status(code: int, reason: str, message: str) -> Response:
@@ -412,20 +484,27 @@ class _Api:
         if selector:
             wanted = _selector_from_query(selector)
             objs = [o for o in objs if wanted.matches(o["metadata"].get("labels") or {})]
-        start = int(request.args.get("continue") or 0)
+        start = 0
+        if request.args.get("continue"):
+            try:
+                start = _decode_continue(request.args["continue"])
+            except ValueError as error:
+                # apiserver's etcd3 store: apierrors.NewBadRequest("invalid continue token: …")
+                return _status(400, "BadRequest", f"invalid continue token: {error}")
         limit = int(request.args.get("limit") or 0) or len(objs) or 1
         page = objs[start : start + limit]
         kind = next(k for k, (_, _, r) in _KINDS.items() if r == resource)
         group, version, _ = _KINDS[kind]
-        metadata: Json = {"resourceVersion": "1000"}
+        metadata: Json = {"resourceVersion": _RESOURCE_VERSION}
         if start + limit < len(objs):
-            metadata["continue"] = str(start + limit)
+            metadata["continue"] = _encode_continue(start + limit)
             metadata["remainingItemCount"] = len(objs) - start - limit
         body = {
             "kind": f"{kind}List",
             "apiVersion": f"{group}/{version}" if group else version,
             "metadata": metadata,
-            "items": page,
+            # A list's items carry neither kind nor apiVersion: the list's own say what they are.
+            "items": [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")} for o in page],
         }
         return Response(json.dumps(body), content_type="application/json")
 
@@ -466,6 +545,8 @@ class _Api:
             if options.get(option, lowest) < lowest:
                 invalid = f"{option}: Invalid value: {options[option]}: must be {bound}"
                 return _status(422, "Invalid", f'PodLogOptions "{meta["name"]}" is invalid: {invalid}')
+        if request.args.get("timestamps", "false").lower() == "true":
+            lines = _timestamped(lines, self.store.now)
         if "tailLines" in options:
             lines = lines[-options["tailLines"] :] if options["tailLines"] else []
         body = "".join(f"{line}\n" for line in lines).encode("utf-8")
@@ -492,7 +573,7 @@ class KubernetesApi:
         if self._server is None:
             return None
         host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"https://{host!s}:{port}"
 
     @property
     def requests(self) -> list[str]:
@@ -514,16 +595,14 @@ def _closed_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _point_eks_cluster(scenario: Scenario, endpoint: str) -> None:
+def _point_eks_cluster(scenario: Scenario, endpoint: str, ca_pem: bytes) -> None:
     from moto.eks.models import eks_backends
 
     name = scenario.cluster.eks_cluster_name or f"{scenario.cluster.name}-eks"
     cluster = eks_backends[scenario.account_id][scenario.region].clusters[name]
     cluster.endpoint = endpoint
-    # A well-formed (base64 PEM-shaped) CA; unused over plain http but decoded by the client.
-    cluster.certificate_authority = {
-        "data": base64.b64encode(b"-----BEGIN CERTIFICATE-----\nsimulated\n-----END CERTIFICATE-----\n").decode()
-    }
+    # As EKS returns it: the cluster CA's PEM, base64-encoded.
+    cluster.certificate_authority = {"data": base64.b64encode(ca_pem).decode()}
 
 
 def start_kubernetes_api(scenario: Scenario, emulation: EmulatedAws, now: datetime | None = None) -> KubernetesApi:
@@ -532,11 +611,13 @@ def start_kubernetes_api(scenario: Scenario, emulation: EmulatedAws, now: dateti
     if scenario.cluster.orchestrator != "eks":
         return KubernetesApi()
     spec = scenario.kubernetes or KubernetesScenario()
+    tls = cluster_tls()
+    ca_pem = unrelated_ca_pem() if spec.wrong_ca else tls.ca_pem
     if spec.unreachable:
-        _point_eks_cluster(scenario, f"http://127.0.0.1:{_closed_port()}")
+        _point_eks_cluster(scenario, f"https://127.0.0.1:{_closed_port()}", ca_pem)
         return KubernetesApi()
     api = _Api(_Store(scenario, spec, now or datetime.now(UTC)))
-    server = make_server("127.0.0.1", 0, api, threaded=True)
+    server = make_server("127.0.0.1", 0, api, threaded=True, ssl_context=tls.server_context)
     handle = KubernetesApi(server, api)
-    _point_eks_cluster(scenario, str(handle.endpoint))
+    _point_eks_cluster(scenario, str(handle.endpoint), ca_pem)
     return handle

@@ -236,6 +236,11 @@ class KubernetesScenario(_Strict):
         default_factory=list, description="the resources latency_seconds applies to, e.g. pods/log; empty = all"
     )
     unreachable: bool = Field(default=False, description="point the EKS endpoint at a closed port")
+    wrong_ca: bool = Field(
+        default=False,
+        description="eks:DescribeCluster returns a CA that did not sign the API server's certificate "
+        "(a stale CA, or a TLS-intercepting proxy in the way)",
+    )
     ignore_limit_bytes: bool = Field(
         default=False, description="pod logs are served whole whatever limitBytes says (a server or proxy ignoring it)"
     )
@@ -333,6 +338,20 @@ class Scenario(_Strict):
         """The deterministic EC2-style instance id of a node key ("worker:3")."""
         digest = hashlib.sha256(f"{self.name}/{node_key}".encode()).hexdigest()
         return f"i-0{digest[:16]}"
+
+    def cluster_id(self) -> str:
+        """The 12-character id that ends the HyperPod cluster's ARN (moto would put the name there)."""
+        return hashlib.sha256(f"{self.name}/{self.cluster.name}".encode()).hexdigest()[:12]
+
+    def k8s_node_name(self, node_key: str) -> str:
+        """The Kubernetes node name HyperPod gives an instance: `hyperpod-<instance id>`."""
+        return f"hyperpod-{self.instance_id(node_key)}"
+
+    def provider_id(self, node_key: str) -> str:
+        """A HyperPod node's `spec.providerID`: aws:///<AZ id>/sagemaker/cluster/hyperpod-<cluster id>-<instance id>."""
+        parts = self.region.split("-")
+        zone_id = f"{parts[0]}{''.join(p[0] for p in parts[1:-1])}{parts[-1]}-az1"  # us-west-2 → usw2-az1
+        return f"aws:///{zone_id}/sagemaker/cluster/hyperpod-{self.cluster_id()}-{self.instance_id(node_key)}"
 
     def hostname(self, node_key: str) -> str:
         """A deterministic private DNS hostname (ip-10-1-x-y.<region>.compute.internal)."""

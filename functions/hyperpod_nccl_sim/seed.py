@@ -3,7 +3,6 @@ fill in what moto cannot represent (instance ids, node statuses, events, orchest
 
 from __future__ import annotations
 
-import hashlib
 from datetime import datetime
 from typing import Any
 
@@ -105,7 +104,7 @@ def seed_cluster(scenario: Scenario, emulation: EmulatedAws, now: datetime) -> s
     )["ClusterArn"]
 
     # Real cluster ARNs end in a 12-character id; moto puts the name there.
-    cluster_id = hashlib.sha256(f"{scenario.name}/{spec.name}".encode()).hexdigest()[:12]
+    cluster_id = scenario.cluster_id()
     arn = f"arn:aws:sagemaker:{scenario.region}:{scenario.account_id}:cluster/{cluster_id}"
     extras = cluster_extras(spec.name)
     extras.cluster_id = cluster_id

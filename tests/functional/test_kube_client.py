@@ -3,7 +3,13 @@ typed errors and pod logs, reached through eks:DescribeCluster like in AWS."""
 
 from __future__ import annotations
 
+import base64
+import json
+import re
+import ssl
+
 import pytest
+import urllib3
 
 from hyperpod_nccl.kube import (
     KubeClient,
@@ -12,6 +18,7 @@ from hyperpod_nccl.kube import (
     KubeServerError,
     KubeUnauthorized,
     KubeUnreachable,
+    convert,
     eks_bearer_token,
 )
 from hyperpod_nccl_sim.scenario import PodVariation, Scenario
@@ -38,8 +45,8 @@ def test_lists_follow_continue_tokens_across_pages(simulate) -> None:
     # worker:12 is Pending in HyperPod and has not joined Kubernetes.
     assert len(names) == 17 == len(everything["items"])
     assert len(set(names)) == 17
-    assert sim.scenario.hostname("worker:0") in names
-    assert sim.scenario.hostname("worker:12") not in names
+    assert sim.scenario.k8s_node_name("worker:0") in names
+    assert sim.scenario.k8s_node_name("worker:12") not in names
     first_page = [r for r in sim._kubernetes.requests if r.startswith("/api/v1/nodes") and "limit=4" in r]
     assert len(first_page) == 5  # 17 items at 4 per page
 
@@ -62,10 +69,16 @@ def test_typed_errors(simulate) -> None:
     with _client(sim, token="not-an-eks-token") as client, pytest.raises(KubeUnauthorized):
         client.list("/api/v1/nodes")
     with (
-        KubeClient(endpoint="http://127.0.0.1:9", token="x", connect_timeout=0.5) as client,
+        KubeClient(endpoint="https://127.0.0.1:9", token="x", connect_timeout=0.5) as client,
         pytest.raises(KubeUnreachable),
     ):
         client.list("/api/v1/nodes")
+    # Plain http is refused before anything is sent: the bearer token never travels in clear.
+    plain, answered = _client(sim), len(sim._kubernetes.requests)
+    plain.endpoint = plain.endpoint.replace("https://", "http://")
+    with plain, pytest.raises(KubeUnreachable) as refused:
+        plain.list("/api/v1/nodes")
+    assert "not https" in refused.value.message and len(sim._kubernetes.requests) == answered
 
 
 def test_pod_logs_tail_and_previous(simulate) -> None:
@@ -113,3 +126,83 @@ def test_pod_log_under_the_limit_is_whole_and_not_truncated(simulate) -> None:  
             client.get_log(path, {"container": "pytorch"}, 0)
     assert not read.truncated and len(read.text.splitlines()) == 500 and len(read.text) == 50_000
     assert invalid.value.status == 422 and "limitBytes" in invalid.value.message
+
+
+# --- answers as complete as a real API server's ------------------------------------------------
+
+
+def _raw(sim, path: str, **query: str) -> tuple[int, dict]:  # type: ignore[no-untyped-def]
+    """One GET without the product client: the status and the JSON body as the server sent them."""
+    with _client(sim) as client:
+        ca_pem = base64.b64decode(str(client.ca_data)).decode()
+        pool = urllib3.PoolManager(ssl_context=ssl.create_default_context(cadata=ca_pem))
+        response = pool.request(
+            "GET", client.endpoint + path, fields=query or None, headers={"Authorization": f"Bearer {client.token}"}
+        )
+    return response.status, json.loads(response.data)
+
+
+def test_list_items_carry_no_kind_but_a_single_get_does(simulate) -> None:
+    sim = simulate("eks-p5")
+    status, page = _raw(sim, "/api/v1/namespaces/training/pods")
+    assert status == 200 and page["kind"] == "PodList" and page["apiVersion"] == "v1" and page["items"]
+    assert not [i for i in page["items"] if "kind" in i or "apiVersion" in i]
+    name = page["items"][0]["metadata"]["name"]
+    _, pod = _raw(sim, f"/api/v1/namespaces/training/pods/{name}")
+    assert (pod["kind"], pod["apiVersion"]) == ("Pod", "v1")
+
+
+def test_objects_have_the_fields_a_server_always_sends(simulate) -> None:
+    sim = simulate("eks-p5")
+    _, nodes = _raw(sim, "/api/v1/nodes")
+    required = {"architecture", "bootID", "containerRuntimeVersion", "kernelVersion", "kubeProxyVersion"}
+    required |= {"kubeletVersion", "machineID", "operatingSystem", "osImage", "systemUUID"}
+    assert all(required <= set(n["status"]["nodeInfo"]) for n in nodes["items"])
+    _, daemonsets = _raw(sim, "/apis/apps/v1/daemonsets")
+    for daemonset in daemonsets["items"]:
+        labels = daemonset["spec"]["template"]["metadata"]["labels"]
+        assert labels and daemonset["spec"]["selector"] == {"matchLabels": labels}
+        assert daemonset["status"]["numberMisscheduled"] == 0
+    _, pods = _raw(sim, "/api/v1/namespaces/training/pods")
+    statuses = [s for p in pods["items"] for s in p["status"].get("containerStatuses", [])]
+    assert statuses and all("lastState" in s and "state" in s for s in statuses)
+    assert {} in [s["lastState"] for s in statuses] and [s for s in statuses if s["lastState"].get("terminated")]
+
+
+@pytest.mark.parametrize("token", ["not base64 !", "eyJ2IjoibWV0YS5rOHMuaW8vdjAifQ", "MTc"])
+def test_a_bad_continue_token_is_a_400_status(simulate, token: str) -> None:  # type: ignore[no-untyped-def]
+    sim = simulate("eks-p5")
+    _, first = _raw(sim, "/api/v1/nodes", limit="4")
+    assert first["metadata"]["continue"] and first["metadata"]["remainingItemCount"] == 13
+    status, answer = _raw(sim, "/api/v1/nodes", limit="4", **{"continue": token})
+    assert status == 400 and answer["kind"] == "Status" and answer["status"] == "Failure"
+    assert answer["reason"] == "BadRequest" and answer["code"] == 400
+    assert answer["message"].startswith("invalid continue token: continue key is not valid")
+
+
+def test_pod_log_timestamps_prefix_each_line(simulate) -> None:
+    sim = simulate("eks-p5")
+    path = "/api/v1/namespaces/training/pods/llama-pretrain-worker-3/log"
+    with _client(sim) as client:
+        plain = client.get_log(path, {"container": "pytorch", "tailLines": 3}, 1 << 20).text.splitlines()
+        stamped = client.get_log(path, {"container": "pytorch", "tailLines": 3, "timestamps": True}, 1 << 20)
+    lines = stamped.text.splitlines()
+    assert [line.split(" ", 1)[1] for line in lines] == plain
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d*[1-9])?Z", line.split(" ", 1)[0]) for line in lines)
+
+
+def test_nodes_carry_hyperpod_identity_and_map_back_to_their_instances(simulate) -> None:
+    sim = simulate("eks-p5")
+    with _client(sim) as client:
+        nodes = [convert.node(o) for o in client.iter_list("/api/v1/nodes")]
+    cluster_id = sim.cluster_arn.rsplit("/", 1)[-1]
+    joined = [k for k in sim.scenario.node_keys() if sim.scenario.k8s_node_name(k) in {n.name for n in nodes}]
+    assert len(joined) == len(nodes) == 17
+    for key, node in zip(joined, nodes, strict=True):
+        instance = sim.scenario.instance_id(key)
+        assert node.name == f"hyperpod-{instance}"
+        assert node.provider_id == f"aws:///usw2-az1/sagemaker/cluster/hyperpod-{cluster_id}-{instance}"
+        assert node.instance_id == instance
+    # Without a providerID (a proxy stripping spec, a node still registering) the name still says it.
+    bare = convert.node({"metadata": {"name": nodes[0].name}, "spec": {}})
+    assert bare.instance_id == nodes[0].instance_id

@@ -4,6 +4,7 @@ scenario files; each check is exercised on a healthy and a faulty cluster."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable, Iterator
 
@@ -351,7 +352,7 @@ def test_pod_logs_classified_with_pod_node_and_instance(faulty: SweepResult) -> 
     watchdog = next(f for f in logs if f.fields["signature"] == "watchdog_timeout@pytorch")
     kinds = {r.kind: r.id for r in watchdog.resources}
     assert kinds["pod"] == "training/llama-pretrain-worker-1" and kinds["node"] == instance
-    assert kinds["k8s_node"] == load_scenario("eks-p5").hostname("worker:1")
+    assert kinds["k8s_node"] == load_scenario("eks-p5").k8s_node_name("worker:1")
     # The OOM kill is only in the log of the instance before the restart.
     assert any(f.fields["previous"] and "llama-pretrain-worker-3" in f.title for f in logs)
     assert len({f.fingerprint for f in logs}) == len(logs)
@@ -424,6 +425,33 @@ def test_unreachable_endpoint(simulate) -> None:
     result = _diagnose(simulate("eks-p5", edit=_edit(change)))
     [degraded] = [d for d in result.degraded_sources if d.source == "kubernetes"]
     assert "cannot reach the EKS API endpoint" in degraded.reason and "private" in degraded.fix
+    _rest_is_complete(result)
+
+
+def test_api_is_read_over_https_verified_with_the_cluster_ca(simulate) -> None:
+    sim = simulate("eks-p5")
+    name = sim.scenario.cluster.eks_cluster_name or f"{sim.scenario.cluster.name}-eks"
+    described = sim.clients().client("eks").describe_cluster(name=name)["cluster"]
+    assert described["endpoint"].startswith("https://")
+    assert base64.b64decode(described["certificateAuthority"]["data"]).startswith(b"-----BEGIN CERTIFICATE-----")
+    result = _diagnose(sim)
+    assert not [d for d in result.degraded_sources if d.source == "kubernetes"]
+    assert _found(result, "k8s.node_health_labels", Status.FAIL)
+
+
+def test_wrong_cluster_ca_is_one_clear_degraded_source(simulate) -> None:
+    def change(scenario: Scenario) -> None:
+        assert scenario.kubernetes is not None
+        scenario.kubernetes.wrong_ca = True
+
+    sim = simulate("eks-p5", edit=_edit(change))
+    result = _diagnose(sim)
+    [degraded] = [d for d in result.degraded_sources if d.source == "kubernetes"]
+    assert "does not verify against the cluster CA of eks:DescribeCluster" in degraded.reason
+    assert "certificate verify failed" in degraded.reason and "Traceback" not in degraded.reason
+    assert "\n" not in degraded.reason and "TLS-inspecting" in degraded.fix
+    assert not [f for f in result.findings if f.check_id.startswith("k8s.")]
+    assert sim._kubernetes.requests == []  # refused at the handshake: no request was ever sent in clear
     _rest_is_complete(result)
 
 

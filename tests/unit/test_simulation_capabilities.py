@@ -39,7 +39,7 @@ def test_a_nodes_kubernetes_efa_capacity_is_its_own_not_its_instance_types() -> 
         }
     )
     nodes = {n["metadata"]["name"]: n["status"] for n in _Store(scenario, spec, datetime.now(UTC)).objects["nodes"]}
-    planted, default = nodes[scenario.hostname(first)], nodes[scenario.hostname(second)]
+    planted, default = nodes[scenario.k8s_node_name(first)], nodes[scenario.k8s_node_name(second)]
     assert (planted["capacity"][EFA_RESOURCE], planted["allocatable"][EFA_RESOURCE]) == ("16", "0")
     assert default["capacity"][EFA_RESOURCE] == default["allocatable"][EFA_RESOURCE] == "32"  # ml.p5.48xlarge
     with pytest.raises(ValidationError, match="exceeds efa_capacity"):

@@ -26,6 +26,7 @@ from hyperpod_nccl.kube import (
     KubeTimeout,
     KubeUnauthorized,
     KubeUnreachable,
+    KubeUntrusted,
     convert,
     eks_bearer_token,
 )
@@ -142,6 +143,19 @@ def _abort_reason(ctx: CollectionContext, eks_name: str, endpoint: str, error: K
         return _forbidden_reason([error.path], partial=False, unread=_EVERY_READ)
     if isinstance(error, KubeTimeout):
         return _slow_reason(eks_name, region, error, read=[], skipped=["every Kubernetes read"], unread=_EVERY_READ)
+    if isinstance(error, KubeUntrusted):
+        return DegradedSource(
+            source=SOURCE,
+            reason=f"the EKS API endpoint {endpoint} does not prove it is {eks_name}: its certificate does not "
+            f"verify against the cluster CA of eks:DescribeCluster ({error.message}); every Kubernetes check "
+            "was skipped",
+            fix="something between here and the endpoint re-signs TLS (a TLS-inspecting firewall or proxy), or "
+            "the address reaches another server: exempt the EKS endpoint from TLS inspection, then compare "
+            f"aws eks describe-cluster --name {eks_name} --region {region} --query "
+            "cluster.certificateAuthority.data with the issuer of the certificate the endpoint presents",
+            reference=OPS_CLUSTER_NAMES,
+            unread=_EVERY_READ,
+        )
     return DegradedSource(
         source=SOURCE,
         reason=f"cannot reach the EKS API endpoint {endpoint} ({error.message}); every Kubernetes check was skipped",

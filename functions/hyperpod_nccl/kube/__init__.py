@@ -16,6 +16,7 @@ from hyperpod_nccl.kube.client import (
     KubeTimeout,
     KubeUnauthorized,
     KubeUnreachable,
+    KubeUntrusted,
 )
 from hyperpod_nccl.kube.token import TOKEN_PREFIX, eks_bearer_token
 
@@ -29,5 +30,6 @@ __all__ = [
     "KubeTimeout",
     "KubeUnauthorized",
     "KubeUnreachable",
+    "KubeUntrusted",
     "eks_bearer_token",
 ]

@@ -27,7 +27,7 @@ from typing import Any
 
 import urllib3
 from urllib3.exceptions import HTTPError as Urllib3Error
-from urllib3.exceptions import ReadTimeoutError
+from urllib3.exceptions import ReadTimeoutError, SSLError
 
 DEFAULT_PAGE_SIZE = 500
 DEFAULT_CONNECT_TIMEOUT = 5.0
@@ -80,17 +80,23 @@ class KubeUnreachable(KubeError):
     """No HTTP answer at all: DNS, TCP, TLS or timeout."""
 
 
+class KubeUntrusted(KubeUnreachable):
+    """TLS refused: the API server's certificate does not verify against the cluster CA of
+    eks:DescribeCluster (a stale CA, or a TLS-intercepting proxy between here and the endpoint)."""
+
+
 class KubeTimeout(KubeUnreachable):
     """Connected, but the API server did not answer within the read timeout (or the client's
     budget for all its reads is spent): the server is slow or overloaded, not unreachable."""
 
 
 class _Retry(urllib3.Retry):
-    """urllib3's Retry, except that a read timeout is raised at once instead of retried."""
+    """urllib3's Retry, except that a read timeout or a TLS failure is raised at once instead of
+    retried (a certificate that did not verify will not verify on the next try)."""
 
     def increment(self, *args: Any, **kwargs: Any) -> Any:
         error = kwargs.get("error")
-        if isinstance(error, ReadTimeoutError):
+        if isinstance(error, ReadTimeoutError | SSLError):
             raise error
         return super().increment(*args, **kwargs)
 
@@ -115,6 +121,15 @@ def _status_message(body: bytes) -> str:
     return body[:200].decode("utf-8", "replace")
 
 
+def _ssl_reason(error: SSLError) -> str:
+    """OpenSSL's reason (`certificate verify failed: …`) without the `[SSL: …]` tag and C source line."""
+    cause = error.args[0] if error.args else error
+    verify = getattr(cause, "verify_message", None)
+    if verify:
+        return f"certificate verify failed: {verify}"
+    return str(getattr(cause, "reason", None) or cause).strip() or type(error).__name__
+
+
 def write_ca_bundle(certificate_authority_data: str) -> str:
     """Decode eks:DescribeCluster's `certificateAuthority.data` into a temporary PEM file."""
     try:
@@ -131,8 +146,9 @@ def write_ca_bundle(certificate_authority_data: str) -> str:
 class KubeClient:
     """Read-only client for one API server.
 
-    `ca_data` is the base64 CA of eks:DescribeCluster, used for https endpoints (plain http is
-    only accepted because the loopback emulation speaks it).
+    `ca_data` is the base64 CA of eks:DescribeCluster, which the server's certificate must verify
+    against. Only https endpoints are read (every EKS endpoint is one): the bearer token is never
+    sent in clear.
     """
 
     endpoint: str
@@ -158,11 +174,10 @@ class KubeClient:
                 "retries": _Retry(total=3, connect=2, read=2, other=1, status=0, redirect=0, backoff_factor=0.1),
                 "maxsize": 8,
             }
-            if self.endpoint.startswith("https://"):
-                options["cert_reqs"] = "CERT_REQUIRED"
-                if self.ca_data:
-                    self._ca_file = write_ca_bundle(self.ca_data)
-                    options["ca_certs"] = self._ca_file
+            options["cert_reqs"] = "CERT_REQUIRED"
+            if self.ca_data:
+                self._ca_file = write_ca_bundle(self.ca_data)
+                options["ca_certs"] = self._ca_file
             self._pool = urllib3.PoolManager(**options)
         return self._pool
 
@@ -171,6 +186,8 @@ class KubeClient:
     ) -> bytes:
         """The body of a 200 answer; with `max_bytes`, at most `max_bytes` + 1 bytes of it are read
         (the connection is dropped with the rest unread), so the caller can tell it went on."""
+        if not self.endpoint.startswith("https://"):
+            raise KubeUnreachable(path, 0, "the endpoint is not https, and the token is never sent in clear")
         query = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (params or {}).items()}
         left = self._deadline - time.monotonic()
         if left <= 0:
@@ -195,6 +212,8 @@ class KubeClient:
                     response.release_conn()
         except ReadTimeoutError as error:
             raise KubeTimeout(path, 0, f"no answer within {read:g} s (read timeout)") from error
+        except SSLError as error:
+            raise KubeUntrusted(path, 0, f"TLS failed: {_ssl_reason(error)}") from error
         except Urllib3Error as error:
             raise KubeUnreachable(path, 0, f"{type(error).__name__}: {error}") from error
         if response.status == 200:

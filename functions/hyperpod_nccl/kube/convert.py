@@ -55,10 +55,13 @@ def node(obj: Json) -> K8sNode:
     meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
     labels = strings(meta.get("labels"))
     provider_id = spec.get("providerID")
+    name = str(meta.get("name", ""))
     return K8sNode(
-        name=meta.get("name", ""),
+        name=name,
         provider_id=provider_id,
-        instance_id=instance_id_from_provider_id(provider_id),
+        # HyperPod names its nodes hyperpod-<instance id>: the name says it when providerID does not.
+        instance_id=instance_id_from_provider_id(provider_id)
+        or (instance_id_from_provider_id(name) if name.startswith("hyperpod-i-") else None),
         instance_type=next((labels[k] for k in INSTANCE_TYPE_LABELS if labels.get(k)), None),
         labels=labels,
         annotations={

@@ -48,7 +48,8 @@ _INSTANCE_ID = re.compile(r"(i-[0-9a-f]{8,17})$")
 
 
 def instance_id_from_provider_id(provider_id: str | None) -> str | None:
-    """`aws:///us-west-2a/i-0abc…` (or HyperPod's `…/hyperpod-<id>-i-0abc…`) → `i-0abc…`."""
+    """`aws:///us-west-2a/i-0abc…` (EKS) or `aws:///usw2-az1/sagemaker/cluster/hyperpod-<cluster id>-i-0abc…`
+    (HyperPod) → `i-0abc…`."""
     if not provider_id:
         return None
     match = _INSTANCE_ID.search(provider_id)
