@@ -16,15 +16,18 @@ from typing import Any, Literal
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hyperpod_nccl.monitor.settings import SCHEDULE_SOURCE, WatchedCluster
+from hyperpod_nccl.monitor.settings import (
+    ACTIONABLE_EVENT_LEVELS,
+    CLUSTER_EVENT,
+    HYPERPOD_SOURCE,
+    NODE_HEALTH_EVENT,
+    SCHEDULE_SOURCE,
+    STATE_CHANGE_EVENT,
+    WatchedCluster,
+)
 
-HYPERPOD_SOURCE = "aws.sagemaker"
-CLUSTER_EVENT = "SageMaker HyperPod Cluster Event"
-NODE_HEALTH_EVENT = "SageMaker HyperPod Cluster Node Health Event"
-STATE_CHANGE_EVENT = "SageMaker HyperPod Cluster State Change"
 DETAIL_TYPES = (CLUSTER_EVENT, NODE_HEALTH_EVENT, STATE_CHANGE_EVENT)
 
-ACTIONABLE_EVENT_LEVELS = frozenset({"Warn", "Error"})
 ACTIONABLE_CLUSTER_STATUSES = frozenset({"Failed", "RollingBack"})
 ACTIONABLE_GROUP_STATUSES = frozenset({"Degraded", "Failed"})
 _INSTANCE_ID = re.compile(r"^i-[0-9a-f]{8,17}$")

@@ -343,22 +343,28 @@ TRIGGER_RETRY_ATTEMPTS = 2
 # An event Lambda could not run for this long (its invocations throttled) goes to the same queue
 # rather than starting a sweep an hour late: the queue's alarm says so, and schedule ticks go on.
 TRIGGER_MAX_EVENT_AGE_SECONDS = 3600
+# The HyperPod events the trigger reads (monitor/events.py parses them; the rules below select them).
+HYPERPOD_SOURCE = "aws.sagemaker"
+CLUSTER_EVENT = "SageMaker HyperPod Cluster Event"
+NODE_HEALTH_EVENT = "SageMaker HyperPod Cluster Node Health Event"
+STATE_CHANGE_EVENT = "SageMaker HyperPod Cluster State Change"
+ACTIONABLE_EVENT_LEVELS = ("Warn", "Error")
 # EventBridge rule patterns (one per detail type) the trigger function accepts. EventLevel is
 # optional in the API model: an event without one is let through (level unknown), not filtered out.
 HYPERPOD_EVENT_PATTERNS: list[dict[str, object]] = [
     {
-        "source": ["aws.sagemaker"],
-        "detail-type": ["SageMaker HyperPod Cluster Event"],
-        "detail": {"EventDetails": {"EventLevel": ["Warn", "Error", {"exists": False}]}},
+        "source": [HYPERPOD_SOURCE],
+        "detail-type": [CLUSTER_EVENT],
+        "detail": {"EventDetails": {"EventLevel": [*ACTIONABLE_EVENT_LEVELS, {"exists": False}]}},
     },
     {
-        "source": ["aws.sagemaker"],
-        "detail-type": ["SageMaker HyperPod Cluster Node Health Event"],
+        "source": [HYPERPOD_SOURCE],
+        "detail-type": [NODE_HEALTH_EVENT],
         "detail": {"HealthSummary": {"HealthStatus": ["Unhealthy"]}},
     },
     {
-        "source": ["aws.sagemaker"],
-        "detail-type": ["SageMaker HyperPod Cluster State Change"],
+        "source": [HYPERPOD_SOURCE],
+        "detail-type": [STATE_CHANGE_EVENT],
     },
 ]
 
