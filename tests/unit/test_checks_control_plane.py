@@ -18,6 +18,7 @@ from hyperpod_nccl.models.cluster import (
 )
 from hyperpod_nccl.models.findings import Priority, Status
 from hyperpod_nccl.models.inventory import Inventory
+from tests.builders import inventory
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 CHECKS = discover()
@@ -34,14 +35,7 @@ def _inventory(**cluster_fields: object) -> Inventory:
     }
     fields.update(cluster_fields)
     cluster = ClusterDescription.model_validate(fields)
-    return Inventory(
-        cluster_name="c1",
-        region="us-west-2",
-        collected_at=NOW,
-        window_start=NOW,
-        window_end=NOW,
-        control_plane=ControlPlaneInventory(cluster=cluster, nodes=[], security_groups={}),
-    )
+    return inventory(at=NOW, control_plane=ControlPlaneInventory(cluster=cluster, nodes=[], security_groups={}))
 
 
 def _run(check_id: str, inventory: Inventory):  # type: ignore[no-untyped-def]

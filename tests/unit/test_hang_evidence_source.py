@@ -9,9 +9,10 @@ from datetime import UTC, datetime
 from hyperpod_nccl import references
 from hyperpod_nccl.checks.hang_attribution import _REFUSALS, hang_evidence_source
 from hyperpod_nccl.models.findings import Priority, Status
-from hyperpod_nccl.models.inventory import ControlPlaneInventory, Inventory
-from hyperpod_nccl.models.node_probe import NcclJobChoice, NodeProbeData, NodeProbeInventory, NodeProbeResult
+from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.models.node_probe import NcclJobChoice, NodeProbeData, NodeProbeResult
 from hyperpod_nccl.probe.parsers import parse_node_probe
+from tests.builders import inventory, probed
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 WHY = "lowest pid of the python/torchrun processes with NCCL or TORCH_NCCL settings"
@@ -40,15 +41,7 @@ def _inventory(*probes: NodeProbeData) -> Inventory:
         NodeProbeResult(instance_id=f"i-{n:017x}", instance_group="worker", reachable=True, probe=probe)
         for n, probe in enumerate(probes)
     ]
-    return Inventory(
-        cluster_name="ml",
-        region="us-west-2",
-        collected_at=NOW,
-        window_start=NOW,
-        window_end=NOW,
-        control_plane=ControlPlaneInventory(nodes=[]),
-        node_probes=NodeProbeInventory(probed_instance_ids=[r.instance_id for r in results], results=results),
-    )
+    return inventory(cluster="ml", at=NOW, node_probes=probed(results))
 
 
 def _job(pid: int = 4242, uid: int | None = 1000, **refused: str) -> NcclJobChoice:

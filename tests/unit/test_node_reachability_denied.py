@@ -9,8 +9,9 @@ import pytest
 
 from hyperpod_nccl import reads
 from hyperpod_nccl.checks import discover
-from hyperpod_nccl.models.inventory import ControlPlaneInventory, Inventory
-from hyperpod_nccl.models.node_probe import NodeProbeInventory, NodeProbeResult
+from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.models.node_probe import NodeProbeResult
+from tests.builders import inventory, probed
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -20,15 +21,7 @@ def _denied(*errors: str) -> Inventory:
         NodeProbeResult(instance_id=f"i-{n:017x}", reachable=False, error=error, error_kind="access_denied")
         for n, error in enumerate(errors)
     ]
-    return Inventory(
-        cluster_name="ml",
-        region="us-west-2",
-        collected_at=NOW,
-        window_start=NOW,
-        window_end=NOW,
-        control_plane=ControlPlaneInventory(nodes=[]),
-        node_probes=NodeProbeInventory(probed_instance_ids=[r.instance_id for r in results], results=results),
-    )
+    return inventory(cluster="ml", at=NOW, node_probes=probed(results))
 
 
 CHANNEL_REFUSED = f"{reads.OPEN_DATA_CHANNEL} denied: the service refused the data channel (HTTP 403)"

@@ -21,6 +21,7 @@ from hyperpod_nccl.models.node_probe import NodeProbeData, NodeProbeInventory, N
 from hyperpod_nccl.node_statuses import NODE_STATUSES, NodeCondition
 from hyperpod_nccl.references import NODE_HARDWARE
 from hyperpod_nccl.verdict import build_verdict
+from tests.builders import inventory
 
 # The `ClusterInstanceStatus` enum of botocore/data/sagemaker/2017-07-24/service-2.json in
 # botocore 1.44.8 (requirements/runtime.txt), copied here in the model's order.
@@ -59,14 +60,7 @@ def _inventory(*statuses: str) -> Inventory:
         )
         for n, s in enumerate(statuses)
     ]
-    return Inventory(
-        cluster_name="c1",
-        region="us-west-2",
-        collected_at=NOW,
-        window_start=NOW,
-        window_end=NOW,
-        control_plane=ControlPlaneInventory(cluster=cluster, nodes=nodes, security_groups={}),
-    )
+    return inventory(at=NOW, control_plane=ControlPlaneInventory(cluster=cluster, nodes=nodes, security_groups={}))
 
 
 def _destructive(findings: list[Finding]) -> list[str]:

@@ -1,0 +1,41 @@
+"""Builders the unit tests share: the envelope of an `Inventory` (cluster, region, times) is the
+same in every test that hand-builds one; only the sources it carries differ."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from hyperpod_nccl.models.inventory import ControlPlaneInventory, Inventory
+from hyperpod_nccl.models.node_probe import NodeProbeInventory, NodeProbeResult
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def inventory(
+    *,
+    cluster: str = "c1",
+    region: str = "us-west-2",
+    at: datetime = NOW,
+    window: timedelta = timedelta(0),
+    control_plane: ControlPlaneInventory | None = None,
+    **sources: Any,
+) -> Inventory:
+    """An inventory collected `at`, over the `window` before it, with an empty control plane unless
+    given and whatever other `sources` (node_probes, kubernetes, logs, ...) the test names."""
+    return Inventory(
+        cluster_name=cluster,
+        region=region,
+        collected_at=at,
+        window_start=at - window,
+        window_end=at,
+        control_plane=control_plane or ControlPlaneInventory(nodes=[]),
+        **sources,
+    )
+
+
+def probed(results: Iterable[NodeProbeResult]) -> NodeProbeInventory:
+    """The node-probe source of a sweep that probed exactly the nodes of `results`."""
+    results = list(results)
+    return NodeProbeInventory(probed_instance_ids=[r.instance_id for r in results], results=results)
