@@ -17,3 +17,15 @@ FILTER_PAGE_MAX_BYTES = 1_048_576
 # What one event counts against a page's bytes: its UTF-8 message plus the 26 bytes PutLogEvents
 # charges per event.
 LOG_EVENT_OVERHEAD_BYTES = 26
+
+# Step Functions (service quotas, "Maximum input or output size for a task, state, or execution";
+# the API reference's StateEnteredEventDetails.input: "Maximum length of 262144", bytes of UTF-8): a
+# state's input or output, or a task's result, past this fails the execution with
+# States.DataLimitExceeded, which no Catch on States.ALL catches.
+STATE_PAYLOAD_MAX_BYTES = 262_144
+# The longest an Express execution (each child of the probe Map) runs before Step Functions stops it.
+EXPRESS_EXECUTION_MAX_SECONDS = 300
+# The longest Cause a Step Functions failure carries (TaskFailedEventDetails.cause, API reference): what
+# a Catch's ResultPath adds to the state at most, besides the Error name (at most 256 characters).
+FAILURE_CAUSE_MAX_CHARS = 32_768
+FAILURE_ERROR_MAX_CHARS = 256

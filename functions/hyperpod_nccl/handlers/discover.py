@@ -32,5 +32,5 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     aws = collector_clients(settings, request.sweep.region)
     with naming_aws_failures("discover", store.table.meta.client):
         output = run_discover(request.sweep, store, aws, settings.node_coverage)
-    logger.info("discovered", extra={"targets": len(output.targets), "discovered": output.discovered})
+    logger.info("discovered", extra={"targets": output.nodes, "discovered": output.discovered})
     return output.model_dump(mode="json")

@@ -68,11 +68,15 @@ class TaskFailure(BaseModel):
 
 
 class DiscoverOutput(BaseModel):
-    """What Discover puts in the state: whether collection can go on and the node ids to probe."""
+    """What Discover puts in the state: whether collection can go on and the node ids to probe.
+
+    Each id is in the state once, in `batches` (the probe Map's items): at 10,000 nodes they are
+    most of the 256 KiB a state may carry (tests/unit/test_state_payloads.py). Collect replaces this
+    with `{"discovered": true}`, so Aggregate and the states after it never carry the ids."""
 
     discovered: bool
-    targets: list[str] = Field(default_factory=list)
-    batches: list[list[str]] = Field(default_factory=list, description="the probe Map's items (targets in batches)")
+    batches: list[list[str]] = Field(default_factory=list, description="the probe Map's items: node ids in batches")
+    nodes: int = Field(default=0, description="how many node ids `batches` holds")
     orchestrator: str = "unknown"
     reason: str | None = None
 

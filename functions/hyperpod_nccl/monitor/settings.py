@@ -183,15 +183,29 @@ PROBE_NODE_OUTPUT_MAX_BYTES = 16 << 20
 # rate is account-wide (3/s), so more than rate x probe seconds only makes Lambdas wait (billed
 # time) without finishing sooner. 16 keeps a 2-5 s probe at the rate (BENCHMARKS.md).
 DEFAULT_MAP_MAX_CONCURRENCY = 16
-# Nodes per child execution of the probe Map (Discover batches the node ids). The Standard parent
-# pays one state transition per child, so bigger batches are cheaper.
-PROBE_BATCH_SIZE = 8
-# Nodes of one batch probed at a time (the child's inline Map MaxConcurrency in sweep.asl.json).
-# A child frees its probe slots only when its last node is done: probing a whole batch at once
-# left most slots idle for one probe time per batch (the sweep ran at 2/3 of the StartSession
-# rate, BENCHMARKS.md); two at a time wastes little, and 4 rounds of a batch of 8 stay within the
-# 5-minute Express limit unless three of its nodes hang for the whole 180 s budget.
-PROBE_BATCH_CONCURRENCY = 2
+# Nodes per child execution of the probe Map (Discover batches the node ids), and how many of them
+# its inline Map probes at once (its MaxConcurrency in sweep.asl.json). A child is an EXPRESS
+# execution, stopped at aws_limits.EXPRESS_EXECUTION_MAX_SECONDS: its worst case, every node of the
+# batch held for the whole probe state timeout, must end inside that limit (`express_child_worst_seconds`),
+# so a batch is probed in one round. Bigger batches cost fewer parent state transitions but make more
+# probe slots wait for the slowest node of their batch; 4 is between the two (8 two at a time was
+# four rounds of up to 210 s, which Express stops at 300 s, during the second).
+PROBE_BATCH_SIZE = 4
+PROBE_BATCH_CONCURRENCY = 4
+# What a child spends besides its probes: starting, invoking (a cold ProbeNode Lambda) and the
+# ProbeNode state's Lambda retries (1 s, then 2 s).
+EXPRESS_CHILD_OVERHEAD_SECONDS = 30
+
+
+def express_child_worst_seconds(
+    batch_size: int = PROBE_BATCH_SIZE,
+    concurrency: int = PROBE_BATCH_CONCURRENCY,
+    probe_seconds: int = PROBE_TIMEOUT_SECONDS,
+) -> int:
+    """The longest one child of the probe Map runs: every node of its batch held for the whole probe
+    state timeout, `concurrency` at a time, plus the child's overhead."""
+    rounds = -(-batch_size // concurrency)
+    return rounds * probe_seconds + EXPRESS_CHILD_OVERHEAD_SECONDS
 
 
 def batches_at_once(probes_at_once: int) -> int:

@@ -40,5 +40,5 @@ def run_discover(ref: SweepRef, store: Store, aws: AwsClients, coverage: int | L
     store_degraded(store, ref, "discover", ctx.degraded)
     targets = [t.instance_id for t in plan.targets]
     return DiscoverOutput(
-        discovered=True, targets=targets, batches=batch_targets(targets), orchestrator=str(orchestrator)
+        discovered=True, batches=batch_targets(targets), nodes=len(targets), orchestrator=str(orchestrator)
     )
