@@ -114,11 +114,7 @@ def withhold_for_status(findings: list[Finding], inventory: Inventory) -> list[F
     ListClusterNodes status rules them out (HyperPod is moving it, no instance is behind it, or
     the status is one the API model does not list: `node_statuses.py`). Such a finding keeps a
     read of the node's status instead and says why in its detail; every other finding stands."""
-    held = {
-        n.instance_id: n.status
-        for n in inventory.control_plane.nodes or []
-        if not node_statuses.may_reboot_or_replace(n.status)
-    }
+    held = node_statuses.held_nodes(inventory.control_plane.nodes or [])
     if not held:
         return findings
     kept: list[Finding] = []

@@ -14,8 +14,11 @@ is unknown: reported, never rebooted or replaced on our word.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
+
+from hyperpod_nccl.models.cluster import ClusterNode
 
 
 class NodeCondition(StrEnum):
@@ -84,6 +87,12 @@ def may_reboot_or_replace(name: str) -> bool:
     the diagnosis found) and Failure; an unknown status is not rebooted or replaced on our word."""
     entry = _BY_NAME.get(name)
     return entry is not None and entry.may_reboot_or_replace
+
+
+def held_nodes(nodes: Iterable[ClusterNode]) -> dict[str, str]:
+    """The nodes whose status rules out a reboot or a replacement (`may_reboot_or_replace`), each
+    with its status: what the engine withholds commands for and the plan only watches."""
+    return {n.instance_id: n.status for n in nodes if not may_reboot_or_replace(n.status)}
 
 
 def has_instance(name: str) -> bool:

@@ -56,7 +56,7 @@ class PlanContext:
         """The context the inventory gives (names from Kubernetes nodes and Slurm's sinfo)."""
         cp = inventory.control_plane
         automatic = bool(cp.cluster and (cp.cluster.node_recovery or "").lower() == "automatic")
-        held = {n.instance_id: n.status for n in cp.nodes or [] if not node_statuses.may_reboot_or_replace(n.status)}
+        held = node_statuses.held_nodes(cp.nodes or [])
         recovering = {
             e.instance_id for e in cp.events or [] if e.instance_id and categorise(e).name in _RECOVERY_EVENTS
         }
