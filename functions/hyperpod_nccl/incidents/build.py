@@ -49,7 +49,6 @@ from hyperpod_nccl.incidents.models import (
 from hyperpod_nccl.models.common import parse_time
 from hyperpod_nccl.models.findings import Finding, SweepResult
 from hyperpod_nccl.models.inventory import Inventory
-from hyperpod_nccl.models.logs import stream_identity
 from hyperpod_nccl.models.verdict import RootCause as VerdictCause
 from hyperpod_nccl.references import (
     CLUSTER_EVENTS,
@@ -59,6 +58,7 @@ from hyperpod_nccl.references import (
     NODE_HARDWARE,
     Reference,
 )
+from hyperpod_nccl.verdict.fold import named_instances
 from hyperpod_nccl.verdict.kinds import CAUSE_KINDS, HANG_KINDS, base_signature, classify, xid_code
 from hyperpod_nccl.xid import XID_LINE, xid_info
 
@@ -138,13 +138,6 @@ def _first(finding: Finding, kind: str) -> str | None:
     return next((r.id for r in finding.resources if r.kind == kind), None)
 
 
-def _instances(finding: Finding) -> list[str]:
-    """The instances a finding names: its nodes, and the node whose log stream it was read from."""
-    found = [r.id for r in finding.resources if r.kind == "node"]
-    found += [i for r in finding.resources if r.kind == "log_stream" and (i := stream_identity(r.id)[2])]
-    return list(dict.fromkeys(found))
-
-
 def _xid_codes(finding: Finding) -> list[int]:
     """The Xids a finding reports: `xid` (a log line), `xid_codes` (a probe: one number or a comma list)."""
     codes = [code] if (code := xid_code(finding)) is not None else []
@@ -201,7 +194,7 @@ def _finding_signal(finding: Finding, *, evidence: bool, job_symptom: bool = Fal
         text=finding.title + (f" — {finding.detail}" if finding.detail else ""),
         reference=finding.reference,
         time=finding.first_seen,
-        instances=_instances(finding),
+        instances=named_instances(finding),
         instance_group=_first(finding, "instance_group"),
         check_id=finding.check_id,
         # The hardware Xid states the fault when there are several.

@@ -112,11 +112,17 @@ class _Group:
         return (self.priority.rank, BLAST_RANK[self.scope])
 
 
+def named_instances(finding: Finding) -> list[str]:
+    """The instances a finding names, in order: its nodes, and the node whose log stream it was
+    read from (`i-0abc…/nccl`), when the finding does not name it."""
+    found = [r.id for r in finding.resources if r.kind == "node"]
+    found += [i for r in finding.resources if r.kind == "log_stream" and (i := stream_identity(r.id)[2])]
+    return list(dict.fromkeys(found))
+
+
 def _places(finding: Finding, topology: Topology) -> tuple[set[str], set[str], set[str]]:
     """The instances, pods and jobs a finding is about."""
-    nodes = {r.id for r in finding.resources if r.kind == "node"}
-    # A log line's stream names the node that wrote it (`i-0abc…/nccl`), when the finding does not.
-    nodes |= {i for r in finding.resources if r.kind == "log_stream" and (i := stream_identity(r.id)[2])}
+    nodes = set(named_instances(finding))
     nodes |= {i for r in finding.resources if r.kind == "k8s_node" and (i := topology.instance_of_k8s_node.get(r.id))}
     pods = {r.id for r in finding.resources if r.kind == "pod"}
     jobs = {r.id for r in finding.resources if r.kind == "job"}
