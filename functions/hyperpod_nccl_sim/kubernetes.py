@@ -3,8 +3,9 @@
 A werkzeug app on 127.0.0.1 serves the real JSON shapes (NodeList, PodList, Status, …) of the
 objects a scenario's `kubernetes` section describes over https, with a certificate signed by a
 throwaway cluster CA (`tls`); it checks the `k8s-aws-v1.` bearer token and pages lists with
-`limit`/`continue`. Then moto's EKS cluster is pointed at it (endpoint and CA), so the product
-finds the endpoint and verifies the server through eks:DescribeCluster exactly as against AWS.
+`limit`/`continue` (tokens can be made to expire: 410 Expired). Then moto's EKS cluster is pointed
+at it (endpoint and CA), so the product finds the endpoint and verifies the server through
+eks:DescribeCluster exactly as against AWS.
 """
 
 from __future__ import annotations
@@ -24,8 +25,26 @@ from werkzeug.serving import BaseWSGIServer, make_server
 from werkzeug.wrappers import Request, Response
 
 from hyperpod_nccl.kube.token import CLUSTER_ID_HEADER, decode_token
-from hyperpod_nccl.models.kubernetes import EFA_RESOURCE, GPU_RESOURCE, LabelSelector, SelectorRequirement
-from hyperpod_nccl_sim.scenario import K8sNodeSpec, KubernetesScenario, PodVariation, Scenario, TrainingJobSpec
+from hyperpod_nccl.models.kubernetes import (
+    EFA_RESOURCE,
+    FAULT_DETAILS_ANNOTATION,
+    FAULT_REASON_LABELS,
+    FAULT_TYPE_LABELS,
+    GPU_RESOURCE,
+    HEALTH_TAINT_EFFECT,
+    HEALTH_TAINT_VALUE,
+    NODE_HEALTH_LABEL,
+    LabelSelector,
+    SelectorRequirement,
+)
+from hyperpod_nccl_sim.scenario import (
+    HmaFaultSpec,
+    K8sNodeSpec,
+    KubernetesScenario,
+    PodVariation,
+    Scenario,
+    TrainingJobSpec,
+)
 from hyperpod_nccl_sim.tls import cluster_tls, unrelated_ca_pem
 
 if TYPE_CHECKING:
@@ -51,6 +70,23 @@ _CLUSTER_SCOPED = {"nodes", "namespaces"}
 _RESOURCE_VERSION = "1000"
 # The version apiserver writes into its continue tokens.
 _CONTINUE_VERSION = "meta.k8s.io/v1"
+# apiserver's answer to a continue token whose revision etcd compacted away: storage/etcd3/errors.go
+# (`inconsistentContinue`, returned as errors.NewResourceExpired: 410, reason Expired) in kubernetes/kubernetes
+# staging/src/k8s.io/apiserver; the Status carries a token that continues from the latest revision (rv -1).
+_EXPIRED_CONTINUE = (
+    "The provided continue parameter is too old to display a consistent list result. You can start a new list "
+    "without the continue parameter, or use the continue token in this response to retrieve the remainder of the "
+    "results. Continuing with the provided token results in an inconsistent list - objects that were created, "
+    "modified, or deleted between the time the first chunk was returned and now may show up in the list."
+)
+_LATEST_REVISION = -1
+# The node-health-status HyperPod gives a node awaiting each repair (the labels page,
+# https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-resiliency-node-labels.html).
+_PENDING_REPAIR = {"Reboot": "UnschedulablePendingReboot", "Replace": "UnschedulablePendingReplacement"}
+# The Availability Zone ID label: cloud-provider-aws adds it to every node
+# (https://github.com/kubernetes/cloud-provider-aws/pull/855); EKS nodes carry it from Kubernetes 1.30 (EKS's
+# version notes, read through a public summary here; the emulated kubelet is 1.31).
+_ZONE_ID_LABEL = "topology.k8s.aws/zone-id"
 
 
 def _uid(*parts: str) -> str:
@@ -78,6 +114,34 @@ def _node_info(instance_id: str) -> Json:
         "osImage": "Amazon Linux 2023.7.20250428",
         "systemUUID": _uid("system", instance_id),
     }
+
+
+def _rfc3339(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _hma_fault(fault: HmaFaultSpec, now: datetime) -> tuple[dict[str, str], dict[str, str], Json, Json]:
+    """What the health-monitoring agent writes on a node for a fault it detected (labels, annotations, taint,
+    condition), as AWS documents it (`hyperpod_nccl.models.kubernetes`, HMA's "Fault Detection"). The labels
+    use the plural spellings (`fault-types`, `fault-reasons`); the product reads both."""
+    at = _rfc3339(now - timedelta(minutes=fault.minutes_ago))
+    labels = {
+        NODE_HEALTH_LABEL: _PENDING_REPAIR[fault.repair],
+        FAULT_TYPE_LABELS[0]: fault.type,
+        FAULT_REASON_LABELS[0]: fault.reason,
+    }
+    details = [{"timestamp": at, "type": fault.type, "reason": fault.reason, "message": fault.message}]
+    annotations = {FAULT_DETAILS_ANNOTATION: json.dumps(details)}
+    taint = {"key": NODE_HEALTH_LABEL, "value": HEALTH_TAINT_VALUE, "effect": HEALTH_TAINT_EFFECT}
+    condition = {
+        "type": fault.type,
+        "status": "True",
+        "reason": fault.reason,
+        "message": fault.message,
+        "lastHeartbeatTime": _rfc3339(now),
+        "lastTransitionTime": at,
+    }
+    return labels, annotations, taint, condition
 
 
 def _complete_daemonset(obj: Json) -> None:
@@ -168,12 +232,25 @@ class _Store:
                 "node.kubernetes.io/instance-type": group.instance_type,
                 "topology.kubernetes.io/region": self.scenario.region,
                 "topology.kubernetes.io/zone": f"{self.scenario.region}a",
+                _ZONE_ID_LABEL: self.scenario.zone_id(),
                 _HEALTH + "compute-type": "hyperpod",
                 _HEALTH + "instance-group-name": group.name,
                 _HEALTH + "node-health-status": "Schedulable",
                 _HEALTH + "deep-health-check-status": "Passed",
-                **variation.labels,
             }
+            annotations: dict[str, str] = {}
+            taints: list[Json] = []
+            conditions: list[Json] = []
+            if variation.hma_fault is not None:
+                fault_labels, annotations, taint, condition = _hma_fault(variation.hma_fault, self.now)
+                labels |= fault_labels
+                taints.append(taint)
+                conditions.append(condition)
+            labels |= variation.labels
+            annotations |= variation.annotations
+            for extra in variation.taints:
+                taints = [t for t in taints if (t["key"], t["effect"]) != (extra.get("key"), extra.get("effect"))]
+                taints.append(extra)
             ready = {
                 "type": "Ready",
                 "status": "True" if variation.ready else "False",
@@ -184,15 +261,15 @@ class _Store:
             self.add(
                 {
                     "kind": "Node",
-                    "metadata": {"name": name, "labels": labels, "annotations": dict(variation.annotations)},
+                    "metadata": {"name": name, "labels": labels, "annotations": annotations},
                     "spec": {
                         "providerID": self.scenario.provider_id(key),
-                        **({"taints": variation.taints} if variation.taints else {}),
+                        **({"taints": taints} if taints else {}),
                     },
                     "status": {
                         "capacity": capacity,
                         "allocatable": {**capacity, **({EFA_RESOURCE: str(allocatable)} if efa else {})},
-                        "conditions": [ready],
+                        "conditions": [ready, *conditions],
                         "addresses": [
                             {"type": "InternalIP", "address": _ip(hostname)},
                             {"type": "InternalDNS", "address": hostname},
@@ -371,9 +448,9 @@ def _selector_from_query(text: str) -> LabelSelector:
     return selector
 
 
-def _encode_continue(offset: int) -> str:
+def _encode_continue(offset: int, revision: int = int(_RESOURCE_VERSION)) -> str:
     """A continue token shaped as apiserver's: unpadded base64url of {"v", "rv", "start"}."""
-    token = {"v": _CONTINUE_VERSION, "rv": int(_RESOURCE_VERSION), "start": str(offset)}
+    token = {"v": _CONTINUE_VERSION, "rv": revision, "start": str(offset)}
     return base64.urlsafe_b64encode(json.dumps(token, separators=(",", ":")).encode()).decode().rstrip("=")
 
 
@@ -391,11 +468,11 @@ def _decode_continue(token: str) -> int:
     return int(start)
 
 
-def _status(code: int, reason: str, message: str) -> Response:
+def _status(code: int, reason: str, message: str, metadata: Json | None = None) -> Response:
     body = {
         "kind": "Status",
         "apiVersion": "v1",
-        "metadata": {},
+        "metadata": metadata or {},
         "status": "Failure",
         "message": message,
         "reason": reason,
@@ -411,6 +488,9 @@ class _Api:
         self.store = store
         self.requests: list[str] = []
         self._lock = threading.Lock()
+        # When each list's continue token was last handed out (monotonic seconds), for its age.
+        self._issued: dict[tuple[str, str], float] = {}
+        self._expire_left = store.spec.expired_continues
 
     def __call__(self, environ: Json, start_response: Any) -> Any:
         request = Request(environ)
@@ -485,12 +565,17 @@ class _Api:
             wanted = _selector_from_query(selector)
             objs = [o for o in objs if wanted.matches(o["metadata"].get("labels") or {})]
         start = 0
-        if request.args.get("continue"):
+        token = request.args.get("continue")
+        if token:
             try:
-                start = _decode_continue(request.args["continue"])
+                start = _decode_continue(token)
             except ValueError as error:
                 # apiserver's etcd3 store: apierrors.NewBadRequest("invalid continue token: …")
                 return _status(400, "BadRequest", f"invalid continue token: {error}")
+            if self._expired(resource, token):
+                return _status(
+                    410, "Expired", _EXPIRED_CONTINUE, {"continue": _encode_continue(start, _LATEST_REVISION)}
+                )
         limit = int(request.args.get("limit") or 0) or len(objs) or 1
         page = objs[start : start + limit]
         kind = next(k for k, (_, _, r) in _KINDS.items() if r == resource)
@@ -499,6 +584,8 @@ class _Api:
         if start + limit < len(objs):
             metadata["continue"] = _encode_continue(start + limit)
             metadata["remainingItemCount"] = len(objs) - start - limit
+            with self._lock:
+                self._issued[(resource, metadata["continue"])] = time.monotonic()
         body = {
             "kind": f"{kind}List",
             "apiVersion": f"{group}/{version}" if group else version,
@@ -507,6 +594,18 @@ class _Api:
             "items": [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")} for o in page],
         }
         return Response(json.dumps(body), content_type="application/json")
+
+    def _expired(self, resource: str, token: str) -> bool:
+        """Whether etcd has compacted the revision of this (well-formed) token: one of the first
+        `expired_continues`, or handed out more than `continue_ttl_seconds` ago."""
+        ttl = self.store.spec.continue_ttl_seconds
+        with self._lock:
+            if self._expire_left:
+                self._expire_left -= 1
+                return True
+            issued = self._issued.get((resource, token))
+        # A token this server never handed out has no known age (a client may hold one from before a restart).
+        return ttl is not None and issued is not None and time.monotonic() - issued > ttl
 
     def _log(self, request: Request, pod: Json) -> Response:
         meta = pod["metadata"]

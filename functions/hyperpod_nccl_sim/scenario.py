@@ -135,10 +135,27 @@ class LogsSpec(_Strict):
 
 
 # The `kubernetes` section (`<scenario>.kubernetes.json`), served by `kubernetes.py`.
+# A Kubernetes label value: at most 63 characters of [A-Za-z0-9_.-], alphanumeric at both ends.
+_LABEL_VALUE = r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$"
+
+
+class HmaFaultSpec(_Strict):
+    """A fault the HyperPod health-monitoring agent detected on a node. The emulation writes it on the node
+    as the agent does (labels, taint, fault-details annotation, node condition: `kubernetes._hma_fault`)."""
+
+    type: str = Field(pattern=_LABEL_VALUE, description="fault type, also the condition type: NvidiaErrorTerminate")
+    reason: str = Field(pattern=_LABEL_VALUE, description="fault reason, also the condition reason: XidHardwareFailure")
+    message: str = Field(min_length=1, description="what the agent saw, e.g. the kernel's NVRM Xid line")
+    repair: Literal["Reboot", "Replace"] = Field(description="what HyperPod will do: the node-health-status it gets")
+    minutes_ago: float = Field(default=30.0, ge=0.0, description="when the agent detected it")
+
+
 class K8sNodeSpec(_Strict):
-    """How one node ("group:index") differs from a healthy, Ready, Schedulable node."""
+    """How one node ("group:index") differs from a healthy, Ready, Schedulable node. Explicit `labels`,
+    `annotations` and `taints` apply over what `hma_fault` writes."""
 
     node: str
+    hma_fault: HmaFaultSpec | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     ready: bool = True
@@ -244,6 +261,15 @@ class KubernetesScenario(_Strict):
     ignore_limit_bytes: bool = Field(
         default=False, description="pod logs are served whole whatever limitBytes says (a server or proxy ignoring it)"
     )
+    continue_ttl_seconds: float | None = Field(
+        default=None,
+        ge=0.0,
+        description="a continue token older than this answers 410 Expired, as after etcd compacted its revision "
+        "(apiserver compacts every 5 minutes by default); None = tokens never expire",
+    )
+    expired_continues: int = Field(
+        default=0, ge=0, description="the first N list requests carrying a continue token answer 410 Expired"
+    )
 
 
 CLUSTER_ANCHOR = "cluster"
@@ -347,11 +373,14 @@ class Scenario(_Strict):
         """The Kubernetes node name HyperPod gives an instance: `hyperpod-<instance id>`."""
         return f"hyperpod-{self.instance_id(node_key)}"
 
+    def zone_id(self) -> str:
+        """The Availability Zone ID every node of the scenario runs in (us-west-2 → usw2-az1)."""
+        parts = self.region.split("-")
+        return f"{parts[0]}{''.join(p[0] for p in parts[1:-1])}{parts[-1]}-az1"
+
     def provider_id(self, node_key: str) -> str:
         """A HyperPod node's `spec.providerID`: aws:///<AZ id>/sagemaker/cluster/hyperpod-<cluster id>-<instance id>."""
-        parts = self.region.split("-")
-        zone_id = f"{parts[0]}{''.join(p[0] for p in parts[1:-1])}{parts[-1]}-az1"  # us-west-2 → usw2-az1
-        return f"aws:///{zone_id}/sagemaker/cluster/hyperpod-{self.cluster_id()}-{self.instance_id(node_key)}"
+        return f"aws:///{self.zone_id()}/sagemaker/cluster/hyperpod-{self.cluster_id()}-{self.instance_id(node_key)}"
 
     def hostname(self, node_key: str) -> str:
         """A deterministic private DNS hostname (ip-10-1-x-y.<region>.compute.internal)."""

@@ -13,6 +13,7 @@ import urllib3
 
 from hyperpod_nccl.kube import (
     KubeClient,
+    KubeExpired,
     KubeForbidden,
     KubeNotFound,
     KubeServerError,
@@ -49,6 +50,51 @@ def test_lists_follow_continue_tokens_across_pages(simulate) -> None:
     assert sim.scenario.k8s_node_name("worker:12") not in names
     first_page = [r for r in sim._kubernetes.requests if r.startswith("/api/v1/nodes") and "limit=4" in r]
     assert len(first_page) == 5  # 17 items at 4 per page
+
+
+def _expiring(expired_continues: int = 0, ttl: float | None = None):  # type: ignore[no-untyped-def]
+    def edit(scenario: Scenario) -> None:
+        assert scenario.kubernetes is not None
+        scenario.kubernetes.expired_continues = expired_continues
+        scenario.kubernetes.continue_ttl_seconds = ttl
+
+    return edit
+
+
+def _node_requests(sim) -> list[str]:  # type: ignore[no-untyped-def]
+    return [r for r in sim._kubernetes.requests if r.startswith("/api/v1/nodes?")]
+
+
+def test_an_expired_continue_token_restarts_the_list_once(simulate) -> None:  # type: ignore[no-untyped-def]
+    sim = simulate("eks-p5", edit=_expiring(expired_continues=1))
+    with _client(sim, page_size=4) as client:
+        names = [n["metadata"]["name"] for n in client.iter_list("/api/v1/nodes")]
+    # Every node once: the 4 of the first page are not yielded again by the restarted list.
+    assert len(names) == len(set(names)) == 17
+    requests = _node_requests(sim)
+    first_pages = [r for r in requests if "continue=" not in r]
+    assert len(first_pages) == 2 and len(requests) == 2 + 5  # page 1, the expired page 2, then 5 pages
+
+
+def test_a_list_that_expires_again_is_an_error_naming_what_was_read(simulate) -> None:  # type: ignore[no-untyped-def]
+    sim = simulate("eks-p5", edit=_expiring(expired_continues=2))
+    with _client(sim, page_size=4) as client, pytest.raises(KubeExpired) as expired:
+        client.list("/api/v1/nodes")
+    assert expired.value.status == 410
+    assert "expired again after 1 restart(s)" in expired.value.message
+    assert "4 item(s) read, the rest unread" in expired.value.message
+    assert len(_node_requests(sim)) == 4  # never a loop: two attempts of two pages each
+
+
+@pytest.mark.parametrize(("ttl", "expires"), [(0.0, True), (300.0, False)])
+def test_continue_tokens_expire_with_age(simulate, ttl: float, expires: bool) -> None:  # type: ignore[no-untyped-def]
+    sim = simulate("eks-p5", edit=_expiring(ttl=ttl))
+    with _client(sim, page_size=4) as client:
+        if expires:
+            with pytest.raises(KubeExpired):
+                client.list("/api/v1/nodes")
+        else:
+            assert len(client.list("/api/v1/nodes")) == 17
 
 
 def test_typed_errors(simulate) -> None:
@@ -180,6 +226,21 @@ def test_a_bad_continue_token_is_a_400_status(simulate, token: str) -> None:  # 
     assert answer["message"].startswith("invalid continue token: continue key is not valid")
 
 
+def test_an_expired_continue_token_is_a_410_status_with_a_token_to_go_on(simulate) -> None:  # type: ignore[no-untyped-def]
+    sim = simulate("eks-p5", edit=_expiring(expired_continues=1))
+    _, first = _raw(sim, "/api/v1/nodes", limit="4")
+    status, answer = _raw(sim, "/api/v1/nodes", limit="4", **{"continue": first["metadata"]["continue"]})
+    assert status == 410 and answer["kind"] == "Status" and answer["status"] == "Failure"
+    assert answer["reason"] == "Expired" and answer["code"] == 410
+    assert answer["message"].startswith("The provided continue parameter is too old to display a consistent list")
+    # apiserver's token to go on inconsistently: the same start key, at the latest revision (-1).
+    token = answer["metadata"]["continue"]
+    decoded = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    assert decoded["rv"] == -1 and decoded["start"] == "4"
+    status, rest = _raw(sim, "/api/v1/nodes", limit="4", **{"continue": token})
+    assert status == 200 and len(rest["items"]) == 4
+
+
 def test_pod_log_timestamps_prefix_each_line(simulate) -> None:
     sim = simulate("eks-p5")
     path = "/api/v1/namespaces/training/pods/llama-pretrain-worker-3/log"
@@ -203,6 +264,32 @@ def test_nodes_carry_hyperpod_identity_and_map_back_to_their_instances(simulate)
         assert node.name == f"hyperpod-{instance}"
         assert node.provider_id == f"aws:///usw2-az1/sagemaker/cluster/hyperpod-{cluster_id}-{instance}"
         assert node.instance_id == instance
+        # The Availability Zone ID label says the zone the providerID names.
+        assert f"aws:///{node.labels['topology.k8s.aws/zone-id']}/" in str(node.provider_id)
     # Without a providerID (a proxy stripping spec, a node still registering) the name still says it.
     bare = convert.node({"metadata": {"name": nodes[0].name}, "spec": {}})
     assert bare.instance_id == nodes[0].instance_id
+
+
+def test_a_faulted_node_carries_what_the_health_agent_writes(simulate) -> None:  # type: ignore[no-untyped-def]
+    sim = simulate("eks-p5")
+    _, node = _raw(sim, f"/api/v1/nodes/{sim.scenario.k8s_node_name('worker:5')}")
+    labels = node["metadata"]["labels"]
+    assert labels["sagemaker.amazonaws.com/node-health-status"] == "UnschedulablePendingReplacement"
+    assert labels["sagemaker.amazonaws.com/fault-types"] == "NvidiaErrorTerminate"
+    assert labels["sagemaker.amazonaws.com/fault-reasons"] == "XidHardwareFailure"
+    assert node["spec"]["taints"] == [
+        {"key": "sagemaker.amazonaws.com/node-health-status", "value": "Unschedulable", "effect": "NoSchedule"}
+    ]
+    condition = next(c for c in node["status"]["conditions"] if c["type"] == "NvidiaErrorTerminate")
+    assert (condition["status"], condition["reason"]) == ("True", "XidHardwareFailure")
+    assert condition["message"].startswith("NVRM: Xid (PCI:0000:53:00): 79")
+    [detail] = json.loads(node["metadata"]["annotations"]["sagemaker.amazonaws.com/fault-details"])
+    assert (detail["type"], detail["reason"], detail["timestamp"]) == (
+        "NvidiaErrorTerminate",
+        "XidHardwareFailure",
+        condition["lastTransitionTime"],
+    )
+    # A healthy node carries none of it.
+    _, healthy = _raw(sim, f"/api/v1/nodes/{sim.scenario.k8s_node_name('worker:0')}")
+    assert "taints" not in healthy["spec"] and [c["type"] for c in healthy["status"]["conditions"]] == ["Ready"]

@@ -98,17 +98,20 @@ def test_every_error_answer_is_a_strict_status(simulate) -> None:  # type: ignor
         assert scenario.kubernetes is not None
         scenario.kubernetes.forbidden = ["networkpolicies"]
         scenario.kubernetes.server_errors = ["services"]
+        scenario.kubernetes.expired_continues = 1
 
     api = _Api(simulate("eks-p5", edit=edit))
+    _, first_page = api.get("/api/v1/nodes", limit="2")
     answers = [
         api.get("/api/v1/nodes", limit="2", **{"continue": "garbage"}),
+        api.get("/api/v1/nodes", limit="2", **{"continue": first_page["metadata"]["continue"]}),
         api.get("/api/v1/namespaces/training/configmaps/no-such-map"),
         api.get("/apis/networking.k8s.io/v1/networkpolicies"),
         api.get("/api/v1/services"),
         api.get("/api/v1/nodes", token="k8s-aws-v1.bm90LWEtdG9rZW4"),
         api.get("/api/v1/namespaces/training/pods/llama-pretrain-worker-0/log", previous="true"),
     ]
-    assert [status for status, _ in answers] == [400, 404, 403, 500, 401, 400]
+    assert [status for status, _ in answers] == [400, 410, 404, 403, 500, 401, 400]
     assert [p for _, body in answers for p in _problems("status-meta-v1", body)] == []
 
 

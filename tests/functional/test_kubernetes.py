@@ -95,8 +95,15 @@ def test_unhealthy_nodes_each_get_a_finding_with_instance_id(faulty: SweepResult
     replacing = next(f for f in labels if any(r.id == failed for r in f.resources))
     assert replacing.status is Status.FAIL and "waiting to be replaced" in replacing.title
     assert "NodeRecovery is Automatic" in replacing.detail
-    assert any("fault-type(s)=NvidiaErrorTerminate" in e for e in replacing.evidence)
-    assert any("fault-details" in e and "Xid 79" in e for e in replacing.evidence)
+    # What the health-monitoring agent wrote for the Xid 79 it detected: its fault type and reason, in
+    # the labels, the node condition and the fault-details annotation.
+    assert "fault-type(s)=NvidiaErrorTerminate" in replacing.evidence
+    assert "fault-reason(s)=XidHardwareFailure" in replacing.evidence
+    assert any(
+        e.startswith("condition NvidiaErrorTerminate=True reason=XidHardwareFailure: NVRM: Xid (PCI:0000:53:00): 79")
+        for e in replacing.evidence
+    )
+    assert any("fault-details" in e and "Xid (PCI:0000:53:00): 79" in e for e in replacing.evidence)
     in_progress = next(f for f in labels if any(r.id == deep for r in f.resources))
     assert in_progress.status is Status.WARN and in_progress.priority is Priority.P2
     assert "deep health checks" in in_progress.title
@@ -111,18 +118,40 @@ def test_singular_fault_label_spelling_is_read(simulate) -> None:
     def change(scenario: Scenario) -> None:
         assert scenario.kubernetes is not None
         node = scenario.kubernetes.nodes[0]
+        node.hma_fault = None
         node.labels = {
             "sagemaker.amazonaws.com/node-health-status": "UnschedulablePendingReboot",
-            "sagemaker.amazonaws.com/fault-type": "EfaHealthCheckFailure",
-            "sagemaker.amazonaws.com/fault-reason": "EfaDeviceMissing",
+            "sagemaker.amazonaws.com/fault-type": "NvidiaErrorReboot",
+            "sagemaker.amazonaws.com/fault-reason": "XidHardwareFailure",
         }
         scenario.cluster.node_recovery = "None"
 
     result = _diagnose(simulate("eks-p5", edit=_edit(change)))
     reboot = next(f for f in _found(result, "k8s.node_health_labels") if "reboot" in f.title)
-    assert "fault-type(s)=EfaHealthCheckFailure" in reboot.evidence
-    assert "fault-reason(s)=EfaDeviceMissing" in reboot.evidence
+    assert "fault-type(s)=NvidiaErrorReboot" in reboot.evidence
+    assert "fault-reason(s)=XidHardwareFailure" in reboot.evidence
     assert "NodeRecovery is not Automatic" in reboot.detail
+
+
+def test_the_agents_fault_condition_alone_is_a_finding(simulate) -> None:
+    # The labels say Schedulable (cleared by hand), but the health-monitoring agent still holds its
+    # NvidiaErrorTerminate condition True: the node is not healthy, and the finding says why.
+    def change(scenario: Scenario) -> None:
+        assert scenario.kubernetes is not None
+        scenario.kubernetes.nodes[0].labels = {
+            "sagemaker.amazonaws.com/node-health-status": "Schedulable",
+            "sagemaker.amazonaws.com/deep-health-check-status": "Passed",
+            "sagemaker.amazonaws.com/fault-types": "",
+            "sagemaker.amazonaws.com/fault-reasons": "",
+        }
+
+    sim = simulate("eks-p5", edit=_edit(change))
+    result = _diagnose(sim)
+    node = sim.scenario.instance_id("worker:5")
+    flagged = next(f for f in _found(result, "k8s.node_health_labels") if any(r.id == node for r in f.resources))
+    assert flagged.status is Status.WARN
+    assert "health-monitoring agent reports NvidiaErrorTerminate (XidHardwareFailure)" in flagged.title
+    assert not [e for e in flagged.evidence if e.startswith("fault-type")]
 
 
 # --- pods --------------------------------------------------------------------------------------
@@ -494,6 +523,33 @@ def test_server_error_500_degrades_only_that_resource_and_names_it(simulate) -> 
     assert _found(result, "k8s.dev_shm", Status.WARN) and _found(result, "k8s.node_health_labels", Status.FAIL)
     assert _found(result, "k8s.pod_logs")
     _rest_is_complete(result)
+
+
+@pytest.mark.parametrize("expired_continues", [1, 2])
+def test_a_node_list_whose_continue_token_expires(
+    simulate, monkeypatch: pytest.MonkeyPatch, expired_continues: int
+) -> None:  # type: ignore[no-untyped-def]
+    # Pages of 4: the 17 nodes take 5 pages, and the first continue tokens the API server sees are the
+    # node list's. One expiry: the list restarts and nothing is lost. Two: the nodes are reported unread.
+    from hyperpod_nccl import thresholds
+
+    monkeypatch.setattr(thresholds, "K8S_PAGE_SIZE", 4)
+
+    def change(scenario: Scenario) -> None:
+        assert scenario.kubernetes is not None
+        scenario.kubernetes.expired_continues = expired_continues
+
+    result = _diagnose(simulate("eks-p5", edit=_edit(change)))
+    degraded = [d for d in result.degraded_sources if d.source == "kubernetes"]
+    if expired_continues == 1:
+        assert degraded == []
+        assert len([f for f in _found(result, "k8s.node_health_labels") if f.is_issue]) == 2
+        return
+    [unread] = degraded
+    assert unread.partial and "410" in unread.reason and "4 item(s) read, the rest unread" in unread.reason
+    assert "kubernetes:nodes" in unread.unread
+    [skip] = _found(result, "k8s.node_health_labels")
+    assert skip.status is Status.SKIP and skip.detail.startswith("not read: kubernetes:nodes")
 
 
 def _slow(sim: SimulatedCluster, read_timeout: float, monkeypatch: pytest.MonkeyPatch) -> tuple[SweepResult, float]:

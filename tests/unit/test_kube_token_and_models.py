@@ -49,6 +49,23 @@ def test_label_selector_semantics() -> None:
     assert SelectorRequirement(key="k", operator="NotIn", values=["x"]).matches({})
 
 
+def test_the_health_agents_fault_conditions() -> None:
+    # A True condition of a documented fault type, or of a type the fault-type(s) label names, is the
+    # agent's; the kubelet's own conditions and a recovered (False) fault condition are not.
+    def node(labels: dict[str, str], *conditions: tuple[str, str]) -> list[str]:
+        obj = {
+            "metadata": {"name": "hyperpod-i-0123456789abcdef0", "labels": labels},
+            "status": {"conditions": [{"type": t, "status": s, "reason": "XidHardwareFailure"} for t, s in conditions]},
+        }
+        return [c.type for c in convert.node(obj).hma_fault_conditions]
+
+    assert node({}, ("Ready", "True"), ("NvidiaErrorTerminate", "True")) == ["NvidiaErrorTerminate"]
+    assert node({}, ("NvidiaErrorReboot", "False"), ("MemoryPressure", "True")) == []
+    assert node({}, ("NvidiaGPUUnhealthy", "True")) == []
+    labelled = {"sagemaker.amazonaws.com/fault-types": "NvidiaGPUUnhealthy"}
+    assert node(labelled, ("NvidiaGPUUnhealthy", "True")) == ["NvidiaGPUUnhealthy"]
+
+
 def test_quantities_and_provider_ids() -> None:
     assert parse_quantity("10Gi") == 10 * 2**30
     assert parse_quantity("512Mi") == 512 * 2**20

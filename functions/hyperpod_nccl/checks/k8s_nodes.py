@@ -71,7 +71,13 @@ def _is_healthy(node: K8sNode) -> bool:
         and node.deep_health_status in (None, "Passed")
         and not node.fault_types
         and not node.fault_reasons
+        and not node.hma_fault_conditions
     )
+
+
+def _fault_conditions(node: K8sNode) -> str:
+    """The fault conditions HMA holds True, as `type (reason)`."""
+    return ", ".join(f"{c.type} ({c.reason})" if c.reason else c.type for c in node.hma_fault_conditions)
 
 
 @check(
@@ -85,7 +91,8 @@ def _is_healthy(node: K8sNode) -> bool:
 )
 def node_health_labels(inv: Inventory) -> Iterator[Finding]:
     """One finding per node whose HyperPod health labels are not healthy, saying what HyperPod
-    is doing about it (both fault-type(s)/fault-reason(s) spellings, plus fault-details)."""
+    is doing about it (both fault-type(s)/fault-reason(s) spellings, fault-details, and the node condition the
+    health-monitoring agent sets per fault: type the fault type, reason the fault reason)."""
     nodes = kube(inv).nodes
     if nodes is None:
         return
@@ -98,11 +105,19 @@ def node_health_labels(inv: Inventory) -> Iterator[Finding]:
         doing = _HEALTH_MEANING.get(status, f"node-health-status is {status}")
         if deep == "InProgress" and status == "Schedulable":
             doing = "deep health checks are in progress"
+        elif status == "Schedulable" and node.hma_fault_conditions:
+            # The agent labels a node as it sets the condition: a True condition on a Schedulable node
+            # means the label was changed by hand or the agent's update is under way.
+            doing = f"the health-monitoring agent reports {_fault_conditions(node)}"
         evidence = [f"node-health-status={status}", f"deep-health-check-status={deep or '-'}"]
         if node.fault_types:
             evidence.append("fault-type(s)=" + ",".join(node.fault_types))
         if node.fault_reasons:
             evidence.append("fault-reason(s)=" + ",".join(node.fault_reasons))
+        evidence += [
+            f"condition {c.type}=True reason={c.reason or '-'}" + (f": {c.message}" if c.message else "")
+            for c in node.hma_fault_conditions[:3]
+        ]
         evidence += [f"fault-details: {detail}" for detail in node.fault_details[:3]]
         commands = []
         if node.instance_id:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from hyperpod_nccl.kube.client import (
     KubeClient,
     KubeError,
+    KubeExpired,
     KubeForbidden,
     KubeNotFound,
     KubeServerError,
@@ -24,6 +25,7 @@ __all__ = [
     "TOKEN_PREFIX",
     "KubeClient",
     "KubeError",
+    "KubeExpired",
     "KubeForbidden",
     "KubeNotFound",
     "KubeServerError",

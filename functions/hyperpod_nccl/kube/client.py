@@ -38,6 +38,10 @@ READ_TIMEOUT_ENV = "HYPERPOD_NCCL_KUBE_READ_TIMEOUT"
 DEFAULT_BUDGET_SECONDS = 120.0
 # A list must not page forever (a server that keeps returning `continue`).
 MAX_PAGES = 1000
+# How often a list whose continue token expired (410 Expired) starts again from its first page. Tokens live
+# for the API server's etcd compaction interval (5 minutes by default): one that expires mid-list says the
+# list is slow, and a second expiry says the next try would be as slow, so the list is reported unread.
+LIST_RESTARTS = 1
 # What is read of an error answer to a size-capped request (a Status object is far smaller).
 STATUS_BODY_MAX_BYTES = 64 * 1024
 
@@ -74,6 +78,11 @@ class KubeNotFound(KubeError):
 
 class KubeServerError(KubeError):
     """5xx or an unexpected answer."""
+
+
+class KubeExpired(KubeError):
+    """410 Gone (reason Expired): the continue token of a paged list outlived the API server's etcd
+    compaction window, so the rest of that list cannot be read consistently."""
 
 
 class KubeUnreachable(KubeError):
@@ -128,6 +137,17 @@ def _ssl_reason(error: SSLError) -> str:
     if verify:
         return f"certificate verify failed: {verify}"
     return str(getattr(cause, "reason", None) or cause).strip() or type(error).__name__
+
+
+def _identity(item: Any) -> str | None:
+    """What tells one listed object from another across two attempts at a list: its uid, which the API
+    server always sets (namespace/name when an answer lacks it; None when it has neither)."""
+    meta = item.get("metadata") if isinstance(item, dict) else None
+    if not isinstance(meta, dict):
+        return None
+    if meta.get("uid"):
+        return f"uid:{meta['uid']}"
+    return f"name:{meta.get('namespace', '')}/{meta['name']}" if meta.get("name") else None
 
 
 def write_ca_bundle(certificate_authority_data: str) -> str:
@@ -223,6 +243,7 @@ class KubeClient:
             401: KubeUnauthorized,
             403: KubeForbidden,
             404: KubeNotFound,
+            410: KubeExpired,
         }.get(response.status, KubeServerError)
         raise error_type(path, response.status, message)
 
@@ -246,11 +267,40 @@ class KubeClient:
         return LogText(text=body[:max_bytes].decode("utf-8", "replace"), truncated=len(body) >= max_bytes)
 
     def iter_list(self, path: str, params: dict[str, str | int | bool] | None = None) -> Iterator[dict[str, Any]]:
-        """Every item of a list, following `metadata.continue` page by page."""
-        query: dict[str, str | int | bool] = {**(params or {}), "limit": self.page_size}
+        """Every item of a list, following `metadata.continue` page by page.
+
+        When the server expires a continue token (410 Expired), the list starts again from its first page
+        (`LIST_RESTARTS` times), as the API concepts page tells a client that wants a consistent list; items
+        already yielded are not yielded twice. An expiry after that raises `KubeExpired`, naming how many
+        items were read and that the rest were not: a list is never cut short silently."""
+        first: dict[str, str | int | bool] = {**(params or {}), "limit": self.page_size}
+        query = dict(first)
+        seen: set[str] = set()
+        restarts = read = 0
         for _ in range(MAX_PAGES):
-            page = self.get_json(path, query)
-            yield from page.get("items") or []
+            try:
+                page = self.get_json(path, query)
+            except KubeExpired as error:
+                if "continue" not in query:
+                    raise
+                if restarts >= LIST_RESTARTS:
+                    raise KubeExpired(
+                        path,
+                        410,
+                        f"Expired: the continue token expired again after {restarts} restart(s) of the list; "
+                        f"{read} item(s) read, the rest unread",
+                    ) from error
+                restarts += 1
+                query = dict(first)
+                continue
+            for item in page.get("items") or []:
+                identity = _identity(item)
+                if restarts and identity in seen:
+                    continue
+                if identity is not None:
+                    seen.add(identity)
+                read += 1
+                yield item
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return

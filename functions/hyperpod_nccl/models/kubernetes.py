@@ -22,6 +22,22 @@ DEEP_HEALTH_LABEL = HEALTH_LABEL_PREFIX + "deep-health-check-status"
 FAULT_TYPE_LABELS = (HEALTH_LABEL_PREFIX + "fault-types", HEALTH_LABEL_PREFIX + "fault-type")
 FAULT_REASON_LABELS = (HEALTH_LABEL_PREFIX + "fault-reasons", HEALTH_LABEL_PREFIX + "fault-reason")
 FAULT_DETAILS_ANNOTATION = HEALTH_LABEL_PREFIX + "fault-details"
+# What the HyperPod health-monitoring agent (HMA) writes on a node when it detects a fault, per AWS's
+# "Fault Detection" section of the HMA page
+# (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-resiliency-health-monitoring-agent.html):
+# the node-health-status and fault-type(s)/fault-reason(s) labels, the taint
+# `sagemaker.amazonaws.com/node-health-status=Unschedulable:NoSchedule`, the fault-details annotation, and a node
+# condition whose type is the fault type, status True, reason the fault reason (False again once recovered).
+# The stored copy of that page read here breaks off after its first part (the labels); the taint, annotation
+# and condition parts were read from a public summary of the section, and agree with the example below.
+HEALTH_TAINT_VALUE = "Unschedulable"
+HEALTH_TAINT_EFFECT = "NoSchedule"
+# Fault types (so node condition types) AWS documents HMA writing: `NvidiaErrorReboot` in the HMA page's example
+# detection ("Node condition NvidiaErrorReboot is now: True, reason: XidHardwareFailure", same page), and
+# `NvidiaErrorTerminate` in the node health sample event of
+# https://docs.aws.amazon.com/sagemaker/latest/dg/automating-sagemaker-with-eventbridge.html ("HMA has detected
+# fault type NvidiaErrorTerminate"). Any other type a node's fault-type(s) label names counts as well.
+HMA_FAULT_TYPES = frozenset({"NvidiaErrorReboot", "NvidiaErrorTerminate"})
 INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -180,6 +196,12 @@ class K8sNode(BaseModel):
     def fault_reasons(self) -> list[str]:
         """Fault reasons from either label spelling."""
         return _label_values(self.labels, FAULT_REASON_LABELS)
+
+    @property
+    def hma_fault_conditions(self) -> list[NodeCondition]:
+        """The conditions HMA holds True for a fault: a documented fault type, or one the fault-type(s) label names."""
+        fault_types = HMA_FAULT_TYPES | set(self.fault_types)
+        return [c for c in self.conditions if c.status == "True" and c.type in fault_types]
 
     @property
     def fault_details(self) -> list[dict[str, object]]:
