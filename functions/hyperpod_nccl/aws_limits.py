@@ -17,6 +17,11 @@ FILTER_PAGE_MAX_BYTES = 1_048_576
 # What one event counts against a page's bytes: its UTF-8 message plus the 26 bytes PutLogEvents
 # charges per event.
 LOG_EVENT_OVERHEAD_BYTES = 26
+# FilterLogEvents' rate: 5 transactions per second per account and Region, a hard limit that no
+# increase request changes (AWS knowledge center, "How do I determine throttling in my CloudWatch
+# logs?", repost.aws/knowledge-center/cloudwatch-logs-throttling). Past it the call answers
+# ThrottlingException ("Rate exceeded").
+FILTER_LOG_EVENTS_PER_SECOND = 5
 
 # Step Functions (service quotas, "Maximum input or output size for a task, state, or execution";
 # the API reference's StateEnteredEventDetails.input: "Maximum length of 262144", bytes of UTF-8): a

@@ -2,6 +2,13 @@
 (ListClusterEvents, the Orchestrator and NodeRecovery fields, real instance ids and statuses,
 StartSession), behind a fault-injecting WSGI layer that answers with AWS-shaped errors.
 
+The account-wide API rates AWS enforces are enforced too (`EmulatedLimits`, on by default, each
+rule switchable): a token bucket per account and Region for ssm:StartSession (default 3/s, burst 3:
+`thresholds.SSM_START_SESSION_PER_SECOND`, AWS's HyperPod SSM guidance) and for
+logs:FilterLogEvents (5/s, `aws_limits.FILTER_LOG_EVENTS_PER_SECOND`). A call past its rate is
+answered as the service answers it, HTTP 400 `ThrottlingException` "Rate exceeded", and reaches
+nothing behind (no session opens); `EmulatedAws.rate_usage` counts accepted and throttled calls.
+
 Everything here is reached over real HTTP by unmodified boto3 clients: product code cannot
 tell it from AWS except by the endpoint URL.
 """
@@ -26,8 +33,12 @@ import botocore.loaders
 import botocore.session
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from hyperpod_nccl import reads
+from hyperpod_nccl.aws_limits import FILTER_LOG_EVENTS_PER_SECOND
 from hyperpod_nccl.models.cluster import CONTINUOUS_PROVISIONING
+from hyperpod_nccl.thresholds import SSM_START_SESSION_PER_SECOND
 from hyperpod_nccl_sim.scenario import FaultSpec
+from hyperpod_nccl_sim.stepfunctions_limits import install_stepfunctions_limits
 
 SIM_DEBUG_ENV = "HYPERPOD_SIM_DEBUG"
 FAKE_ACCESS_KEY = "AKIDSIMULATEDCLUSTER"
@@ -113,6 +124,7 @@ def install_moto_extensions() -> None:
         _patch_ssm()
         _patch_logs()
         _patch_sns()
+        install_stepfunctions_limits()
         _installed = True
 
 
@@ -373,13 +385,18 @@ def _json_error(response: Any, code: str, message: str) -> Any:
 # --- fault injection -------------------------------------------------------------------------
 
 
-def _service_from_auth(environ: WsgiEnviron) -> str:
+def _credential_scope(environ: WsgiEnviron) -> list[str]:
+    """The SigV4 credential scope of a request: [key, date, region, service, "aws4_request"]."""
     auth = environ.get("HTTP_AUTHORIZATION", "")
     # "AWS4-HMAC-SHA256 Credential=AKID/20260101/us-west-2/sagemaker/aws4_request, ..."
     marker = "Credential="
     if marker not in auth:
-        return ""
-    scope = auth.split(marker, 1)[1].split(",", 1)[0].split("/")
+        return []
+    return auth.split(marker, 1)[1].split(",", 1)[0].split("/")
+
+
+def _service_from_auth(environ: WsgiEnviron) -> str:
+    scope = _credential_scope(environ)
     return scope[3] if len(scope) > 3 else ""
 
 
@@ -494,6 +511,162 @@ class FaultInjector:
         return [json.dumps({"__type": fault.error_code, "message": fault.message, "Message": fault.message}).encode()]
 
 
+# --- account-wide API rates --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EmulatedLimits:
+    """The account-wide API rates the emulation enforces, each per account and Region as AWS
+    counts them. A rate of None turns its rule off; `enforce=False` turns every rule off.
+
+    - ssm:StartSession: AWS publishes no StartSession quota; the 3/s figure is AWS's HyperPod SSM
+      guidance (`thresholds.SSM_START_SESSION_PER_SECOND`, which the product paces at), with a
+      burst of as many calls. What AWS allows in a burst is not published.
+    - logs:FilterLogEvents: 5/s, not adjustable (`aws_limits.FILTER_LOG_EVENTS_PER_SECOND`); the
+      burst, unpublished too, is one second's worth.
+    """
+
+    start_session_per_second: float | None = SSM_START_SESSION_PER_SECOND
+    start_session_burst: int = int(SSM_START_SESSION_PER_SECOND)
+    filter_log_events_per_second: float | None = FILTER_LOG_EVENTS_PER_SECOND
+    filter_log_events_burst: int = int(FILTER_LOG_EVENTS_PER_SECOND)
+    enforce: bool = True
+
+    def rate_of(self, operation: str) -> tuple[float, int] | None:
+        """(rate per second, burst) of `operation` ("ssm:StartSession"), or None when unlimited."""
+        if not self.enforce:
+            return None
+        rule = {
+            reads.START_SESSION: (self.start_session_per_second, self.start_session_burst),
+            reads.FILTER_LOG_EVENTS: (self.filter_log_events_per_second, self.filter_log_events_burst),
+        }.get(operation)
+        if rule is None or rule[0] is None:
+            return None
+        return rule[0], max(1, rule[1])
+
+
+@dataclass
+class RateUsage:
+    """Calls of one rate-limited operation from one account and Region: those the rate let
+    through (whatever the service then answered) and those it throttled."""
+
+    accepted: int = 0
+    throttled: int = 0
+
+
+class _TokenBucket:
+    """`burst` tokens, refilled at `rate` per second; each call takes one or is refused."""
+
+    def __init__(self, rate: float, burst: int, now: float) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._tokens = float(burst)
+        self._stamp = now
+
+    def take(self, now: float) -> bool:
+        # A clock swapped for one behind (a test's, restored) refills nothing until it catches up.
+        self._tokens = min(float(self.burst), self._tokens + max(0.0, now - self._stamp) * self.rate)
+        self._stamp = max(self._stamp, now)
+        # The epsilon absorbs float rounding: a client pacing at exactly the rate (1/3 s steps)
+        # must not be refused for a token short by 1e-15.
+        if self._tokens < 1.0 - 1e-9:
+            return False
+        self._tokens = max(0.0, self._tokens - 1.0)
+        return True
+
+
+# The member that carries the message in each service's ThrottlingException, from its botocore
+# model (ssm/2014-11-06 and logs/2014-03-28 service-2.json): SSM's shape has Message (required),
+# QuotaCode and ServiceCode; CloudWatch Logs' has no members, its JSON errors carry "message".
+# QuotaCode and ServiceCode are left out: AWS documents no Service Quotas code for a StartSession
+# rate (the 3/s figure is guidance, not a quota), and inventing one would mislead.
+_THROTTLING_MESSAGE_MEMBER = {reads.START_SESSION: "Message", reads.FILTER_LOG_EVENTS: "message"}
+# What AWS says when it throttles these calls (CloudWatch Logs' and SSM's "Rate exceeded").
+THROTTLED_MESSAGE = "Rate exceeded"
+
+
+class AccountRateLimits:
+    """WSGI middleware: a token bucket per (operation, account, Region) for the operations of
+    `EmulatedLimits`; a call past its rate is answered HTTP 400 ThrottlingException and never
+    reaches the service behind. Thread-safe (the server answers each request on its own thread).
+
+    `clock` is where the buckets read time: `time.monotonic` (no wall-clock step can refill or
+    drain them), or, for a test that paces the product on a virtual clock, one that adds the time
+    that test's pacer skipped. `reset` leaves it as it is."""
+
+    def __init__(self, app: WsgiApp, limits: EmulatedLimits, clock: Callable[[], float] = time.monotonic) -> None:
+        self.app = app
+        self._limits = limits
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._buckets: dict[tuple[str, str], _TokenBucket] = {}
+        self._usage: dict[tuple[str, str], RateUsage] = {}
+
+    @property
+    def limits(self) -> EmulatedLimits:
+        """The rules in force."""
+        return self._limits
+
+    def set_limits(self, limits: EmulatedLimits) -> None:
+        """Enforce `limits` from now on, every bucket full again (the counts are kept)."""
+        with self._lock:
+            self._limits = limits
+            self._buckets.clear()
+
+    def reset(self) -> None:
+        """Forget every bucket and count."""
+        with self._lock:
+            self._buckets.clear()
+            self._usage.clear()
+
+    def usage(self, operation: str) -> dict[str, RateUsage]:
+        """Accepted and throttled calls of `operation` ("ssm:StartSession"), by "account/region"."""
+        with self._lock:
+            return {
+                where: RateUsage(used.accepted, used.throttled)
+                for (name, where), used in self._usage.items()
+                if name == operation
+            }
+
+    def _admit(self, operation: str, where: str) -> bool:
+        with self._lock:
+            used = self._usage.setdefault((operation, where), RateUsage())
+            rule = self._limits.rate_of(operation)
+            if rule is None:
+                used.accepted += 1
+                return True
+            now = self.clock()
+            bucket = self._buckets.get((operation, where))
+            if bucket is None:
+                bucket = self._buckets[(operation, where)] = _TokenBucket(*rule, now=now)
+            if bucket.take(now):
+                used.accepted += 1
+                return True
+            used.throttled += 1
+            return False
+
+    def __call__(self, environ: WsgiEnviron, start_response: StartResponse) -> Iterable[bytes]:
+        # Both operations are JSON 1.1 (X-Amz-Target), so the body need not be read.
+        scope = _credential_scope(environ)
+        operation = f"{scope[3]}:{_operation(environ, b'')}" if len(scope) > 3 else ""
+        if operation not in _THROTTLING_MESSAGE_MEMBER:
+            return self.app(environ, start_response)
+        where = f"{environ.get('HTTP_X_MOTO_ACCOUNT_ID', '')}/{scope[2]}"
+        if self._admit(operation, where):
+            return self.app(environ, start_response)
+        request_id = str(uuid.uuid4())
+        start_response(
+            "400 Bad Request",
+            [
+                ("Content-Type", "application/x-amz-json-1.1"),
+                ("x-amzn-ErrorType", "ThrottlingException"),
+                ("x-amzn-RequestId", request_id),
+            ],
+        )
+        body = {"__type": "ThrottlingException", _THROTTLING_MESSAGE_MEMBER[operation]: THROTTLED_MESSAGE}
+        return [json.dumps(body).encode()]
+
+
 def _memoized_dispatcher(base: type) -> type:
     """moto's dispatcher with its host -> backend lookup memoized.
 
@@ -516,9 +689,13 @@ def _memoized_dispatcher(base: type) -> type:
 
 
 class EmulatedAws:
-    """moto's server plus our extensions and fault injection, on 127.0.0.1 (random port)."""
+    """moto's server plus our extensions, fault injection and AWS's account-wide API rates
+    (`limits`, default `EmulatedLimits()`: every rule on), on 127.0.0.1 (random port).
 
-    def __init__(self, region: str = "us-west-2") -> None:
+    Requests pass the fault injector first (an injected fault spends no token), then the rates.
+    """
+
+    def __init__(self, region: str = "us-west-2", *, limits: EmulatedLimits | None = None) -> None:
         from moto.core import DEFAULT_ACCOUNT_ID
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 
@@ -529,7 +706,11 @@ class EmulatedAws:
         self.region = region
         self._default_account = str(DEFAULT_ACCOUNT_ID)
         self.account_id = self._default_account
-        self.faults = FaultInjector(_memoized_dispatcher(DomainDispatcherApplication)(create_backend_app))
+        self._default_limits = limits or EmulatedLimits()
+        self.rates = AccountRateLimits(
+            _memoized_dispatcher(DomainDispatcherApplication)(create_backend_app), self._default_limits
+        )
+        self.faults = FaultInjector(self.rates)
         self._server: BaseWSGIServer = make_server(
             "127.0.0.1", 0, self._as_account, threaded=True, request_handler=MotoRequestHandler
         )
@@ -549,6 +730,21 @@ class EmulatedAws:
         if not re.fullmatch(r"\d{12}", account_id):
             raise ValueError(f"an AWS account id is 12 digits, not {account_id!r}")
         self.account_id = account_id
+
+    @property
+    def limits(self) -> EmulatedLimits:
+        """The account-wide API rates in force."""
+        return self.rates.limits
+
+    def set_limits(self, limits: EmulatedLimits) -> None:
+        """Enforce `limits` until the next `reset` (which restores the ones given at construction),
+        every bucket full again."""
+        self.rates.set_limits(limits)
+
+    def rate_usage(self, operation: str) -> dict[str, RateUsage]:
+        """Accepted and throttled calls of a rate-limited `operation` (`reads.START_SESSION`,
+        `reads.FILTER_LOG_EVENTS`) since the last `reset`, by "account/region"."""
+        return self.rates.usage(operation)
 
     @property
     def endpoint_url(self) -> str:
@@ -573,7 +769,8 @@ class EmulatedAws:
         self._server.server_close()
 
     def reset(self) -> None:
-        """Drop every resource moto holds and our extension state."""
+        """Drop every resource moto holds and our extension state; the rate buckets start full
+        again, their counts at zero, under the limits given at construction."""
         import urllib.request
 
         urllib.request.urlopen(urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST"))
@@ -582,6 +779,8 @@ class EmulatedAws:
         _terminated_sessions.clear()
         _started_sessions.clear()
         self.faults.set_faults([])
+        self.rates.reset()
+        self.rates.set_limits(self._default_limits)
         self.account_id = self._default_account
 
     def session(self, region: str | None = None) -> boto3.Session:

@@ -7,6 +7,17 @@ none, `startFromHead`, `logStreamNames` (1 to 100, not with `logStreamNamePrefix
 of at most 1024 characters, and an empty `searchedLogStreams` (no longer supported since 2020). The
 filter pattern syntax is moto's plus the any-term patterns of `aws.py`.
 
+Events come back in one order across every matched stream, as the API reference says the service
+returns them: "sorted by event timestamp, the timestamp when the event was ingested by CloudWatch
+Logs, and the ID of the PutLogEvents request" (the FilterLogEvents documentation in botocore's
+logs/2014-03-28 model), oldest first unless `startFromHead` is false. moto's event id, one counter
+of every PutLogEvents event, stands in for the request id. Events of two streams are therefore
+interleaved by time, and a query capped at N events keeps the N oldest (or newest) of the whole
+group whatever the streams are named; `nextToken` holds the sort key of the last event returned,
+so paging resumes exactly after it.
+
+Its rate (5 per second per account and Region) is enforced in front of it, by `aws.AccountRateLimits`.
+
 `aws.install_moto_extensions` installs it; it reads moto's log groups and nothing of the scenario.
 """
 
@@ -25,21 +36,25 @@ from hyperpod_nccl.aws_limits import (
     LOG_EVENT_OVERHEAD_BYTES,
 )
 
+# Where an event sorts (see the module docstring): timestamp, ingestion time, event id.
+SortKey = tuple[int, int, int]
 
-def _token(group: str, forward: bool, key: tuple[int, int]) -> str:
+
+def _token(group: str, forward: bool, key: SortKey) -> str:
     """An opaque nextToken: the group, the direction and the last event returned."""
     raw = json.dumps({"g": group, "f": forward, "k": list(key)}).encode()
     return base64.urlsafe_b64encode(raw).decode()
 
 
-def _untoken(token: str, group: str) -> tuple[bool, tuple[int, int]]:
+def _untoken(token: str, group: str) -> tuple[bool, SortKey]:
     from moto.logs.exceptions import InvalidParameterException
 
     try:
         state = json.loads(base64.urlsafe_b64decode(token.encode()))
         if state["g"] != group:
             raise ValueError(group)
-        return bool(state["f"]), (int(state["k"][0]), int(state["k"][1]))
+        first, second, third = (int(part) for part in state["k"])
+        return bool(state["f"]), (first, second, third)
     except (ValueError, KeyError, TypeError, IndexError, binascii.Error) as error:
         raise InvalidParameterException("The specified nextToken is invalid.") from error
 
@@ -86,7 +101,7 @@ def _filter_log_events(self: Any) -> str:
         if (names is None or stream_name in names) and (prefix is None or stream_name.startswith(prefix))
     ]
     found = [
-        ((event.timestamp, int(event.event_id)), stream_name, event)
+        ((int(event.timestamp), int(event.ingestion_time), int(event.event_id)), stream_name, event)
         for stream_name, stream in selected
         for event in list(stream.events)
         if (start is None or event.timestamp >= start)
@@ -98,7 +113,7 @@ def _filter_log_events(self: Any) -> str:
         found = [item for item in found if (item[0] > after if forward else item[0] < after)]
     page: list[dict[str, Any]] = []
     size = 0
-    last = (0, 0)
+    last: SortKey = (0, 0, 0)
     most = int(limit or FILTER_PAGE_MAX_EVENTS)
     for key, stream_name, event in found:
         event_size = len(event.message.encode("utf-8")) + LOG_EVENT_OVERHEAD_BYTES

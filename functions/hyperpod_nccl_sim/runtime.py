@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from hyperpod_nccl.collectors.aws import AwsClients
-from hyperpod_nccl_sim.aws import EmulatedAws
+from hyperpod_nccl_sim.aws import EmulatedAws, EmulatedLimits
 from hyperpod_nccl_sim.kubernetes import KubernetesApi, start_kubernetes_api
 from hyperpod_nccl_sim.logs import seed_logs
 from hyperpod_nccl_sim.nodes import NodeAgents, start_node_agents
@@ -18,7 +18,9 @@ class SimulatedCluster:
     """Start with `with SimulatedCluster(scenario) as sim:`; `sim.clients()` gives boto3 access
     exactly as the CLI would have against AWS.
 
-    Pass an already running `emulation` to reuse one server across scenarios (tests do).
+    Pass an already running `emulation` to reuse one server across scenarios (tests do), and
+    `limits` to change the account-wide API rates the emulation enforces for this simulation
+    (default: the emulation's own, every AWS rate on; `EmulatedLimits(enforce=False)` for none).
     """
 
     def __init__(
@@ -27,10 +29,12 @@ class SimulatedCluster:
         *,
         emulation: EmulatedAws | None = None,
         now: datetime | None = None,
+        limits: EmulatedLimits | None = None,
     ) -> None:
         self.scenario = load_scenario(scenario) if isinstance(scenario, str) else scenario
         self._owns_emulation = emulation is None
         self.emulation = emulation or EmulatedAws(region=self.scenario.region)
+        self.limits = limits
         self.now = now or datetime.now(UTC)
         self.cluster_arn = ""
         self._agents: NodeAgents | None = None
@@ -44,6 +48,8 @@ class SimulatedCluster:
         # process (the demo run from a test) would otherwise meet the first one's cluster.
         self.emulation.reset()
         self.emulation.serve_account(self.scenario.account_id)
+        if self.limits is not None:
+            self.emulation.set_limits(self.limits)
         self.cluster_arn = seed_cluster(self.scenario, self.emulation, self.now)
         seed_logs(self.scenario, self.emulation, self.cluster_arn, self.now)
         self._agents = start_node_agents(self.scenario, self.emulation, self.cluster_arn)

@@ -8,20 +8,22 @@ route each invocation to the handler the function is named after, exactly as Lam
 `hyperpod_nccl.handlers.<module>.handler`. A handler's exception becomes a Lambda function error,
 so the definition's Retry and Catch see what they would see in AWS.
 
-Lambda timeouts are enforced as Lambda enforces them: each function's timeout is its task's
-(`monitor.lambda_timeouts`, as infra deploys it; `function_timeouts` shortens chosen ones for
+Each invocation runs in a Lambda sandbox of its function (`sandboxes.SandboxPool`): a separate
+process per concurrent invocation, reused warm as Lambda reuses execution environments, so no two
+concurrent invocations share module state (a process-global limiter paces one sandbox only, as
+deployed). Lambda timeouts are enforced as Lambda enforces them: each function's timeout is its
+task's (`monitor.lambda_timeouts`, as infra deploys it; `function_timeouts` shortens chosen ones for
 tests). A handler still running at its timeout gets the answer Lambda gives, a function error
-`Sandbox.Timedout` "Task timed out after N seconds"; what it wrote until then stays, and the
-invocation is frozen from then on: every AWS call its thread makes (or was waiting on) raises,
-so it writes nothing more. Emulation gap: a Python thread cannot be stopped, so the handler's
-code runs on until its next AWS call, and calls from threads it started itself are not cut
-(only the Kubernetes pod-log reads use such threads, and they write nothing).
+`Sandbox.Timedout` "Task timed out after N seconds"; what it wrote until then stays, and its sandbox
+is killed and never reused. `sandboxes="threads"` keeps the earlier in-process emulation, for tests
+that plant faults in the product's code with monkeypatch (see `sandboxes`).
 
-Emulation gap: moto's ASL parser rejects `"ExecutionType": "EXPRESS"` in a Distributed Map's
-ProcessorConfig (AWS accepts it), so `emulation_definition` rewrites it to STANDARD when the
-definition is loaded into moto, never in the deployed definition. moto then runs each child
-in-process and keeps no history for it: child states are counted from the Lambda invocations
-this module records (`LocalMonitor.calls`), not from the execution history.
+The definition is loaded as deployed, its Distributed Map's children EXPRESS: the emulation's Step
+Functions (`stepfunctions_limits`) stops an Express child at 5 minutes (`express_max_seconds`
+shortens it for tests), fails an execution whose state input or output passes 256 KiB with
+States.DataLimitExceeded, and fails a Map past its tolerated failures. moto runs each child
+in-process and keeps no history for it: child states are counted from the Lambda invocations this
+module records (`LocalMonitor.calls`), not from the execution history.
 
 EventBridge rules and Scheduler invoke the trigger asynchronously, and so does `LocalMonitor.deliver`:
 an Invoke with InvocationType Event, which the emulated Lambda accepts (202) and runs on its own
@@ -37,7 +39,6 @@ no throttling of that kind is emulated.
 
 from __future__ import annotations
 
-import importlib
 import io
 import json
 import logging
@@ -47,13 +48,11 @@ import time
 import urllib.request
 import uuid
 import zipfile
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from hyperpod_nccl.monitor import lambda_timeouts, render_definition
-from hyperpod_nccl.monitor.payloads import SANDBOX_TIMED_OUT
 from hyperpod_nccl.monitor.settings import (
     ALERTS_TOPIC_ENV,
     ASL_FUNCTION_PLACEHOLDERS,
@@ -82,6 +81,10 @@ from hyperpod_nccl.probe import documents
 from hyperpod_nccl.sanitize import one_line
 from hyperpod_nccl_sim.aws import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
 from hyperpod_nccl_sim.runtime import SimulatedCluster
+from hyperpod_nccl_sim.sandboxes import LambdaContext, SandboxMode, SandboxPool, freezing, run_until
+from hyperpod_nccl_sim.stepfunctions_limits import StepFunctionsLimits, set_stepfunctions_limits, stepfunctions_limits
+
+__all__ = ["LambdaContext", "LocalMonitor", "SweepRun", "freezing", "run_until"]
 
 FUNCTION_PREFIX = "hyperpod-nccl-"
 TABLE_NAME = "hyperpod-nccl-monitor"
@@ -100,33 +103,6 @@ DEFAULT_LAMBDA_TIMEOUT_SECONDS = 3.0
 # The emulated stack's name: its probe documents are `hyperpod-nccl-local-NodeProbe`, ...
 STACK_NAME = "hyperpod-nccl-local"
 _dispatch_lock = threading.Lock()
-# The invocation running on this thread (set on each handler's thread; the botocore patch reads it).
-_sandbox = threading.local()
-
-
-class _SandboxFrozen(BaseException):
-    """Raised into a handler that makes an AWS call after Lambda ended its invocation at the
-    timeout. A BaseException, so that no `except Exception` in the handler's code can go on
-    writing as if nothing happened (in Lambda, nothing of the invocation runs any more)."""
-
-
-@dataclass
-class _LambdaContext:
-    """What Lambda passes as `context` (the fields Powertools reads)."""
-
-    function_name: str
-    invoked_function_arn: str
-    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    function_version: str = "$LATEST"
-    memory_limit_in_mb: int = 512
-    log_group_name: str = "/aws/lambda/local"
-    log_stream_name: str = "local"
-    deadline: float | None = None
-
-    def get_remaining_time_in_millis(self) -> int:
-        if self.deadline is None:
-            return 300_000
-        return max(0, int((self.deadline - time.monotonic()) * 1000))
 
 
 @dataclass
@@ -138,6 +114,10 @@ class Invocation:
     seconds: float
     event: dict[str, Any]
     timed_out: bool = False
+    # The invocation started a new sandbox (Lambda bills its init phase).
+    cold: bool = False
+    # The sweep it served: its input's, or for the trigger the sweep it started.
+    sweep_id: str | None = None
 
 
 @dataclass
@@ -233,6 +213,11 @@ class LocalMonitor:
     `function_timeouts` sets the Lambda timeout (seconds) of chosen handler modules below the
     deployed one (their task's TimeoutSeconds), so that a test can run a function past it.
     `async_retry_delay_seconds` is the wait before each retry of an asynchronous invocation.
+    `express_max_seconds` shortens the 5-minute limit of an Express child (the probe batches), so
+    that a test can run a child past it.
+    `sandboxes` is how invocations run (`sandboxes.SandboxMode`): each in a Lambda sandbox process
+    of its own function (the default, as deployed), or on threads of this process (for tests
+    that monkeypatch the product's code, which a sandbox process would not see).
     """
 
     def __init__(
@@ -247,8 +232,12 @@ class LocalMonitor:
         reference_base_url: str = "https://github.com/aws-samples/hyperpod-nccl-monitor/blob/main/references",
         sdk_read_timeout: float | None = None,
         async_retry_delay_seconds: float = 0.0,
+        sandboxes: SandboxMode = "processes",
+        express_max_seconds: float | None = None,
     ) -> None:
         self.simulation = simulation
+        self.express_max_seconds = express_max_seconds
+        self._saved_stepfunctions_limits: StepFunctionsLimits | None = None
         self.emulation = simulation.emulation
         self.region = simulation.scenario.region
         self.map_concurrency = map_concurrency
@@ -275,19 +264,20 @@ class LocalMonitor:
         self.calls: list[Invocation] = []
         self._saved_env: dict[str, str | None] = {}
         self._original_invoke: Any = None
-        self._handlers: dict[str, Callable[[Any, Any], Any]] = {}
+        self.sandboxes = SandboxPool(mode=sandboxes)
 
     # --- set-up ---------------------------------------------------------------------------------
     def start(self) -> LocalMonitor:
         """Configure the emulation, create every resource and route Lambda to our handlers."""
         self._post_config()
-        # moto warns that it ignores ToleratedFailurePercentage (its children never fail here).
+        if self.express_max_seconds is not None:
+            self._saved_stepfunctions_limits = stepfunctions_limits()
+            set_stepfunctions_limits(
+                replace(self._saved_stepfunctions_limits, express_max_seconds=self.express_max_seconds)
+            )
+        # moto warns that it ignores ToleratedFailurePercentage (stepfunctions_limits enforces it).
         logging.getLogger("moto.stepfunctions.parser.asl.parse.preprocessor").setLevel(logging.ERROR)
         self._set_env({"MOTO_PORT": str(self.emulation.port)})
-        self._handlers = {
-            module: importlib.import_module(handler_path(module).rsplit(".", 1)[0]).handler
-            for module in HANDLER_MODULES
-        }
         self._create_resources()
         self._set_env(
             {
@@ -313,7 +303,11 @@ class LocalMonitor:
         return self
 
     def stop(self) -> None:
-        """Undo the Lambda routing and the environment changes."""
+        """Undo the Lambda routing and the environment changes; discard every sandbox."""
+        self.sandboxes.close()
+        if self._saved_stepfunctions_limits is not None:
+            set_stepfunctions_limits(self._saved_stepfunctions_limits)
+            self._saved_stepfunctions_limits = None
         if self._original_invoke is not None:
             from moto.awslambda_simple.models import LambdaSimpleBackend
 
@@ -400,7 +394,7 @@ class LocalMonitor:
         sfn = self.client("stepfunctions")
         self.state_machine_arn = sfn.create_state_machine(
             name=STATE_MACHINE_NAME,
-            definition=emulation_definition(render_definition(substitutions)),
+            definition=render_definition(substitutions),
             roleArn=role_arn,
         )["stateMachineArn"]
 
@@ -481,9 +475,11 @@ class LocalMonitor:
             return monitor._dispatch(function_name, body, response_headers)
 
         LambdaSimpleBackend.invoke = invoke  # type: ignore[method-assign,assignment]
-        endpoint: Any = Endpoint  # `_send` is botocore's private hook (not in its stubs)
-        self._original_send = endpoint._send
-        endpoint._send = freezing(endpoint._send)
+        if self.sandboxes.mode == "threads":
+            # Handlers share this process's botocore: a timed-out one's calls must stop here.
+            endpoint: Any = Endpoint  # `_send` is botocore's private hook (not in its stubs)
+            self._original_send = endpoint._send
+            endpoint._send = freezing(endpoint._send)
 
     def _dispatch(self, function_name: str, body: Any, response_headers: Any) -> bytes:
         payload, function_error = self._run_function(function_name, body)
@@ -501,34 +497,30 @@ class LocalMonitor:
         if module in self.failing_functions:
             error = {"errorType": self.failing_functions[module], "errorMessage": "emulated outage"}
             return json.dumps(error).encode(), "Unhandled"
-        handler = self._handlers.get(module)
-        if handler is None:
+        if module not in HANDLER_MODULES:
             error = {"errorType": "ResourceNotFound", "errorMessage": f"no handler {name}"}
             return json.dumps(error).encode(), "Unhandled"
         timeout = self.lambda_timeouts.get(module, DEFAULT_LAMBDA_TIMEOUT_SECONDS)
         started = time.monotonic()
-        context = _LambdaContext(
-            function_name=name, invoked_function_arn=self.function_arns.get(module, name), deadline=started + timeout
+        context = LambdaContext(
+            function_name=name,
+            invoked_function_arn=self.function_arns.get(module, name),
+            aws_request_id=str(uuid.uuid4()),
         )
-        payload: Any = {}
-        timed_out = False
-        try:
-            payload = json.loads(body or "{}")
-            finished, outcome = run_until(handler, payload, context, timeout)
-            if not finished:
-                timed_out = True
-                message = f"RequestId: {context.aws_request_id} Error: Task timed out after {timeout:.2f} seconds"
-                return json.dumps({"errorType": SANDBOX_TIMED_OUT, "errorMessage": message}).encode(), "Unhandled"
-            if isinstance(outcome, BaseException):
-                raise outcome
-            return json.dumps(outcome, default=str).encode(), None
-        except Exception as error:  # noqa: BLE001 - becomes a Lambda function error, as in AWS
-            return json.dumps({"errorType": type(error).__name__, "errorMessage": str(error)}).encode(), "Unhandled"
-        finally:
-            event = payload if isinstance(payload, dict) else {}
-            call = Invocation(module, started, time.monotonic() - started, event, timed_out=timed_out)
-            with _dispatch_lock:
-                self.calls.append(call)
+        answer = self.sandboxes.invoke(handler_path(module), body or b"{}", context, timeout)
+        event = _json_object(body or b"{}")
+        call = Invocation(
+            module,
+            started,
+            time.monotonic() - started,
+            event,
+            timed_out=answer.timed_out,
+            cold=answer.cold,
+            sweep_id=_sweep_of(event) or _started_sweep(_json_object(answer.payload)),
+        )
+        with _dispatch_lock:
+            self.calls.append(call)
+        return answer.payload, answer.function_error
 
     def _accept_async(self, backend: Any, function_name: str, body: Any) -> bytes:
         """Lambda's answer to an Invoke of InvocationType Event: the event is queued (202, no
@@ -614,15 +606,13 @@ class LocalMonitor:
         return self._drain(self.failed_triggers_url)
 
     def trigger(self, event: dict[str, Any]) -> dict[str, Any]:
-        """Run the trigger function's handler on an event and return its answer, as a synchronous
-        invocation would (EventBridge and Scheduler invoke it asynchronously: `deliver`)."""
-        started = time.monotonic()
-        result: dict[str, Any] = self._handlers["trigger"](event, _LambdaContext("trigger", "trigger"))
-        outcomes = result.get("outcomes") or [{}]
-        call = Invocation("trigger", started, time.monotonic() - started, {"sweep_id": outcomes[0].get("sweep_id")})
-        with _dispatch_lock:
-            self.calls.append(call)
-        return result
+        """Invoke the trigger function synchronously on an event and return its answer
+        (EventBridge and Scheduler invoke it asynchronously: `deliver`). A function error raises."""
+        payload, function_error = self._run_function(self.function_arns["trigger"], json.dumps(event).encode())
+        answer: dict[str, Any] = json.loads(payload)
+        if function_error is not None:
+            raise RuntimeError(f"the trigger failed: {one_line(str(answer))}")
+        return answer
 
     def schedule_tick(self, tick_id: str | None = None) -> dict[str, Any]:
         """One EventBridge Scheduler tick."""
@@ -670,7 +660,7 @@ class LocalMonitor:
         sweep_id = run.execution_arn.rsplit(":", 1)[-1]
         with _dispatch_lock:
             calls = list(self.calls)
-        return [c for c in calls if c.module == module and _sweep_of(c.event) == sweep_id]
+        return [c for c in calls if c.module == module and c.sweep_id == sweep_id]
 
     def execution_arn(self, sweep_id: str) -> str:
         """The execution ARN of a sweep started by the trigger (named after its sweep id)."""
@@ -699,51 +689,22 @@ def _function_name(function_name: str) -> str:
     return function_name.split(":")[6] if function_name.startswith("arn:") else function_name
 
 
-def _raise_if_frozen() -> None:
-    frozen = getattr(_sandbox, "frozen", None)
-    if frozen is not None and frozen.is_set():
-        raise _SandboxFrozen("the emulated Lambda ended this invocation at its timeout")
+def _json_object(text: bytes | str) -> dict[str, Any]:
+    """`text` as a JSON object, or {} when it is not one."""
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
 
 
-def freezing(send: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    """botocore's `Endpoint._send`, for an invocation that Lambda ended at its timeout: it makes
-    no AWS call any more, and the answer of a call it was waiting on never reaches it."""
-
-    def frozen_aware_send(endpoint: Any, request: Any) -> Any:
-        _raise_if_frozen()
-        response = send(endpoint, request)
-        _raise_if_frozen()
-        return response
-
-    return frozen_aware_send
-
-
-def run_until(
-    handler: Callable[[Any, Any], Any], payload: Any, context: _LambdaContext, timeout: float
-) -> tuple[bool, Any]:
-    """Run `handler` on its own thread for at most `timeout` seconds: (True, its result or the
-    exception it raised), or (False, None) when it was still running, its invocation frozen."""
-    frozen = threading.Event()
-    done = threading.Event()
-    box: list[Any] = [None]
-
-    def run() -> None:
-        _sandbox.frozen = frozen
-        try:
-            box[0] = handler(payload, context)
-        except _SandboxFrozen:
-            pass  # ended by the timeout: nobody waits for this result any more
-        except BaseException as error:  # noqa: BLE001 - handed to the caller, as Lambda reports it
-            box[0] = error
-        finally:
-            done.set()
-
-    thread = threading.Thread(target=run, name=f"lambda-{context.function_name}", daemon=True)
-    thread.start()
-    if done.wait(timeout):
-        return True, box[0]
-    frozen.set()
-    return False, None
+def _started_sweep(answer: dict[str, Any]) -> str | None:
+    """The sweep a trigger's answer says it started."""
+    outcomes = answer.get("outcomes")
+    if isinstance(outcomes, list) and outcomes and isinstance(outcomes[0], dict):
+        sweep_id = outcomes[0].get("sweep_id")
+        return str(sweep_id) if sweep_id else None
+    return None
 
 
 def _sweep_of(event: dict[str, Any]) -> str | None:
@@ -752,29 +713,6 @@ def _sweep_of(event: dict[str, Any]) -> str | None:
     if isinstance(sweep, dict):
         return str(sweep.get("sweep_id"))
     return str(event["sweep_id"]) if "sweep_id" in event else None
-
-
-def emulation_definition(definition: str) -> str:
-    """The definition as moto can load it: Distributed Map children EXPRESS -> STANDARD.
-
-    Only for the local emulation (see the module docstring); the deployed definition keeps
-    EXPRESS children.
-    """
-    parsed = json.loads(definition)
-
-    def rewrite(node: Any) -> None:
-        if isinstance(node, dict):
-            config = node.get("ProcessorConfig")
-            if isinstance(config, dict) and config.get("ExecutionType") == "EXPRESS":
-                config["ExecutionType"] = "STANDARD"
-            for value in node.values():
-                rewrite(value)
-        elif isinstance(node, list):
-            for value in node:
-                rewrite(value)
-
-    rewrite(parsed)
-    return json.dumps(parsed)
 
 
 def _visits(events: list[dict[str, Any]]) -> list[StateVisit]:

@@ -761,7 +761,8 @@ def test_page_lists_exactly_the_declared_cells() -> None:
 
 
 def test_timeout_row_aggregate(simulate, monitor, monkeypatch) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
-    deployed = monitor(simulate(TIMEOUT_ROWS["Aggregate"]), function_timeouts={"aggregate": 4.0})
+    # Threads: the stall is planted in the product's own code (Store), which a sandbox process would not see.
+    deployed = monitor(simulate(TIMEOUT_ROWS["Aggregate"]), function_timeouts={"aggregate": 4.0}, sandboxes="threads")
     cluster = deployed.simulation.scenario.cluster.name
     stall_aggregate_at(monkeypatch, call=3)  # two findings written, then stopped
     run = deployed.sweep()

@@ -188,15 +188,16 @@ def test_a_lost_permission_alerts_once_even_on_a_healthy_cluster(simulate, monit
 def stall_aggregate_at(monkeypatch: Any, call: int) -> list[int]:
     """Make the Aggregate hang in its `call`-th FINDING item write (`Store.record_finding_seen`:
     its first findings writes, after the diff was stored) until the emulated Lambda ends it at
-    its timeout; later calls (the failure recorder's) run normally. Returns the calls seen."""
+    its timeout; later calls (the failure recorder's) run normally. Returns the calls seen.
+    A patch of the product's code in this process: the monitor must run `sandboxes="threads"`."""
     from hyperpod_nccl.monitor.store import Store
-    from hyperpod_nccl_sim import serverless
+    from hyperpod_nccl_sim.sandboxes import frozen_event
 
     original = Store.record_finding_seen
     calls: list[int] = []
 
     def record_finding_seen(store: Store, *args: Any, **kwargs: Any) -> Any:
-        frozen = getattr(serverless._sandbox, "frozen", None)
+        frozen = frozen_event()
         if frozen is not None and threading.current_thread().name.endswith("-aggregate"):
             calls.append(len(calls) + 1)
             if len(calls) == call:
@@ -268,7 +269,7 @@ def test_lambda_at_its_timeout_keeps_what_was_written_and_lets_nothing_more_thro
             ended.append(error)
             raise
 
-    context = serverless._LambdaContext("writer", "arn:aws:lambda:us-west-2:123456789012:function:writer")
+    context = serverless.LambdaContext("writer", "arn:aws:lambda:us-west-2:123456789012:function:writer", "request-1")
     assert serverless.run_until(handler, {}, context, 0.3) == (False, None)
     time.sleep(0.6)
     received = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages", [])

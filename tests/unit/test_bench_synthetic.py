@@ -12,7 +12,6 @@ from hyperpod_nccl.monitor.settings import (
     batch_targets,
     batches_at_once,
 )
-from hyperpod_nccl_sim.serverless import emulation_definition
 from hyperpod_nccl_sim.synthetic import lower_bound_seconds, serial_seconds, synthetic_scenario
 
 
@@ -72,11 +71,3 @@ def test_batches_at_once_covers_the_probes_at_once() -> None:
 def test_the_definition_probes_a_batch_at_the_declared_concurrency() -> None:
     text = ASL_PATH.read_text()
     assert f'"MaxConcurrency": {PROBE_BATCH_CONCURRENCY},' in text
-
-
-def test_only_the_emulation_sees_standard_children() -> None:
-    deployed = (
-        '{"States": {"M": {"ItemProcessor": {"ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "EXPRESS"}}}}}'
-    )
-    assert '"ExecutionType": "STANDARD"' in emulation_definition(deployed)
-    assert '"EXPRESS"' not in emulation_definition(deployed)
