@@ -7,6 +7,7 @@ keys, in camelCase as cdk.json spells them.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from typing import Any, Literal
@@ -14,7 +15,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from hyperpod_nccl.monitor.settings import DEFAULT_MAP_MAX_CONCURRENCY, MonitorSettings, WatchedCluster
+from hyperpod_nccl import thresholds
+from hyperpod_nccl.monitor.settings import (
+    DEFAULT_MAP_MAX_CONCURRENCY,
+    EXPECTED_PROBE_SECONDS,
+    PROBE_TIMEOUT_SECONDS,
+    MonitorSettings,
+    WatchedCluster,
+)
 from infra.constants import STACK_ID_DEFAULT
 
 # The retention values CloudWatch Logs accepts (PutRetentionPolicy).
@@ -44,9 +52,15 @@ LOG_RETENTION_DAYS = (
 )
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
-# Inline Map states run at most 40 iterations at once, and every probe opens an SSM session (the
-# StartSession rate is account-wide), so the ceiling is deliberately that.
-MAX_MAP_CONCURRENCY = 40
+# The most node probes one sweep may run at once (mapMaxConcurrency; each sweep sizes its own
+# concurrency below it from its probe times). More than the account's StartSession rate can start
+# within the probe state's whole timeout can never all be busy: the rest would only wait for the
+# rate, each a concurrent ProbeNode Lambda of the Region's shared pool (1,000 by default, Lambda
+# quotas: https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html).
+MAX_MAP_CONCURRENCY = int(thresholds.SSM_START_SESSION_PER_SECOND * PROBE_TIMEOUT_SECONDS)
+# The node count the nodes x cadence check assumes for a watched cluster whose entry names no
+# `expectedNodes`: the reference size of BENCHMARKS.md's cost model (256 nodes every 15 minutes).
+DEFAULT_EXPECTED_NODES = 256
 
 
 class SlackChannel(BaseModel):
@@ -82,6 +96,10 @@ class StageConfig(BaseModel):
     log_retention_days: int = 30
     table_deletion_protection: bool = True
     missed_sweeps_before_alarm: int = Field(default=3, ge=1, le=48)
+    # The account-wide rates the monitor's sandboxes share (per second; docs/pacing.md): lower the
+    # StartSession one to leave room for people and CLI runs of the same account.
+    start_session_rate: float = Field(default=thresholds.SSM_START_SESSION_PER_SECOND, gt=0)
+    log_filter_rate: float = Field(default=thresholds.LOG_FILTER_CALLS_PER_SECOND, gt=0)
 
     @field_validator("node_coverage", mode="before")
     @classmethod
@@ -132,6 +150,53 @@ class StageConfig(BaseModel):
                 raise ValueError(f"cluster {cluster.name} in {cluster.region} is listed twice")
             seen.add(key)
         return self
+
+    @model_validator(mode="after")
+    def _sweeps_fit_the_cadence(self) -> StageConfig:
+        problem = self.cadence_overrun()
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    def nodes_per_sweep(self, cluster: WatchedCluster) -> int:
+        """The nodes one sweep of `cluster` probes: its `expectedNodes` (DEFAULT_EXPECTED_NODES when
+        unset), at most `nodeCoverage`."""
+        nodes = cluster.expected_nodes or DEFAULT_EXPECTED_NODES
+        return nodes if self.node_coverage == "all" else min(nodes, self.node_coverage)
+
+    def sweep_seconds(self, rate_per_second: float = thresholds.SSM_START_SESSION_PER_SECOND) -> float:
+        """The shortest time in which one scheduled sweep of every watched cluster can probe its
+        nodes (they start together and share the account's StartSession rate): issue 15's bound,
+        max(all nodes / rate, each cluster's nodes x probe / its probes at once) + one probe, with
+        settings.EXPECTED_PROBE_SECONDS as the probe."""
+        if not self.clusters:
+            return 0.0
+        counts = [self.nodes_per_sweep(cluster) for cluster in self.clusters]
+        by_rate = sum(counts) / rate_per_second
+        by_concurrency = max(counts) * EXPECTED_PROBE_SECONDS / self.map_max_concurrency
+        return max(by_rate, by_concurrency) + EXPECTED_PROBE_SECONDS
+
+    def cadence_overrun(self, rate_per_second: float = thresholds.SSM_START_SESSION_PER_SECOND) -> str | None:
+        """Why the sweeps of the watched clusters cannot fit the schedule's cadence (each would
+        still run when the next is due, and the per-cluster lock would fold ticks into follow-ups
+        that never catch up), with the numbers and the fixes; None when they fit."""
+        needed = self.sweep_seconds(rate_per_second)
+        cadence = self.sweep_rate_minutes * 60
+        if needed <= cadence:
+            return None
+        counts = ", ".join(f"{c.name} {self.nodes_per_sweep(c)}" for c in self.clusters)
+        total = sum(self.nodes_per_sweep(c) for c in self.clusters)
+        return (
+            f"the watched clusters' sweeps do not fit sweepRateMinutes={self.sweep_rate_minutes} ({cadence} s):"
+            f" {total} nodes per sweep ({counts}; expectedNodes per cluster, {DEFAULT_EXPECTED_NODES} when unset,"
+            f" at most nodeCoverage) take at least {needed:.0f} s at {rate_per_second:g} StartSession calls/s"
+            f" shared by the account and {self.map_max_concurrency} probes at once per cluster (max({total} / "
+            f"{rate_per_second:g}, nodes x {EXPECTED_PROBE_SECONDS:g} s / {self.map_max_concurrency})"
+            f" + one {EXPECTED_PROBE_SECONDS:g} s probe), so sweeps would overlap. Fix one of: a longer"
+            f" sweepRateMinutes (at least {math.ceil(needed / 60)}); a higher StartSession rate if the"
+            f" account's quota allows; fewer nodes per sweep (nodeCoverage); a higher mapMaxConcurrency"
+            f" (at most {MAX_MAP_CONCURRENCY}) if the probes at once are the bound; or correct expectedNodes"
+        )
 
     @property
     def cluster_regions(self) -> list[str]:

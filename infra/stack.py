@@ -5,19 +5,22 @@ from __future__ import annotations
 
 import json
 
-from aws_cdk import Annotations, CfnOutput, Stack, Token
+from aws_cdk import Annotations, Aws, CfnOutput, Stack, Token
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from hyperpod_nccl.monitor.settings import (
+    ACCOUNT_ID_ENV,
     ALERTS_TOPIC_ENV,
     CLUSTERS_ENV,
     FINDINGS_TABLE_ENV,
     HISTORY_DAYS_ENV,
     LAMBDAS,
+    LOG_FILTER_RATE_ENV,
     NODE_COVERAGE_ENV,
     PROBE_DOCUMENTS_ENV,
     REFERENCE_BASE_URL_ENV,
+    START_SESSION_RATE_ENV,
     STATE_MACHINE_ENV,
 )
 from infra import nag
@@ -69,6 +72,10 @@ class MonitorStack(Stack):
             ),
             HISTORY_DAYS_ENV: str(config.history_retention_days),
             PROBE_DOCUMENTS_ENV: json.dumps(self.probe_documents.names, separators=(",", ":")),
+            START_SESSION_RATE_ENV: f"{config.start_session_rate:g}",
+            LOG_FILTER_RATE_ENV: f"{config.log_filter_rate:g}",
+            # The pace items' account: the stack's, whose functions share the table.
+            ACCOUNT_ID_ENV: Aws.ACCOUNT_ID,
         }
         self.functions = MonitorFunctions(
             self,

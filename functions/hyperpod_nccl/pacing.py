@@ -1,7 +1,14 @@
 """Client-side pacing of AWS APIs whose rates are account-wide (StartSession, FilterLogEvents).
 
-A neutral home: the SSM client and the CloudWatch scan both pace their calls, and neither should
-import the other to do so.
+A neutral home: the SSM client and the CloudWatch scan both pace their calls through a `StartPacer`,
+and neither should import the other to do so. Two pacers implement it:
+
+- `RateLimiter` (here): one process, many threads (the CLI's `diagnose`, one per run);
+- `hyperpod_nccl.monitor.shared_pacer.SharedPacer`: every Lambda sandbox of the monitor, through one
+  item of its table (a sandbox shares no memory with another).
+
+Both adapt: AWS throttling a call anyway (another client of the account, a rate set too high) halves
+the pace for `THROTTLE_COOLDOWN_SECONDS`, then the configured rate comes back (docs/pacing.md).
 """
 
 from __future__ import annotations
@@ -9,17 +16,48 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
+
+from hyperpod_nccl import thresholds
+
+# How long a throttled call halves the pace. AWS's token buckets refill within seconds; 30 s keeps
+# the slower pace over a few dozen starts (a burst from another client of the account usually lasts
+# no longer) without holding a whole sweep at half speed for one throttle.
+THROTTLE_COOLDOWN_SECONDS = 30.0
+# The pace while cooling down, as a multiple of the configured interval (twice: half the rate).
+THROTTLE_SLOWDOWN = 2.0
+# Our pacers start calls evenly, without a burst. AWS's bucket holds about one second's calls; a
+# client pacing at the full rate AND the full burst leaves it no slack, so calls that arrive a few
+# milliseconds closer together than they left (network jitter) are throttled. Measured against the
+# emulation's 3/s bucket of 3: burst 3 sent 10-11 StartSession requests for 8 nodes, burst 1 sends 8.
+PACED_BURST = 1
+
+
+class StartPacer(Protocol):
+    """Paces the starts of one rate-limited API for every caller that shares it."""
+
+    def acquire(self, deadline: float | None = None) -> bool:
+        """Reserve the next start and wait for it. False, reserving nothing, when that start would
+        not come before `deadline` (on this pacer's clock)."""
+        ...
+
+    def throttled(self) -> None:
+        """AWS throttled a call anyway: slow down for a while and push the next start back."""
+        ...
 
 
 class RateLimiter:
     """A thread-safe, first-come-first-served pacer: at most `rate` acquisitions per second after
     a `burst` (the generic cell rate algorithm: each caller reserves the next free start time).
 
-    One instance is shared by every caller of a rate-limited API in this process (StartSession
+    One instance is shared by every caller of a rate-limited API in one diagnose run (StartSession
     for the probes, FilterLogEvents for the log scan), so hundreds of calls stay under the
     account's rate instead of failing with throttling. Reservations keep the
     callers' order, so a batch of probes that asked first starts first: with a token bucket
     polled by sleepers, the last node of a batch waited for as long as every other caller's.
+
+    On `throttled()` the interval doubles until `THROTTLE_COOLDOWN_SECONDS` after the last throttle
+    and the next start moves at least one (slow) interval past the throttle, after the burst.
     """
 
     def __init__(
@@ -29,24 +67,39 @@ class RateLimiter:
         *,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        cooldown_seconds: float = THROTTLE_COOLDOWN_SECONDS,
     ) -> None:
+        if rate <= 0:
+            raise ValueError(f"a pacer's rate must be positive, not {rate}")
         self.rate = rate
-        self.burst = burst
+        self.burst = max(1, burst)
+        self.cooldown_seconds = cooldown_seconds
         self._clock = clock
         self._sleep = sleep
         self._interval = 1.0 / rate
         # How far ahead of the steady pace a burst may run.
-        self._tolerance = (max(1, burst) - 1) * self._interval
+        self._tolerance = (self.burst - 1) * self._interval
         # The theoretical time of the next start at the steady pace.
         self._next = clock()
+        # Until when throttling slows the pace (the clock's time; -inf: never throttled).
+        self._slow_until = float("-inf")
         self._lock = threading.Lock()
+
+    @classmethod
+    def per_second(cls, rate: float) -> RateLimiter:
+        """A pacer at `rate` per second without a burst (`PACED_BURST`)."""
+        return cls(rate, burst=PACED_BURST)
+
+    def interval(self, now: float) -> float:
+        """Seconds between starts at `now`: the configured interval, doubled while cooling down."""
+        return self._interval * THROTTLE_SLOWDOWN if now < self._slow_until else self._interval
 
     def _wait(self, now: float) -> tuple[float, float]:
         """Seconds until the next start may happen, and the pace marker after it."""
         due = max(self._next, now)
         # The epsilon absorbs float rounding of the steps (1/3 s steps never sum exactly).
         wait = max(0.0, due - self._tolerance - now)
-        return (0.0 if wait < 1e-9 else wait), due + self._interval
+        return (0.0 if wait < 1e-9 else wait), due + self.interval(now)
 
     def acquire(self, deadline: float | None = None) -> bool:
         """Reserve the next free start and wait for it; False (reserving nothing) when it would
@@ -60,3 +113,21 @@ class RateLimiter:
         if wait:
             self._sleep(wait)
         return True
+
+    def throttled(self) -> None:
+        """Halve the rate for the cooldown and start again no sooner than one slow interval from
+        now, after the burst (AWS's bucket is empty: the calls we thought it had room for were not)."""
+        with self._lock:
+            now = self._clock()
+            self._slow_until = now + self.cooldown_seconds
+            self._next = max(self._next, now + self._tolerance + self.interval(now))
+
+
+def start_session_limiter(rate: float = thresholds.SSM_START_SESSION_PER_SECOND) -> RateLimiter:
+    """A new in-process StartSession pacer: one per diagnose run, never one per module (docs/pacing.md)."""
+    return RateLimiter.per_second(rate)
+
+
+def filter_log_events_limiter(rate: float = thresholds.LOG_FILTER_CALLS_PER_SECOND) -> RateLimiter:
+    """A new in-process FilterLogEvents pacer: one per diagnose run, never one per module."""
+    return RateLimiter.per_second(rate)

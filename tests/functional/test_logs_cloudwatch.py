@@ -5,6 +5,7 @@ that must not hide a P0, the call budget and pacing, and the emulation's FilterL
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError, ParamValidationError
 
+from hyperpod_nccl.aws_limits import FILTER_LOG_EVENTS_PER_SECOND
 from hyperpod_nccl.checks import discover
 from hyperpod_nccl.classifier import load_catalog, scan_lines
 from hyperpod_nccl.collectors import logs as logs_collector
@@ -24,6 +26,7 @@ from hyperpod_nccl.models.logs import LogInventory, stream_identity
 from hyperpod_nccl.models.request import DiagnoseRequest
 from hyperpod_nccl.pacing import RateLimiter
 from hyperpod_nccl.thresholds import LOG_FILTER_CALLS_PER_SECOND, LOG_FILTER_MAX_CALLS
+from hyperpod_nccl_sim.aws import EmulatedAws
 from hyperpod_nccl_sim.scenario import FaultSpec, LogLineSpec, LogsSpec, LogStreamSpec, Scenario
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "log_corpus" / "corpus.json"
@@ -44,20 +47,31 @@ class _VirtualClock:
         self.now += seconds
 
 
+# The FilterLogEvents pacer the running test's scans share (the `pacing` fixture's; a diagnose run
+# builds one per CollectionContext).
+_FILTER_PACER: RateLimiter | None = None
+
+
 @pytest.fixture(autouse=True)
-def pacing(monkeypatch: pytest.MonkeyPatch) -> Iterator[_VirtualClock]:
-    """The FilterLogEvents pacer on a virtual clock, so the tests do not wait out the quota."""
+def pacing(monkeypatch: pytest.MonkeyPatch, emulation: EmulatedAws) -> Iterator[_VirtualClock]:
+    """The FilterLogEvents pacer on a virtual clock, so the tests do not wait out the quota. The
+    emulation enforces the quota (5/s per account) on real time plus the time the pacer skipped, as
+    AWS would have seen it pass: a scan paced under the quota is never throttled, one that is not
+    would be."""
     clock = _VirtualClock()
     limiter = RateLimiter(
         LOG_FILTER_CALLS_PER_SECOND, burst=int(LOG_FILTER_CALLS_PER_SECOND), clock=clock.time, sleep=clock.sleep
     )
-    monkeypatch.setattr(logs_collector, "FILTER_LIMITER", limiter)
+    monkeypatch.setattr(f"{__name__}._FILTER_PACER", limiter)
+    monkeypatch.setattr(emulation.rates, "clock", lambda: time.monotonic() + clock.time())
     yield clock
 
 
 def _scan(sim) -> tuple[LogInventory | None, CollectionContext]:  # type: ignore[no-untyped-def]
     request = DiagnoseRequest(cluster=sim.scenario.cluster.name, region=sim.scenario.region)
     ctx = CollectionContext(request=request, aws=sim.clients(), now=sim.now)
+    if _FILTER_PACER is not None:
+        ctx.filter_pacer = _FILTER_PACER
     control_plane = collect_control_plane(ctx)
     return collect_logs(ctx, control_plane), ctx
 
@@ -359,15 +373,21 @@ def _group(sim) -> str:  # type: ignore[no-untyped-def]
     return f"/aws/sagemaker/Clusters/{sim.scenario.cluster.name}/{sim.cluster_arn.rsplit('/', 1)[-1]}"
 
 
-def test_emulated_filter_log_events_pages_like_the_service(simulate) -> None:  # type: ignore[no-untyped-def]
+def test_emulated_filter_log_events_pages_like_the_service(simulate, pacing: _VirtualClock) -> None:  # type: ignore[no-untyped-def]
     sim = simulate("healthy-eks", edit=_flood(ecc_elsewhere=False))
     client = sim.clients().client("logs")
+
+    def filter_log_events(**kwargs):  # type: ignore[no-untyped-def]
+        # Paced at the quota, on the clock the emulation enforces it on (5/s per account).
+        pacing.sleep(1 / FILTER_LOG_EVENTS_PER_SECOND)
+        return client.filter_log_events(**kwargs)
+
     group, stream = _group(sim), f"{sim.instance_id('worker:1')}/training"
     # 5,002 events of ~1 KB (and the chatter): the 1 MB page limit binds before the 10,000-event one.
     pages, token, seen = [], None, []
     while True:
         kwargs = {"logGroupName": group, "logStreamNames": [stream], **({"nextToken": token} if token else {})}
-        page = client.filter_log_events(**kwargs)
+        page = filter_log_events(**kwargs)
         pages.append(page)
         seen += page["events"]
         token = page.get("nextToken")
@@ -378,9 +398,9 @@ def test_emulated_filter_log_events_pages_like_the_service(simulate) -> None:  #
     assert len(pages) >= 5 and all(p["searchedLogStreams"] == [] for p in pages)
     assert [e["timestamp"] for e in seen] == sorted(e["timestamp"] for e in seen)
     # Newest first: the real ECC line after the flood comes first; the token keeps the direction.
-    newest = client.filter_log_events(logGroupName=group, logStreamNames=[stream], startFromHead=False, limit=2)
+    newest = filter_log_events(logGroupName=group, logStreamNames=[stream], startFromHead=False, limit=2)
     assert "uncorrectable ECC" in newest["events"][0]["message"]
-    more = client.filter_log_events(logGroupName=group, logStreamNames=[stream], nextToken=newest["nextToken"], limit=2)
+    more = filter_log_events(logGroupName=group, logStreamNames=[stream], nextToken=newest["nextToken"], limit=2)
     assert more["events"][0]["timestamp"] <= newest["events"][-1]["timestamp"]
     # The service's parameter rules.
     for bad in (
@@ -390,6 +410,6 @@ def test_emulated_filter_log_events_pages_like_the_service(simulate) -> None:  #
         {"nextToken": "not-a-token"},
     ):
         with pytest.raises((ClientError, ParamValidationError)) as raised:
-            client.filter_log_events(logGroupName=group, **bad)
+            filter_log_events(logGroupName=group, **bad)
         if isinstance(raised.value, ClientError):
             assert raised.value.response["Error"]["Code"] == "InvalidParameterException"

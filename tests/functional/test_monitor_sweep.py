@@ -270,6 +270,36 @@ def test_only_an_earlier_evaluated_full_sweep_ends_the_baseline(simulate, monito
     )
 
 
+def test_a_sweep_records_its_probe_time_for_the_next_sweep_to_size_its_concurrency_from(simulate, monitor) -> None:
+    deployed = monitor(simulate("eks-p5"))
+    store, cluster = _store(deployed), deployed.simulation.scenario.cluster.name
+    assert store.last_full_sweep_probe_seconds(deployed.region, cluster) is None  # first sweep: the expected time
+    deployed.sweep()
+    [record] = _sweep_records(deployed)
+    measured = float(record["probe_seconds"])
+    assert measured > 0 and store.last_full_sweep_probe_seconds(deployed.region, cluster) == measured
+    # A later single-node sweep or failed sweep says nothing of the cluster's probe time; a later
+    # full sweep that probed no node replaces it (no measurement: the expected time again).
+    started = datetime.fromisoformat(record["started_at"])
+    for n, (status, node, probe) in enumerate(
+        [
+            ("partial", deployed.simulation.instance_id("worker:5"), 99.0),
+            ("failed", None, None),
+            ("complete", None, None),
+        ]
+    ):
+        later = started + timedelta(minutes=15 * (n + 1))
+        ref = SweepRef(sweep_id=f"later-{n}", execution="later", cluster=cluster, region=deployed.region, node=node,
+                       started_at=later)  # fmt: skip
+        diff = SweepDiff(sweep_id=ref.sweep_id, cluster=cluster, region=deployed.region, started_at=later)
+        store.record_sweep(
+            ref, status=status, diff=diff, finished_at=later, duration_seconds=1.0, expires_at=2_000_000_000,
+            probe_seconds=probe,
+        )  # fmt: skip
+        expected = None if status == "complete" else measured
+        assert store.last_full_sweep_probe_seconds(deployed.region, cluster) == expected, status
+
+
 def test_hung_job_incident_is_stored_and_told_once_in_its_own_thread(simulate, monitor) -> None:
     deployed = monitor(simulate("hung-job"), node_coverage="all")
     cluster = deployed.simulation.scenario.cluster.name

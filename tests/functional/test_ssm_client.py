@@ -10,9 +10,9 @@ import time
 import pytest
 
 from hyperpod_nccl.collectors.aws import AwsClients
+from hyperpod_nccl.pacing import RateLimiter
 from hyperpod_nccl.ssm import codec
 from hyperpod_nccl.ssm.client import (
-    RateLimiter,
     SessionError,
     SessionErrorKind,
     SessionLimits,
@@ -146,6 +146,7 @@ def test_runner_retries_throttling_then_succeeds(ssm, emulation: EmulatedAws) ->
     emulation.faults.set_faults([FaultSpec(operation="ssm:StartSession", error_code="ThrottlingException", times=2)])
     result = _runner(client).run("sagemaker-cluster:abc_worker-i-1", "true")
     assert (result.exit_code, result.attempts, len(calls)) == (3, 3, 1)
+    assert result.throttles == 2
 
 
 @pytest.mark.parametrize(

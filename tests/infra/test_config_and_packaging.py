@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from hyperpod_nccl.monitor.settings import FUNCTION_ENVIRONMENT, MonitorSettings
 from infra.app import _check_context_keys
 from infra.code_asset import shipped_modules
-from infra.config import StageConfig
+from infra.config import MAX_MAP_CONCURRENCY, StageConfig
 from infra.constants import CDK_JSON, FUNCTIONS_DIR, LAMBDA_PIP_PLATFORM, LAMBDA_PYTHON_VERSION, REFERENCES_DIR
 from infra.constructs.functions import PackageBundling, lay_out_code_asset, package_digest
 from layers.build_layer import STAMP_NAME, build, inputs_digest
@@ -79,7 +79,7 @@ def test_command_line_context_strings_are_decoded() -> None:
         ("alertEmails", ["not-an-address"], "not e-mail addresses"),
         ("sweepRateMinutes", 1, "greater than or equal to 5"),
         ("nodeCoverage", 0, "nodeCoverage"),
-        ("mapMaxConcurrency", 100, "less than or equal to 40"),
+        ("mapMaxConcurrency", MAX_MAP_CONCURRENCY + 1, f"less than or equal to {MAX_MAP_CONCURRENCY}"),
         ("logRetentionDays", 31, "logRetentionDays must be one of"),
         ("clusters", [{"name": "a", "region": "us-west-2"}, {"name": "a", "region": "us-west-2"}], "listed twice"),
         ("clusters", [{"name": "a", "region": "uswest"}], "not an AWS region"),

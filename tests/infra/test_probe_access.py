@@ -172,8 +172,10 @@ def _derived_table_actions(handler: str) -> set[str]:
     for path in _shipped_sources():
         if path.parent == HANDLERS and path.name != "__init__.py":
             continue
+        # Module-level functions, and classes as a whole (a class that holds a store, such as the
+        # table-backed pacer, makes its calls from its methods: `self.store.<method>`).
         for node in ast.parse(path.read_text()).body:
-            if not isinstance(node, ast.FunctionDef):
+            if not isinstance(node, ast.FunctionDef | ast.ClassDef):
                 continue
             used: set[str] = set()
             names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
@@ -181,7 +183,8 @@ def _derived_table_actions(handler: str) -> set[str]:
                 if isinstance(func, ast.Attribute):
                     names.add(func.attr)
                     owner = func.value
-                    if isinstance(owner, ast.Name) and "store" in owner.id.lower() and func.attr in store_methods:
+                    receiver = owner.id if isinstance(owner, ast.Name) else getattr(owner, "attr", "")
+                    if "store" in receiver.lower() and func.attr in store_methods:
                         used.add(func.attr)
             functions.setdefault(node.name, []).append((used, names))
     module = ast.parse((HANDLERS / f"{handler}.py").read_text())

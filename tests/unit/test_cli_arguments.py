@@ -19,6 +19,8 @@ from hyperpod_nccl.cli.main import main
         (["diagnose", "--cluster", "c1", "--region", "us-west-2", "--since", "2 weeks"], "duration"),
         (["diagnose", "--cluster", "c1", "--region", "us-west-2", "--orchestrator", "k8s"], "invalid choice"),
         (["diagnose", "--cluster", "c1", "--region", "us-west-2", "--fail-on", "P9"], "invalid choice"),
+        (["diagnose", "--cluster", "c1", "--region", "us-west-2", "--start-session-rate", "0"], "invalid rate"),
+        (["diagnose", "--cluster", "c1", "--region", "us-west-2", "--start-session-rate", "nan"], "invalid rate"),
         (["demo", "--scenario", "no-such-scenario"], "unknown scenario"),
     ],
 )
@@ -53,3 +55,30 @@ def test_large_sample_is_capped_with_warning() -> None:
 
     assert validate.clamp_sample(80)[0] == 50
     assert validate.clamp_sample("all") == ("all", None)
+
+
+def test_the_start_session_rate_paces_the_run_that_asked_for_it() -> None:
+    import argparse
+
+    from hyperpod_nccl import thresholds
+    from hyperpod_nccl.cli.commands import diagnose
+    from hyperpod_nccl.collectors.aws import AwsClients
+    from hyperpod_nccl.collectors.context import CollectionContext
+    from hyperpod_nccl.pacing import RateLimiter
+
+    parser = argparse.ArgumentParser()
+    diagnose.configure(parser)
+    default = parser.parse_args(["--cluster", "c1"])
+    slower = parser.parse_args(["--cluster", "c1", "--start-session-rate", "1.5"])
+    aws = AwsClients(region="us-west-2")
+    paces = []
+    for args in (default, slower):
+        ctx = CollectionContext(request=diagnose.build_request(args, "c1", "us-west-2"), aws=aws)
+        assert isinstance(ctx.start_pacer, RateLimiter)
+        paces.append(ctx.start_pacer.rate)
+    assert paces == [thresholds.SSM_START_SESSION_PER_SECOND, 1.5]
+    # Each run its own pacer: nothing shared through a module.
+    first, second = (
+        CollectionContext(request=diagnose.build_request(default, "c1", "us-west-2"), aws=aws) for _ in "ab"
+    )
+    assert first.start_pacer is not second.start_pacer and first.filter_pacer is not second.filter_pacer

@@ -58,7 +58,11 @@ def test_probe_state_has_budget_transient_retry_and_catch_to_unreachable() -> No
     definition = load_definition(_substitutions())
     branches = definition["States"]["Collect"]["Branches"]
     probe_map = next(b for b in branches if b["StartAt"] == "ProbeNodes")["States"]["ProbeNodes"]
-    assert probe_map["MaxConcurrency"] == 7
+    # The deployed ceiling goes to Discover, which sizes the sweep's concurrency under it; the Map
+    # reads that from its input (Collect passes it on).
+    assert definition["States"]["Discover"]["Parameters"]["max_batches_at_once"] == 7
+    assert "MaxConcurrency" not in probe_map and probe_map["MaxConcurrencyPath"] == "$.batches_at_once"
+    assert definition["States"]["Collect"]["Parameters"]["batches_at_once.$"] == "$.discover.batches_at_once"
     assert probe_map["ItemProcessor"]["ProcessorConfig"] == {"Mode": "DISTRIBUTED", "ExecutionType": "EXPRESS"}
     assert probe_map["ItemSelector"]["instance_ids.$"] == "$$.Map.Item.Value"
     batch = probe_map["ItemProcessor"]["States"]["ProbeBatch"]

@@ -9,10 +9,10 @@ import time
 import pytest
 
 from hyperpod_nccl import thresholds
+from hyperpod_nccl.pacing import RateLimiter
 from hyperpod_nccl.ssm import codec
 from hyperpod_nccl.ssm.client import (
     DataChannel,
-    RateLimiter,
     SessionError,
     SessionErrorKind,
     SessionLimits,

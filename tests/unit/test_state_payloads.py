@@ -236,6 +236,9 @@ def _run(
         ]
     elif kind == "Map":
         items = _select(state["ItemsPath"], effective, context)
+        if "MaxConcurrencyPath" in state:  # Step Functions fails the execution on a missing or non-integer value
+            limit = _select(state["MaxConcurrencyPath"], effective, context)
+            assert isinstance(limit, int) and limit >= 1, f"{name}: MaxConcurrencyPath gives {limit!r}"
         item = _largest(items)
         item_context = {"Map": {"Item": {"Value": item, "Index": len(items) - 1}}}
         child_input = record(f"{name} item", _template(state["ItemSelector"], effective, item_context))

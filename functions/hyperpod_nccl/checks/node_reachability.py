@@ -31,7 +31,9 @@ def reachability(inv: Inventory) -> Iterator[Finding]:
         return
     account_wide: dict[str, list[NodeProbeResult]] = defaultdict(list)
     for result in inv.node_probes.results:
-        if result.reachable:
+        # Skipped nodes were not probed (the StartSession rate left no start for them): a partial
+        # source says so; nothing is known of the node, so it is no reachability finding.
+        if result.reachable or result.instance_id in inv.node_probes.skipped_reasons:
             continue
         kind = result.error_kind or "transport"
         if kind in _ACCOUNT_WIDE:

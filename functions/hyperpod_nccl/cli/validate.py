@@ -77,6 +77,17 @@ def clamp_sample(value: int | str) -> tuple[int | str, str | None]:
     return value, None
 
 
+def rate(value: str) -> float:
+    """A positive rate per second, e.g. 3 or 1.5."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if not 0 < number < float("inf"):
+        raise argparse.ArgumentTypeError(f"invalid rate {value!r}: expected a positive number per second, e.g. 2")
+    return number
+
+
 def duration(value: str) -> int:
     """A look-back window such as 30m, 2h or 1d, in seconds."""
     match = DURATION.fullmatch(value)

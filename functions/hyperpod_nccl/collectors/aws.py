@@ -46,18 +46,25 @@ class AwsClients:
     # Collectors run in threads; boto3 sessions are not safe to create clients from concurrently.
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def client(self, service: str) -> Any:
-        """The cached client for `service` (thread-safe)."""
-        with self._lock:
-            return self._client_locked(service)
+    def client(self, service: str, *, paced: bool = False) -> Any:
+        """The cached client for `service` (thread-safe).
 
-    def _client_locked(self, service: str) -> Any:
-        if service not in self._clients:
+        `paced`: a client for calls the caller paces and retries itself (StartSession): botocore
+        makes one attempt, because its own retries of a throttled call would go out unpaced, each
+        one more call against the account's rate."""
+        with self._lock:
+            return self._client_locked(service, paced)
+
+    def _client_locked(self, service: str, paced: bool) -> Any:
+        key = f"{service}#paced" if paced else service
+        if key not in self._clients:
             if self.session is None:
                 self.session = new_session(self.region)
             session = self.session
             retries: dict[str, Any] = {"mode": "standard"}
-            if self.max_attempts is not None:
+            if paced:
+                retries["total_max_attempts"] = 1
+            elif self.max_attempts is not None:
                 retries["max_attempts"] = self.max_attempts
             config = Config(
                 retries=retries,  # type: ignore[arg-type]
@@ -66,10 +73,10 @@ class AwsClients:
                 user_agent_extra="hyperpod-nccl",
             )
             factory: Any = session  # boto3's overloads want a literal service name
-            self._clients[service] = factory.client(
+            self._clients[key] = factory.client(
                 service, region_name=self.region, endpoint_url=self.endpoint_url, config=config
             )
-        return self._clients[service]
+        return self._clients[key]
 
 
 # What happened and the fix, as a diagnosis reports a source it could not read.

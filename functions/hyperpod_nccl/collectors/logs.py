@@ -29,20 +29,18 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_nccl import reads
-from hyperpod_nccl.aws_errors import error_code, is_access_denied
+from hyperpod_nccl.aws_errors import error_code, is_access_denied, is_throttled
 from hyperpod_nccl.aws_limits import FILTER_PATTERN_MAX_CHARS, FILTER_STREAM_NAMES_MAX
 from hyperpod_nccl.classifier import Scanner, load_catalog
 from hyperpod_nccl.collectors.aws import degraded_from_error
 from hyperpod_nccl.collectors.context import CollectionContext
 from hyperpod_nccl.models.cluster import ControlPlaneInventory
 from hyperpod_nccl.models.logs import FloodedStream, HmaDetection, LogInventory, StreamScan, stream_identity
-from hyperpod_nccl.pacing import RateLimiter
 from hyperpod_nccl.redaction import scrub
 from hyperpod_nccl.references import OPS_CLOUDWATCH
 from hyperpod_nccl.thresholds import (
     LOG_EVENTS_PER_STREAM,
     LOG_EVENTS_PER_TERM,
-    LOG_FILTER_CALLS_PER_SECOND,
     LOG_FILTER_MAX_CALLS,
     LOG_FILTER_PAGE_LIMIT,
     LOG_FLOOD_TERM_SHARE,
@@ -54,8 +52,6 @@ HMA_MARKER = "HealthMonitoringAgentDetectionEvent"
 HMA_SIGNATURE = "hma_detection"
 # HyperPod's GPU node conditions end in the action the agent takes.
 _ACTION_BY_CONDITION_SUFFIX = {"Reboot": "Reboot", "Terminate": "Replace"}
-# One pacer for every scan of this process: the quota is per account and Region, not per scan.
-FILTER_LIMITER = RateLimiter(LOG_FILTER_CALLS_PER_SECOND, burst=int(LOG_FILTER_CALLS_PER_SECOND))
 # Flooding streams named in the truncation reason before "and N more".
 _NAMED_FLOODS = 3
 
@@ -192,9 +188,16 @@ class _Scan:
                 kwargs["nextToken"] = token
             elif newest_first:
                 kwargs["startFromHead"] = False
-            FILTER_LIMITER.acquire()
+            # The quota is per account and Region, not per scan: the context's pacer is shared by
+            # every scan of the run (the monitor's, by every CollectLogs sandbox of the account).
+            self.ctx.filter_pacer.acquire()
             self.calls += 1
-            page = client.filter_log_events(**kwargs)
+            try:
+                page = client.filter_log_events(**kwargs)
+            except ClientError as error:
+                if is_throttled(error):
+                    self.ctx.filter_pacer.throttled()  # then handled as before: botocore retried it already
+                raise
             for event in page.get("events", []):
                 stream = event.get("logStreamName", "?")
                 message = event.get("message", "")

@@ -2,8 +2,12 @@
 
 Split in three so the monitor's state machine can run one state per node:
 `plan_probes` (which nodes), `probe_node` (one node, never raises), `assemble` (inventory).
-`collect_node_probes` composes them for the CLI: a bounded thread pool, the shared
-StartSession rate limiter and a progress line.
+`collect_node_probes` composes them for the CLI: a bounded thread pool, the run's
+StartSession pacer (`CollectionContext.start_pacer`) and a progress line.
+
+A node the account's StartSession rate left no start for inside its budget (the pacer refused, or
+AWS throttled every try) was not probed: it is counted with the skipped nodes, not the
+unreachable ones, and `rate_limited_source` names it as a partial source (docs/pacing.md).
 """
 
 from __future__ import annotations
@@ -19,12 +23,14 @@ from pydantic import ValidationError
 from hyperpod_nccl import instance_types, node_statuses, thresholds
 from hyperpod_nccl.collectors.context import CollectionContext
 from hyperpod_nccl.models.cluster import ClusterNode, ControlPlaneInventory
+from hyperpod_nccl.models.findings import DegradedSource
 from hyperpod_nccl.models.node_probe import NodeProbeInventory, NodeProbeResult, ProbePlan, ProbeTarget
 from hyperpod_nccl.probe import documents, script
 from hyperpod_nccl.probe.parsers import parse_node_probe, parse_slurm_controller
 from hyperpod_nccl.probe.sections import SECTIONS
 from hyperpod_nccl.ssm.client import (
     DOCUMENT,
+    NOT_STARTED_MESSAGE,
     SessionError,
     SessionErrorKind,
     SessionLimits,
@@ -32,6 +38,10 @@ from hyperpod_nccl.ssm.client import (
     wrap_command,
 )
 
+# Why a probe started no session at all: the account's StartSession rate, not the node.
+NOT_STARTED_KINDS = frozenset({SessionErrorKind.RATE_LIMITED.value, SessionErrorKind.THROTTLED.value})
+# Nodes named in the partial source before "and N more".
+_NAMED_NOT_STARTED = 10
 # Instance groups whose name marks them as utility nodes (the original's tiering).
 _UTILITY_MARKERS = ("controller", "head", "master", "login")
 
@@ -133,7 +143,7 @@ def _valid_targets(nodes: list[ClusterNode], cluster_id: str, plan: ProbePlan, r
 
 def _runner(ctx: CollectionContext) -> SessionRunner:
     limits = SessionLimits(output_bytes=ctx.probe_output_max_bytes)
-    return SessionRunner(ssm=ctx.aws.client("ssm"), limits=limits)
+    return SessionRunner(ssm=ctx.aws.client("ssm", paced=True), limiter=ctx.start_pacer, limits=limits)
 
 
 def deployed_documents(ctx: CollectionContext, stack_name: str) -> dict[str, str]:
@@ -177,6 +187,8 @@ def probe_node(ctx: CollectionContext, target: ProbeTarget, runner: SessionRunne
         result.error_kind = error.kind.value
         result.error_code = error.code or None
         result.attempts = error.attempts
+        result.throttles = error.throttles
+        result.paced_seconds = round(error.paced_seconds, 3)
         # Keep what arrived before the budget ran out: the sections it holds are still facts.
         if error.partial_output:
             _attach(result, error.partial_output.decode("utf-8", "replace"))
@@ -191,10 +203,34 @@ def probe_node(ctx: CollectionContext, target: ProbeTarget, runner: SessionRunne
         result.complete = outcome.exit_code is not None
         result.exit_code = outcome.exit_code
         result.attempts = outcome.attempts
+        result.throttles = outcome.throttles
+        result.paced_seconds = round(outcome.paced_seconds, 3)
         result.output_bytes = len(outcome.output)
         _attach(result, outcome.text)
+    result.retries = max(0, result.attempts - 1)
     result.duration_seconds = round(time.monotonic() - started, 3)
     return result
+
+
+def not_started(result: NodeProbeResult) -> bool:
+    """The probe started no session because of the account's StartSession rate (NOT_STARTED_KINDS)."""
+    return not result.reachable and result.error_kind in NOT_STARTED_KINDS
+
+
+def rate_limited_source(results: list[NodeProbeResult]) -> DegradedSource | None:
+    """The partial source naming the nodes the StartSession rate left unprobed; None when none was."""
+    missed = [r.instance_id for r in results if not_started(r)]
+    if not missed:
+        return None
+    named = ", ".join(missed[:_NAMED_NOT_STARTED])
+    more = f" and {len(missed) - _NAMED_NOT_STARTED} more" if len(missed) > _NAMED_NOT_STARTED else ""
+    return DegradedSource(
+        source="node probes",
+        reason=f"{len(missed)} node(s) {NOT_STARTED_MESSAGE}: {named}{more}",
+        fix="probe fewer nodes per sweep, sweep less often, or leave the account's StartSession rate to the monitor "
+        "(other Session Manager users share it); docs/pacing.md",
+        partial=True,
+    )
 
 
 def _missing_sections(result: NodeProbeResult) -> str:
@@ -217,13 +253,16 @@ def _attach(result: NodeProbeResult, text: str) -> None:
 
 
 def assemble(plan: ProbePlan, results: list[NodeProbeResult]) -> NodeProbeInventory:
-    """Fold per-node results into the inventory the checks read."""
+    """Fold per-node results into the inventory the checks read. A node the StartSession rate
+    left unprobed is skipped, with the reason, not unreachable: nothing is known about it."""
+    skipped = dict(plan.skipped)
+    skipped.update({r.instance_id: NOT_STARTED_MESSAGE for r in results if not_started(r)})
     return NodeProbeInventory(
         planned_instance_ids=[t.instance_id for t in plan.targets],
         probed_instance_ids=[r.instance_id for r in results if r.reachable],
-        unreachable_instance_ids=[r.instance_id for r in results if not r.reachable],
-        skipped_instance_ids=list(plan.skipped),
-        skipped_reasons=dict(plan.skipped),
+        unreachable_instance_ids=[r.instance_id for r in results if not r.reachable and not not_started(r)],
+        skipped_instance_ids=list(skipped),
+        skipped_reasons=skipped,
         results=results,
     )
 
@@ -249,8 +288,15 @@ def collect_node_probes(ctx: CollectionContext, control_plane: ControlPlaneInven
             with lock:
                 results.append(result)
                 reached = sum(1 for r in results if r.reachable)
-                missed = len(results) - reached
-                ctx.progress(f"SSM probes {len(results)}/{total} done ({reached} reached, {missed} unreachable)")
+                paced = sum(1 for r in results if not_started(r))
+                missed = len(results) - reached - paced
+                unprobed = f", {paced} not started (StartSession rate)" if paced else ""
+                ctx.progress(
+                    f"SSM probes {len(results)}/{total} done ({reached} reached, {missed} unreachable{unprobed})"
+                )
     order = {t.instance_id: i for i, t in enumerate(plan.targets)}
     results.sort(key=lambda r: order.get(r.instance_id, len(order)))
+    paced_out = rate_limited_source(results)
+    if paced_out is not None:
+        ctx.degrade(paced_out)
     return assemble(plan, results)

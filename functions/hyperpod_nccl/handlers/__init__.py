@@ -58,7 +58,7 @@ def run_collector(event: dict[str, Any], logger: Logger, collect: Callable[..., 
     logger.append_keys(sweep_id=sweep.sweep_id, cluster=sweep.cluster)
     store = connect_store(settings)
     with naming_aws_failures(collect.__name__.removeprefix("run_"), store.table.meta.client):
-        output = collect(sweep, store, collector_clients(settings, sweep.region), settings.node_coverage)
+        output = collect(sweep, store, collector_clients(settings, sweep.region), settings.node_coverage, settings)
     logger.info("collected", extra=output.model_dump())
     return output.model_dump(mode="json")
 

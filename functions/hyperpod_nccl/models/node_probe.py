@@ -325,6 +325,12 @@ class NodeProbeResult(BaseModel):
     role: ProbeRole = "node"
     status: str | None = None
     attempts: int = 0
+    # StartSession calls AWS throttled (each retried) and sessions tried again (attempts - 1);
+    # stored results from before they were counted read as 0.
+    throttles: int = 0
+    retries: int = 0
+    # Seconds of `duration_seconds` spent waiting for the account's StartSession rate, not probing.
+    paced_seconds: float = 0.0
     duration_seconds: float = 0.0
     exit_code: int | None = None
     complete: bool = False

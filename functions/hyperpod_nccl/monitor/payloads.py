@@ -77,6 +77,13 @@ class DiscoverOutput(BaseModel):
     discovered: bool
     batches: list[list[str]] = Field(default_factory=list, description="the probe Map's items: node ids in batches")
     nodes: int = Field(default=0, description="how many node ids `batches` holds")
+    # Read by the probe Map's MaxConcurrencyPath, "the maximum concurrency dynamically from the state
+    # input" (AWS CDK's DistributedMap docs, for the ASL field of that name); not an integer >= 0,
+    # the execution fails with States.Runtime (moto 5.2.5's MaxConcurrencyPath), and 0 would be
+    # unlimited: hence ge=1.
+    batches_at_once: int = Field(
+        default=1, ge=1, description="the probe Map's child executions at once (its MaxConcurrencyPath)"
+    )
     orchestrator: str = "unknown"
     reason: str | None = None
 

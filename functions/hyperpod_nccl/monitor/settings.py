@@ -10,12 +10,13 @@ placeholder) from `LAMBDAS` and the table from `TABLE_SCHEMA`; the local emulati
 from __future__ import annotations
 
 import json
+import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hyperpod_nccl import thresholds
 
@@ -34,6 +35,12 @@ PROBE_DOCUMENTS_ENV = "PROBE_SESSION_DOCUMENTS"
 # clients (unset: botocore's 60 s for the table, topic and state machine, the collectors' 30 s).
 # The local emulation sets it low to turn a held call into a real client-side timeout.
 SDK_READ_TIMEOUT_ENV = "AWS_SDK_READ_TIMEOUT_SECONDS"
+# The account-wide rates the monitor paces itself at (per second; unset: thresholds.py's defaults),
+# shared by every sandbox through the table (monitor/shared_pacer.py, docs/pacing.md), and the
+# account id that names the pace's item (infra: the stack's account).
+START_SESSION_RATE_ENV = "START_SESSION_PER_SECOND"
+LOG_FILTER_RATE_ENV = "LOG_FILTER_CALLS_PER_SECOND"
+ACCOUNT_ID_ENV = "MONITOR_ACCOUNT_ID"
 
 
 def handler_path(module: str) -> str:
@@ -90,15 +97,18 @@ LAMBDAS: dict[str, LambdaFunction] = {
         ),
         LambdaFunction(
             "discover",
-            environment=(FINDINGS_TABLE_ENV, NODE_COVERAGE_ENV, HISTORY_DAYS_ENV),
-            # run_discover: the sweep's reference and its targets in one batch.
-            table_actions=("PutItem", "BatchWriteItem"),
+            # The StartSession rate sizes the probe Map's concurrency (`sized_batches_at_once`).
+            environment=(FINDINGS_TABLE_ENV, NODE_COVERAGE_ENV, HISTORY_DAYS_ENV, START_SESSION_RATE_ENV),
+            # run_discover: the sweep's reference and its targets in one batch; the previous full
+            # sweep's probe time (a query of the cluster's sweep records) sizes the probe Map.
+            table_actions=("PutItem", "BatchWriteItem", "Query"),
             memory_mb=512,
         ),
         LambdaFunction(
             "collect_logs",
-            environment=(FINDINGS_TABLE_ENV, HISTORY_DAYS_ENV),
-            table_actions=("GetItem", "PutItem"),
+            environment=(FINDINGS_TABLE_ENV, HISTORY_DAYS_ENV, LOG_FILTER_RATE_ENV, ACCOUNT_ID_ENV),
+            # UpdateItem: the account's FilterLogEvents pace (Store.reserve_start, record_throttle).
+            table_actions=("GetItem", "PutItem", "UpdateItem"),
             memory_mb=512,
         ),
         LambdaFunction(
@@ -109,8 +119,15 @@ LAMBDAS: dict[str, LambdaFunction] = {
         ),
         LambdaFunction(
             "probe_node",
-            environment=(FINDINGS_TABLE_ENV, HISTORY_DAYS_ENV, PROBE_DOCUMENTS_ENV),
-            table_actions=("GetItem", "PutItem"),
+            environment=(
+                FINDINGS_TABLE_ENV,
+                HISTORY_DAYS_ENV,
+                PROBE_DOCUMENTS_ENV,
+                START_SESSION_RATE_ENV,
+                ACCOUNT_ID_ENV,
+            ),
+            # UpdateItem: the account's StartSession pace (Store.reserve_start, record_throttle).
+            table_actions=("GetItem", "PutItem", "UpdateItem"),
             # Waits on one SSM session; about 80-90 MB at rest (BENCHMARKS.md), plus about 4x the node's
             # answer while parsing and storing it, bounded by PROBE_NODE_OUTPUT_MAX_BYTES (16 MiB).
             # Billed per GB-s while waiting, so no more than that.
@@ -179,10 +196,13 @@ PROBE_TIMEOUT_SECONDS = int(thresholds.SSM_NODE_BUDGET_SECONDS) + PROBE_STORE_MA
 # size on top of the ~85 MB the function needs anyway (measured with tracemalloc: 16 MiB -> 64 MiB),
 # which fits ProbeNode's 256 MB (`LAMBDAS`); the CLI's 64 MiB would not.
 PROBE_NODE_OUTPUT_MAX_BYTES = 16 << 20
-# Default number of node probes running at once: probes start SSM sessions, whose StartSession
-# rate is account-wide (3/s), so more than rate x probe seconds only makes Lambdas wait (billed
-# time) without finishing sooner. 16 keeps a 2-5 s probe at the rate (BENCHMARKS.md).
-DEFAULT_MAP_MAX_CONCURRENCY = 16
+# Default ceiling of node probes running at once (infra's mapMaxConcurrency, substituted as
+# ${MapMaxConcurrency} in child executions: `batches_at_once`). Each sweep sizes its own concurrency
+# below it from its cluster's probe times (`sized_batches_at_once`): probes start SSM sessions, whose
+# StartSession rate is account-wide (3/s), so more than rate x probe seconds only makes Lambdas wait
+# (billed time) without finishing sooner, and fewer leaves the rate unused. 64 lets the
+# EXPECTED_PROBE_SECONDS probe reach the default rate (3/s x 20 s = 60 probes, 16 children).
+DEFAULT_MAP_MAX_CONCURRENCY = 64
 # Nodes per child execution of the probe Map (Discover batches the node ids), and how many of them
 # its inline Map probes at once (its MaxConcurrency in sweep.asl.json). A child is an EXPRESS
 # execution, stopped at aws_limits.EXPRESS_EXECUTION_MAX_SECONDS: its worst case, every node of the
@@ -210,19 +230,53 @@ def express_child_worst_seconds(
 
 def batches_at_once(probes_at_once: int) -> int:
     """Child executions of the probe Map running at once for `probes_at_once` concurrent probes
-    (the Distributed Map's MaxConcurrency, substituted as ${MapMaxConcurrency})."""
+    (substituted as ${MapMaxConcurrency}: the ceiling Discover sizes the Distributed Map's
+    MaxConcurrencyPath under, `sized_batches_at_once`)."""
     return max(1, -(-probes_at_once // PROBE_BATCH_CONCURRENCY))
 
 
-def batch_targets(instance_ids: list[str]) -> list[list[str]]:
+def batch_targets(instance_ids: list[str], children_at_once: int | None = None) -> list[list[str]]:
     """The probe Map's items: node ids in batches, in plan order.
 
     Batches of PROBE_BATCH_SIZE, smaller on small clusters so that there are enough of them to
-    fill the default number of child executions at once (16 nodes: 8 batches of 2, not 2 of 8).
+    fill the `children_at_once` child executions the sweep runs at once (default: the default
+    ceiling's; 16 nodes, 8 children: 8 batches of 2, not 4 of 4).
     """
-    wanted = batches_at_once(DEFAULT_MAP_MAX_CONCURRENCY)
+    wanted = children_at_once or batches_at_once(DEFAULT_MAP_MAX_CONCURRENCY)
     size = min(PROBE_BATCH_SIZE, max(1, -(-len(instance_ids) // wanted)))
     return [instance_ids[i : i + size] for i in range(0, len(instance_ids), size)]
+
+
+# The probe time a cluster's first sweep sizes its concurrency for, before any sweep of it has
+# measured one: the slow probe of issue 15's targets (20 s: a busy 8-GPU node's nvidia-smi, dmesg
+# and fabric reads; the fast one is 2 s). Guessing long costs the first sweep billed waiting for
+# the rate; guessing short would make it slower than the rate allows. Infra's nodes x cadence check
+# at synth uses it as the "one probe" a sweep ends with.
+EXPECTED_PROBE_SECONDS = 20.0
+# The percentile of the previous full sweep's probe times that sizes the next sweep: high, so
+# that the slow nodes of a sweep do not leave the rate unused, but not the slowest, whose one node
+# held for the whole budget would size every later sweep for it.
+PROBE_SECONDS_PERCENTILE = 90
+
+
+def probe_seconds_percentile(durations: Iterable[float], percentile: int = PROBE_SECONDS_PERCENTILE) -> float | None:
+    """The `percentile` of probe `durations` by the nearest-rank rule (the smallest duration that
+    at least that share of them do not exceed); None without any."""
+    ordered = sorted(durations)
+    if not ordered:
+        return None
+    rank = max(1, math.ceil(percentile / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def sized_batches_at_once(rate_per_second: float, probe_seconds: float | None, max_batches_at_once: int) -> int:
+    """Child executions of the probe Map one sweep runs at once: enough probes at once to use
+    the StartSession rate for probes of `probe_seconds` (rate x probe time, Little's law; None:
+    EXPECTED_PROBE_SECONDS), in children of PROBE_BATCH_SIZE nodes, between 1 and the deployed
+    ceiling `max_batches_at_once`. More would only wait for the rate (billed Lambda time)."""
+    seconds = EXPECTED_PROBE_SECONDS if probe_seconds is None else probe_seconds
+    wanted = math.ceil(rate_per_second * seconds / PROBE_BATCH_SIZE)
+    return max(1, min(max_batches_at_once, wanted))
 
 
 # Upper bound of one sweep execution (infra writes it into the definition as its top-level
@@ -241,6 +295,9 @@ def execution_arn(state_machine_arn: str, execution_name: str) -> str:
 
 # Per-sweep scratch items (collector outputs) are only needed until Aggregate has run.
 SCRATCH_RETENTION_SECONDS = 2 * 24 * 3600
+# A pace item (monitor/shared_pacer.py) says nothing once its `tat` and cooldown have passed; each
+# reservation renews it, so it goes a day after the last sweep that used it.
+PACE_RETENTION_SECONDS = 24 * 3600
 # Alerts a failed Notify left unpublished are kept a week for the next sweeps to send, and so are
 # the per-sweep markers that each message is published once (a marker outlives what it guards).
 ALERT_RETENTION_SECONDS = 7 * 24 * 3600
@@ -257,11 +314,18 @@ class WatchedCluster(BaseModel):
     assigned by HyperPod at creation. When every watched cluster has one, the functions' SageMaker
     reads are granted on exactly those clusters instead of `cluster/*` (StartSession names a
     HyperPod target, not a cluster ARN: it is held to the probe's own documents instead).
+
+    `expectedNodes` (about how many nodes the cluster has) is for infra's check at synth that the
+    sweeps of every watched cluster fit the schedule's cadence; the functions never read it.
     """
+
+    model_config = ConfigDict(populate_by_name=True)
 
     name: str
     region: str
     id: str | None = Field(default=None, pattern=r"^[a-z0-9]{12}$")
+    # Never dumped: the functions' environment and the schedules' input carry only what they read.
+    expected_nodes: int | None = Field(default=None, ge=1, alias="expectedNodes", exclude=True)
 
 
 class MonitorSettings(BaseModel):
@@ -281,6 +345,11 @@ class MonitorSettings(BaseModel):
     sdk_read_timeout: float | None = Field(default=None, gt=0)
     # Probe role -> the stack's Session document for it; empty: the AWS managed document.
     probe_documents: dict[str, str] = Field(default_factory=dict)
+    # The account-wide rates the sandboxes share (docs/pacing.md) and the account they are of
+    # ("local" where unset: a table belongs to one account, so its pace items are that account's).
+    start_session_rate: float = Field(default=thresholds.SSM_START_SESSION_PER_SECOND, gt=0)
+    log_filter_rate: float = Field(default=thresholds.LOG_FILTER_CALLS_PER_SECOND, gt=0)
+    account_id: str = "local"
 
     @field_validator("node_coverage", mode="before")
     @classmethod
@@ -302,6 +371,9 @@ class MonitorSettings(BaseModel):
             NODE_COVERAGE_ENV: "node_coverage",
             HISTORY_DAYS_ENV: "history_days",
             SDK_READ_TIMEOUT_ENV: "sdk_read_timeout",
+            START_SESSION_RATE_ENV: "start_session_rate",
+            LOG_FILTER_RATE_ENV: "log_filter_rate",
+            ACCOUNT_ID_ENV: "account_id",
         }
         for env_name, field_name in mapping.items():
             if env.get(env_name, "").strip():

@@ -12,8 +12,9 @@ Keys (pk / sk; `C` = `<region>#<cluster name>`), one line per access pattern, wi
   (`permission_gaps`, `record_permission_gaps`)
 - a trigger seen (idempotency per event id): `CLUSTER#C` / `TRIGGER#<trigger id>` (`trigger_seen`,
   `record_trigger_seen`)
-- sweeps of a cluster with coverage and duration (TTL): `CLUSTER#C` / `SWEEP#<started ISO>#<sweep id>`
-  (`record_sweep`; `has_earlier_full_sweep`: is this sweep the cluster's baseline)
+- sweeps of a cluster with coverage, duration and probe time (TTL): `CLUSTER#C` / `SWEEP#<started ISO>#<sweep id>`
+  (`record_sweep`; `has_earlier_full_sweep`: is this sweep the cluster's baseline;
+  `last_full_sweep_probe_seconds`: what the next sweep's probe concurrency is sized from)
 - a finding's state and history summary (first/last seen, occurrences, resolved at):
   `CLUSTER#C` / `FINDING#<fingerprint>` (`record_finding_seen`, `mark_finding_resolved`)
 - open findings of a cluster: GSI `gsi1` `OPEN#C` / `<priority>#<fingerprint>` (sparse: removed on resolve;
@@ -40,6 +41,10 @@ Keys (pk / sk; `C` = `<region>#<cluster name>`), one line per access pattern, wi
   `sweep_blob`: CONTROL_PLANE, PLAN, LOGS, KUBERNETES, RESULT, DIFF, INCIDENTS; `PROBE#<id>`, one per node:
   `put_probe_result`, `probe_result_texts`)
 
+- the pace of an account-wide API shared by every Lambda sandbox (`monitor/shared_pacer.py`, TTL):
+  `PACE#<API>#<account>#<region>` / `BUCKET`, holding `tat` (the bucket's theoretical arrival time, epoch
+  seconds) and `slow_until` (`reserve_start`, `record_throttle`)
+
 Node and GPU history are keyed by the hardware, not by cluster membership, so a node replaced
 by HyperPod keeps its record and a GPU UUID that reappears is recognised.
 
@@ -61,6 +66,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.conditions import Attr, Key
@@ -140,6 +146,12 @@ DIFF = "DIFF"
 INCIDENTS = "INCIDENTS"
 # A node's probe result: blob `PROBE#<instance id>#<chunk>` under the sweep.
 PROBE = "PROBE#"
+# The pace of an account-wide API (`PACE#<API>#<account>#<region>`) and its one item.
+PACE = "PACE#"
+BUCKET = "BUCKET"
+# Conditional writes one reservation tries before giving up on a bucket that keeps changing under
+# it (each failure means another sandbox reserved meanwhile: two in a row are already rare).
+PACE_RESERVE_TRIES = 8
 
 
 def cluster_key(region: str, cluster: str) -> str:
@@ -175,6 +187,20 @@ def incident_history_key(region: str, cluster: str, incident_id: str) -> str:
 def fingerprint_of(item: Mapping[str, Any]) -> str:
     """The fingerprint of a FINDING item read back (`Store.open_findings`)."""
     return str(item[SORT_KEY]).removeprefix(FINDING)
+
+
+class PaceContended(Exception):
+    """`Store.reserve_start` lost PACE_RESERVE_TRIES conditional writes in a row to other sandboxes."""
+
+
+def pace_key(api: str, account: str, region: str) -> str:
+    """The partition of one account-wide API's pace in one Region (`api` as reads.py spells it)."""
+    return f"{PACE}{api}#{account}#{region}"
+
+
+def _decimal(seconds: float) -> Decimal:
+    """Epoch seconds as the table stores them (boto3 refuses floats): microseconds are enough."""
+    return Decimal(f"{seconds:.6f}")
 
 
 def epoch(moment: datetime) -> int:
@@ -639,12 +665,16 @@ class Store:
     # --- a cluster's sweeps and permission gaps --------------------------------------------------
     def record_sweep(
         self, ref: SweepRef, *, status: str, diff: SweepDiff, finished_at: datetime, duration_seconds: float,
-        expires_at: int, code_version: str = "",
+        expires_at: int, code_version: str = "", probe_seconds: float | None = None,
     ) -> None:  # fmt: skip
         """The record of one sweep under its cluster (overwritten when a retry or the failure
-        recorder records it again), with the version of the code that ran it (`code_version.py`)."""
+        recorder records it again), with the version of the code that ran it (`code_version.py`) and
+        the high percentile of its probe times (`probe_seconds`, settings.probe_seconds_percentile;
+        None: no node probed), which sizes the next sweep's concurrency (`last_full_sweep_probe_seconds`)."""
+        timing = {} if probe_seconds is None else {"probe_seconds": str(round(probe_seconds, 3))}
         self._put(
             {
+                **timing,
                 PARTITION_KEY: cluster_key(ref.region, ref.cluster),
                 SORT_KEY: f"{SWEEP}{ref.started_at.isoformat()}#{ref.sweep_id}",
                 "sweep_id": ref.sweep_id,
@@ -694,6 +724,29 @@ class Store:
                     return True
             if "LastEvaluatedKey" not in page:
                 return False
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def last_full_sweep_probe_seconds(self, region: str, cluster: str) -> float | None:
+        """The probe time (seconds, a high percentile) the newest cluster-wide evaluated sweep
+        (complete or partial) of the cluster recorded; None when there is no such sweep (a first
+        sweep, or history expired) or it probed no node. A single-node sweep is skipped: one probe
+        is no percentile of the cluster's. Newest first, stopping at the first cluster-wide sweep:
+        usually one page."""
+        kwargs: dict[str, Any] = {
+            "KeyConditionExpression": Key(PARTITION_KEY).eq(cluster_key(region, cluster))
+            & Key(SORT_KEY).begins_with(SWEEP),
+            "ScanIndexForward": False,
+            "ConsistentRead": True,
+            "ProjectionExpression": "#status, #node, #probe",
+            "ExpressionAttributeNames": {"#status": "status", "#node": "node", "#probe": "probe_seconds"},
+        }
+        while True:
+            page = self.table.query(**kwargs)
+            for item in page.get("Items", []):
+                if item.get("status") in ("complete", "partial") and not item.get("node"):
+                    return float(str(item["probe_seconds"])) if item.get("probe_seconds") else None
+            if "LastEvaluatedKey" not in page:
+                return None
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def permission_gaps(self, region: str, cluster: str) -> set[str]:
@@ -934,3 +987,95 @@ class Store:
                 TTL_ATTRIBUTE: alert.expires_at,
             }
         )
+
+    # --- the pace of an account-wide API, shared by every sandbox (monitor/shared_pacer.py) --------
+    def _pace_state(self, pk: str) -> tuple[float | None, float]:
+        """The bucket's `tat` (None: never used) and `slow_until` (0: never throttled), read consistently."""
+        item = self.get(pk, BUCKET) or {}
+        tat = item.get("tat")
+        return (None if tat is None else float(tat)), float(item.get("slow_until") or 0)
+
+    def reserve_start(
+        self, api: str, account: str, region: str, *, now: float, latest_start: float, interval: float,
+        tolerance: float, slowdown: float, expires_at: int,
+    ) -> float | None:  # fmt: skip
+        """Reserve the next start of `api`'s pace (the generic cell rate algorithm over one item):
+        the epoch second it may start at, never before `now`; None, reserving nothing, when it
+        would come after `latest_start`.
+
+        Each attempt is one conditional UpdateItem, so two sandboxes never take the same start: a
+        busy bucket (`tat >= now`) moves `tat` one interval on and starts at `tat - tolerance`
+        (`tolerance` = (burst - 1) x interval), under the condition that this start is no later than
+        `latest_start`; an idle one (`tat < now`, or none yet) restarts at `now + interval` and
+        starts now. Until its `slow_until` the interval is `slowdown` times longer (`record_throttle`).
+        A failed condition (another sandbox moved the bucket, or the guess of busy and not slowed was
+        wrong) reads the item and tries the branch it shows: a bucket whose next start is already
+        past `latest_start` refuses without writing, which is final because `tat` never decreases.
+        """
+        pk = pace_key(api, account, region)
+        state: tuple[float | None, float] | None = None  # unknown: guess busy, not slowed (the usual case)
+        for _ in range(PACE_RESERVE_TRIES):
+            tat, slow_until = state if state is not None else (now, 0.0)
+            slowed = slow_until > now
+            step = interval * slowdown if slowed else interval
+            pace = "slow_until > :now" if slowed else "(attribute_not_exists(slow_until) OR slow_until <= :now)"
+            values: dict[str, Any] = {":now": _decimal(now), ":ttl": expires_at}
+            if tat is not None and tat >= now:
+                if tat - tolerance > latest_start:
+                    return None
+                values.update({":step": _decimal(step), ":latest": _decimal(latest_start + tolerance)})
+                moved = self._update_if(
+                    pk,
+                    BUCKET,
+                    UpdateExpression=f"SET tat = tat + :step, {TTL_ATTRIBUTE} = :ttl",
+                    ConditionExpression=f"tat >= :now AND tat <= :latest AND {pace}",
+                    ExpressionAttributeValues=values,
+                )
+                if moved is not None:
+                    return max(now, float(moved["tat"] - values[":step"]) - tolerance)
+            else:
+                values[":next"] = _decimal(now + step)
+                started = self._update_if(
+                    pk,
+                    BUCKET,
+                    UpdateExpression=f"SET tat = :next, {TTL_ATTRIBUTE} = :ttl",
+                    ConditionExpression=f"(attribute_not_exists(tat) OR tat < :now) AND {pace}",
+                    ExpressionAttributeValues=values,
+                )
+                if started is not None:
+                    return now
+            state = self._pace_state(pk)
+        raise PaceContended(f"the pace of {api} changed under {PACE_RESERVE_TRIES} reservations in a row")
+
+    def record_throttle(
+        self, api: str, account: str, region: str, *, slow_until: float, next_tat: float, expires_at: int
+    ) -> None:
+        """AWS throttled `api` anyway: every sandbox reserves at the slower pace until `slow_until`
+        (kept if another throttle already set it later), and the bucket's `tat` moves to at least
+        `next_tat` (the next start is pushed back; a `tat` already further stays)."""
+        pk = pace_key(api, account, region)
+        values: dict[str, Any] = {":until": _decimal(slow_until), ":ttl": expires_at}
+        pushed = self._update_if(
+            pk,
+            BUCKET,
+            UpdateExpression=f"SET tat = :tat, slow_until = :until, {TTL_ATTRIBUTE} = :ttl",
+            ConditionExpression="(attribute_not_exists(tat) OR tat < :tat) AND "
+            "(attribute_not_exists(slow_until) OR slow_until < :until)",
+            ExpressionAttributeValues={**values, ":tat": _decimal(next_tat)},
+        )
+        if pushed is None:
+            # One of the two is already further: move the other alone, each only forward.
+            self._update_if(
+                pk,
+                BUCKET,
+                UpdateExpression=f"SET slow_until = :until, {TTL_ATTRIBUTE} = :ttl",
+                ConditionExpression="attribute_not_exists(slow_until) OR slow_until < :until",
+                ExpressionAttributeValues=values,
+            )
+            self._update_if(
+                pk,
+                BUCKET,
+                UpdateExpression=f"SET tat = :tat, {TTL_ATTRIBUTE} = :ttl",
+                ConditionExpression="attribute_not_exists(tat) OR tat < :tat",
+                ExpressionAttributeValues={":tat": _decimal(next_tat), ":ttl": expires_at},
+            )

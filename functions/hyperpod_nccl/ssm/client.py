@@ -15,6 +15,7 @@ node fails its own session (kind `limit_exceeded`) instead of growing the client
 from __future__ import annotations
 
 import base64
+import random
 import re
 import time
 from collections.abc import Callable
@@ -29,7 +30,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from hyperpod_nccl import reads, thresholds
 from hyperpod_nccl.aws_errors import ACCESS_DENIED_CODES, THROTTLING_CODES, error_code, error_message
-from hyperpod_nccl.pacing import RateLimiter
+from hyperpod_nccl.pacing import StartPacer, start_session_limiter
 from hyperpod_nccl.ssm import codec
 from hyperpod_nccl.ssm.codec import ClientMessage, PayloadType
 
@@ -63,6 +64,9 @@ class SessionErrorKind(StrEnum):
     PROTOCOL = "protocol"
     # The agent sent more than a session keeps (SessionLimits): another session would do the same.
     LIMIT_EXCEEDED = "limit_exceeded"
+    # No session was started: the account's StartSession rate (the pacer, or AWS throttling every
+    # try) left no start inside the budget. The node was not probed, which says nothing about it.
+    RATE_LIMITED = "rate_limited"
 
     @property
     def retryable(self) -> bool:
@@ -82,6 +86,8 @@ class SessionError(Exception):
         partial_output: bytes = b"",
         session_id: str | None = None,
         attempts: int = 1,
+        throttles: int = 0,
+        paced_seconds: float = 0.0,
     ) -> None:
         super().__init__(message)
         self.kind = kind
@@ -90,6 +96,33 @@ class SessionError(Exception):
         self.partial_output = partial_output
         self.session_id = session_id
         self.attempts = attempts
+        # StartSession calls AWS throttled on the way (each one retried, and fed back to the pacer).
+        self.throttles = throttles
+        # Seconds spent waiting for the StartSession rate (the pacer, the jitter after a throttle).
+        self.paced_seconds = paced_seconds
+
+
+# Throttled StartSession calls one run retries at most (the budget bounds them first at any sane
+# rate: 20 full-jitter waits of up to 1, 2, 4... s outlast a 180 s budget).
+MAX_THROTTLED_TRIES = 20
+# The most one full-jitter draw may wait: botocore's standard retry mode caps its backoff at 20 s
+# (botocore/retries/standard.py, _MAX_BACKOFF), as AWS's retry-behaviour guide describes.
+THROTTLE_BACKOFF_MAX_SECONDS = 20.0
+# What a node not probed because of the account's StartSession rate says (SessionErrorKind.RATE_LIMITED).
+NOT_STARTED_MESSAGE = "not probed: the account's StartSession rate left no start inside the probe budget"
+
+
+def throttled_quota(error: BaseException) -> str:
+    """The quota a throttling error names, e.g. " (quota L-1234ABCD of ssm)", or "".
+
+    SSM's ThrottlingException models `QuotaCode` and `ServiceCode` (botocore's ssm service-2.json);
+    botocore merges an error's modeled members into the top level of `error.response`, next to
+    `Error` (botocore/endpoint.py: `_add_modeled_error_fields`), so that is where they are read."""
+    response = getattr(error, "response", None) or {}
+    quota, service = str(response.get("QuotaCode") or ""), str(response.get("ServiceCode") or "")
+    if not quota and not service:
+        return ""
+    return f" (quota {quota or 'unnamed'} of {service or 'the service'})"
 
 
 def classify_start_error(error: BaseException) -> SessionError:
@@ -104,15 +137,11 @@ def classify_start_error(error: BaseException) -> SessionError:
         kind = SessionErrorKind.INVALID_TARGET
     elif code in THROTTLING_CODES:
         kind = SessionErrorKind.THROTTLED
+        message = f"StartSession throttled{throttled_quota(error)}: {message}"
     else:
         # Service errors without a client-side cause, and endpoint/connection errors (no code).
         kind = SessionErrorKind.TRANSPORT
     return SessionError(kind, message, code=code)
-
-
-START_SESSION_LIMITER = RateLimiter(
-    thresholds.SSM_START_SESSION_PER_SECOND, burst=int(thresholds.SSM_START_SESSION_PER_SECOND)
-)
 
 
 def wrap_command(script: str) -> str:
@@ -140,6 +169,10 @@ class CommandResult:
     exit_code: int | None
     session_id: str
     attempts: int = 1
+    # StartSession calls AWS throttled before this one started (each retried), and the seconds the
+    # run waited for the StartSession rate (part of its budget, not of the node's answer).
+    throttles: int = 0
+    paced_seconds: float = 0.0
 
     @property
     def text(self) -> str:
@@ -463,16 +496,25 @@ def run_data_channel(
 class SessionRunner:
     """Runs commands on nodes over Session Manager within a per-node budget.
 
-    `ssm` is a boto3 SSM client; `limiter` paces StartSession across threads.
+    `ssm` is a boto3 SSM client; `limiter` paces StartSession for every runner sharing the account's
+    rate (the diagnose run's `RateLimiter`, the monitor's table-backed `SharedPacer`; a runner built
+    without one paces only itself). `clock` is the limiter's deadline clock.
+
+    A throttled StartSession is fed back to the limiter (`throttled()`) and retried after a full
+    jitter sleep, `jitter(0, backoff x 2^n)`, within the budget: retries of sandboxes throttled at
+    once spread out instead of coming back together. Throttles are bounded by the budget (and by
+    MAX_THROTTLED_TRIES), the other retryable failures by `max_attempts`, with plain exponential backoff.
     """
 
     ssm: Any
-    limiter: RateLimiter = field(default_factory=lambda: START_SESSION_LIMITER)
+    limiter: StartPacer = field(default_factory=start_session_limiter)
     budget_seconds: float = thresholds.SSM_NODE_BUDGET_SECONDS
     max_attempts: int = 5
     backoff_seconds: float = 1.0
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
+    # The full-jitter draw (random.uniform; injectable so tests can fix it).
+    jitter: Callable[[float, float], float] = random.uniform
     # What one session may make this process hold (the monitor's ProbeNode keeps less than the
     # CLI: its Lambda has less memory).
     limits: SessionLimits = field(default_factory=SessionLimits)
@@ -487,23 +529,48 @@ class SessionRunner:
             {"DocumentName": document} if document else {"DocumentName": DOCUMENT, "Parameters": {"command": [command]}}
         )
         deadline = self.clock() + self.budget_seconds
-        attempt = 0
+        attempt = failures = throttles = 0
+        last_throttle = ""
+        paced: list[float] = []  # each wait for the rate (threads share the runner: no state on self)
         while True:
             attempt += 1
             try:
-                return self._attempt(target, request, deadline, attempt)
+                result = self._attempt(target, request, deadline, attempt, paced)
             except SessionError as error:
-                error.attempts = attempt
-                delay = self.backoff_seconds * (2 ** (attempt - 1))
-                if not error.kind.retryable or attempt >= self.max_attempts or self.clock() + delay >= deadline:
+                error.attempts, error.throttles, error.paced_seconds = attempt, throttles, sum(paced)
+                if error.kind is SessionErrorKind.THROTTLED:
+                    throttles = error.throttles = throttles + 1
+                    last_throttle = error.message
+                    self.limiter.throttled()
+                    if throttles >= MAX_THROTTLED_TRIES:
+                        raise
+                    # Full jitter, capped by what is left of the budget; the limiter then refuses a
+                    # start past the deadline (RATE_LIMITED), so the wait never overruns it.
+                    ceiling = min(self.backoff_seconds * 2 ** (throttles - 1), THROTTLE_BACKOFF_MAX_SECONDS)
+                    delay = min(self.jitter(0.0, ceiling), deadline - self.clock())
+                    if delay > 0:
+                        self.sleep(delay)
+                        paced.append(delay)
+                    continue
+                if error.kind is SessionErrorKind.RATE_LIMITED and last_throttle:
+                    error.message = f"{error.message} (after {throttles} throttled call(s); the last: {last_throttle})"
+                failures += 1
+                delay = self.backoff_seconds * (2 ** (failures - 1))
+                if not error.kind.retryable or failures >= self.max_attempts or self.clock() + delay >= deadline:
                     raise
                 self.sleep(delay)
+            else:
+                result.throttles, result.paced_seconds = throttles, sum(paced)
+                return result
 
-    def _attempt(self, target: str, request: dict[str, Any], deadline: float, attempt: int) -> CommandResult:
-        if not self.limiter.acquire(deadline):
-            raise SessionError(
-                SessionErrorKind.BUDGET_EXPIRED, "probe budget expired waiting for the StartSession rate limit"
-            )
+    def _attempt(
+        self, target: str, request: dict[str, Any], deadline: float, attempt: int, paced: list[float]
+    ) -> CommandResult:
+        asked = self.clock()
+        granted = self.limiter.acquire(deadline)
+        paced.append(self.clock() - asked)
+        if not granted:
+            raise SessionError(SessionErrorKind.RATE_LIMITED, NOT_STARTED_MESSAGE)
         try:
             response = self.ssm.start_session(Target=target, **request)
         except (ClientError, BotoCoreError) as error:

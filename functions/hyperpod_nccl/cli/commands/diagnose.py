@@ -45,6 +45,15 @@ def add_scope_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="look-back window for events and logs, e.g. 30m, 2h (default 2h)",
     )
+    parser.add_argument(
+        "--start-session-rate",
+        type=validate.rate,
+        default=thresholds.SSM_START_SESSION_PER_SECOND,
+        metavar="PER_SECOND",
+        help=f"SSM StartSession calls per second for the node probes (default "
+        f"{thresholds.SSM_START_SESSION_PER_SECOND:g}, the account's rate; lower it beside a monitor of the "
+        "same account: docs/pacing.md)",
+    )
     parser.add_argument("--format", choices=["text", "json"], default="text")
     parser.add_argument("--no-color", action="store_true", help="never colour the output")
     parser.add_argument(
@@ -126,6 +135,7 @@ def build_request(args: argparse.Namespace, cluster: str, region: str) -> Diagno
             sample_nodes=sample,
             since_seconds=args.since,
         ),
+        start_session_rate=args.start_session_rate,
     )
 
 

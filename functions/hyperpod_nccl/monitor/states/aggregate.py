@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from hyperpod_nccl.checks import discover as registered_checks
-from hyperpod_nccl.collectors.node_probes import assemble
+from hyperpod_nccl.collectors.node_probes import NOT_STARTED_KINDS, assemble, rate_limited_source
 from hyperpod_nccl.engine import applicable_checks, build_result, unread_by
 from hyperpod_nccl.models.findings import DegradedSource, Finding, SweepResult
 from hyperpod_nccl.models.inventory import Inventory
@@ -26,6 +26,7 @@ from hyperpod_nccl.monitor.failures import describe_aws_failure
 from hyperpod_nccl.monitor.incident_tracking import record_incidents
 from hyperpod_nccl.monitor.lock import finish_sweep
 from hyperpod_nccl.monitor.payloads import AggregateOutput, SweepRef, SweepState, TaskFailure, aggregate_failure_text
+from hyperpod_nccl.monitor.settings import probe_seconds_percentile
 from hyperpod_nccl.monitor.states.notify import alerts_pending
 from hyperpod_nccl.monitor.states.probe_node import load_probe_results
 from hyperpod_nccl.monitor.states.shared import load_control_plane, request_for
@@ -75,6 +76,9 @@ def build_inventory(store: Store, ref: SweepRef) -> tuple[Inventory, list[Degrad
             )
         results.append(result)
     node_probes: NodeProbeInventory | None = assemble(plan, results) if plan.targets or plan.skipped else None
+    paced_out = rate_limited_source(results)
+    if paced_out is not None:
+        degraded.append(paced_out)
     cluster = control_plane.cluster
     now = ref.started_at
     inventory = Inventory(
@@ -181,13 +185,28 @@ def _record_sweep(
     diff: SweepDiff,
     finished_at: datetime,
     history_seconds: int,
+    probe_seconds: float | None = None,
 ) -> float:
     duration = max(0.0, (finished_at - ref.started_at).total_seconds())
     store.record_sweep(
         ref, status=status, diff=diff, finished_at=finished_at, duration_seconds=duration,
-        expires_at=epoch(ref.started_at) + history_seconds, code_version=code_version(),
+        expires_at=epoch(ref.started_at) + history_seconds, code_version=code_version(), probe_seconds=probe_seconds,
     )  # fmt: skip
     return duration
+
+
+def sweep_probe_seconds(inventory: Inventory) -> float | None:
+    """The high percentile of the sweep's probe times (settings.probe_seconds_percentile), recorded
+    with the sweep for the next one's Discover to size its probe concurrency from; None when no
+    probe ran. Taken here, where every result is read anyway, so that Discover reads one number
+    instead of every node's stored result. A result without a duration (its node was never probed)
+    or whose session never started (the rate left it none: its time was waiting, not probing) is
+    left out; so is a node whose probe stored nothing (killed at the state's timeout). The time a
+    probe waited for its start (`paced_seconds`) is not probe time: counted in, a sweep sized too
+    wide waits longer per probe and would size the next one as wide again."""
+    results = inventory.node_probes.results if inventory.node_probes else []
+    probed = [r for r in results if r.duration_seconds > 0 and r.error_kind not in NOT_STARTED_KINDS]
+    return probe_seconds_percentile(max(0.0, r.duration_seconds - r.paced_seconds) for r in probed)
 
 
 def _failure_text(state: SweepState) -> str | None:
@@ -344,7 +363,7 @@ def _aggregate(state: SweepState, store: Store, *, history_seconds: int, now: da
         history_seconds=history_seconds,
     )
     status: Literal["complete", "partial"] = "partial" if result.degraded_sources else "complete"
-    duration = _record_sweep(store, ref, status, diff, now, history_seconds)
+    duration = _record_sweep(store, ref, status, diff, now, history_seconds, sweep_probe_seconds(inventory))
     follow = finish_sweep(store, ref, now)
     return AggregateOutput(
         sweep_id=ref.sweep_id,

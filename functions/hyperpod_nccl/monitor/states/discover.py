@@ -5,19 +5,34 @@ from __future__ import annotations
 
 from typing import Literal
 
+from hyperpod_nccl import thresholds
 from hyperpod_nccl.collectors import resolve_orchestrator
 from hyperpod_nccl.collectors.aws import AwsClients
 from hyperpod_nccl.collectors.control_plane import collect_control_plane
 from hyperpod_nccl.collectors.node_probes import plan_probes
 from hyperpod_nccl.errors import DiagnosisAborted
 from hyperpod_nccl.monitor.payloads import DiscoverOutput, SweepRef
-from hyperpod_nccl.monitor.settings import SCRATCH_RETENTION_SECONDS, batch_targets
+from hyperpod_nccl.monitor.settings import (
+    DEFAULT_MAP_MAX_CONCURRENCY,
+    SCRATCH_RETENTION_SECONDS,
+    batch_targets,
+    batches_at_once,
+    sized_batches_at_once,
+)
 from hyperpod_nccl.monitor.states.shared import context_for, expiry, store_degraded
 from hyperpod_nccl.monitor.store import CONTROL_PLANE, PLAN, Store
 
 
-def run_discover(ref: SweepRef, store: Store, aws: AwsClients, coverage: int | Literal["all"]) -> DiscoverOutput:
-    """Discover: the control plane and the probe plan, stored; the node ids, returned."""
+def run_discover(
+    ref: SweepRef,
+    store: Store,
+    aws: AwsClients,
+    coverage: int | Literal["all"],
+    max_batches_at_once: int = batches_at_once(DEFAULT_MAP_MAX_CONCURRENCY),
+    rate_per_second: float = thresholds.SSM_START_SESSION_PER_SECOND,
+) -> DiscoverOutput:
+    """Discover: the control plane and the probe plan, stored; the node ids, returned in batches
+    with how many of them to probe at once (`probe_concurrency`)."""
     store.put_sweep_request(ref)
     ctx = context_for(ref, aws, coverage)
     try:
@@ -39,6 +54,19 @@ def run_discover(ref: SweepRef, store: Store, aws: AwsClients, coverage: int | L
     store.put_probe_targets(ref.sweep_id, plan.targets, expires_at=expires)
     store_degraded(store, ref, "discover", ctx.degraded)
     targets = [t.instance_id for t in plan.targets]
+    children = probe_concurrency(store, ref, max_batches_at_once, rate_per_second)
     return DiscoverOutput(
-        discovered=True, batches=batch_targets(targets), nodes=len(targets), orchestrator=str(orchestrator)
+        discovered=True,
+        batches=batch_targets(targets, children),
+        nodes=len(targets),
+        batches_at_once=children,
+        orchestrator=str(orchestrator),
     )
+
+
+def probe_concurrency(store: Store, ref: SweepRef, max_batches_at_once: int, rate_per_second: float) -> int:
+    """The probe Map's child executions at once for this sweep: sized for the StartSession rate
+    from the probe time the cluster's previous full sweep measured (its p90), or from the expected
+    probe time on a first sweep (settings.sized_batches_at_once)."""
+    probe_seconds = store.last_full_sweep_probe_seconds(ref.region, ref.cluster)
+    return sized_batches_at_once(rate_per_second, probe_seconds, max_batches_at_once)

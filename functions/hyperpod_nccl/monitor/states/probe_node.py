@@ -13,6 +13,7 @@ from hyperpod_nccl.models.findings import DegradedSource
 from hyperpod_nccl.models.node_probe import NodeProbeResult
 from hyperpod_nccl.monitor.payloads import ProbeItem, ProbeOutput, SweepRef
 from hyperpod_nccl.monitor.settings import PROBE_NODE_OUTPUT_MAX_BYTES
+from hyperpod_nccl.monitor.shared_pacer import AccountPace
 from hyperpod_nccl.monitor.states.shared import context_for, load_ref, store_degraded
 from hyperpod_nccl.monitor.store import Store
 
@@ -28,11 +29,14 @@ def run_probe_node(
     aws: AwsClients,
     coverage: int | Literal["all"],
     probe_documents: dict[str, str] | None = None,
+    pace: AccountPace | None = None,
 ) -> ProbeOutput:
     """One node's state: probe it (never raises) and store the result under the sweep.
 
     `probe_documents` are the stack's Session documents by probe role (settings.PROBE_DOCUMENTS_ENV);
-    a role without one uses the AWS managed document (the function's role may not allow it)."""
+    a role without one uses the AWS managed document (the function's role may not allow it). The
+    session starts at the account's StartSession `pace`, shared with every other ProbeNode sandbox
+    through the table (default: thresholds.py's rate)."""
     ref = load_ref(store, item.sweep_id)
     target = store.probe_target(item.sweep_id, item.instance_id)
     if target is None:
@@ -43,6 +47,7 @@ def run_probe_node(
         ctx = context_for(ref, aws, coverage)
         ctx.probe_output_max_bytes = PROBE_NODE_OUTPUT_MAX_BYTES
         ctx.probe_documents = dict(probe_documents or {})
+        ctx.start_pacer = (pace or AccountPace()).start_sessions(store, ref.region)
         result = probe_node(ctx, target)
         if ctx.degraded:
             store_degraded(store, ref, f"probe#{item.instance_id}", ctx.degraded)

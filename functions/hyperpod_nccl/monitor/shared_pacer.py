@@ -1,0 +1,161 @@
+"""A `StartPacer` shared by every Lambda sandbox of the monitor through one item of its table.
+
+Deployed, each ProbeNode (and CollectLogs) invocation runs in a sandbox of its own: a pacer in
+memory paces only its own process, and `mapMaxConcurrency` of them started sessions at once. This
+pacer keeps the generic cell rate algorithm's one number, the theoretical arrival time `tat`, in the
+table (`Store.reserve_start`: one conditional UpdateItem per start, no read-modify-write race), so
+every sandbox, and every watched cluster of the stack in the same account and Region, takes its
+starts from the same bucket. `throttled()` records a cooldown every sandbox then honours
+(`Store.record_throttle`). docs/pacing.md has the design and its costs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from hyperpod_nccl import reads, thresholds
+from hyperpod_nccl.monitor.settings import PACE_RETENTION_SECONDS, MonitorSettings
+from hyperpod_nccl.monitor.store import PaceContended, Store
+from hyperpod_nccl.pacing import PACED_BURST, THROTTLE_COOLDOWN_SECONDS, THROTTLE_SLOWDOWN, RateLimiter
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class SharedPacer:
+    """Paces `api` (as reads.py spells it) at `rate` per second after a `burst`, for every sandbox
+    that builds one over the same table, account and Region.
+
+    `clock` is the table's time (epoch seconds: Lambda clocks are kept in sync by the Amazon Time
+    Sync Service, so sandboxes agree on it to well under one interval); deadlines passed to `acquire`
+    are on `deadline_clock`, the caller's own (the SSM client's monotonic clock). When the table
+    cannot be used (throttled, unreachable), the pacer falls back to an in-process `RateLimiter` at
+    the same rate for that call, logged: the probe still runs, and throttling, if it comes, is
+    retried and fed back like any other.
+    """
+
+    store: Store
+    api: str
+    account: str
+    region: str
+    rate: float
+    burst: int = 1
+    clock: Callable[[], float] = time.time
+    deadline_clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    cooldown_seconds: float = THROTTLE_COOLDOWN_SECONDS
+    _fallback: RateLimiter | None = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.rate <= 0:
+            raise ValueError(f"a pacer's rate must be positive, not {self.rate}")
+        self.burst = max(1, self.burst)
+
+    @property
+    def interval(self) -> float:
+        """Seconds between starts at the configured rate."""
+        return 1.0 / self.rate
+
+    @property
+    def tolerance(self) -> float:
+        """How far ahead of the steady pace a burst may run: (burst - 1) intervals."""
+        return (self.burst - 1) * self.interval
+
+    def _expires_at(self, now: float) -> int:
+        return int(now) + PACE_RETENTION_SECONDS
+
+    def acquire(self, deadline: float | None = None) -> bool:
+        """Reserve the account's next start of `api` and sleep until it. False, reserving nothing,
+        when that start would come after `deadline` (on `deadline_clock`)."""
+        now = self.clock()
+        if deadline is None:
+            latest = float("inf")
+        else:
+            latest = now + (deadline - self.deadline_clock())
+            if latest < now:
+                return False
+        try:
+            start = self.store.reserve_start(
+                self.api,
+                self.account,
+                self.region,
+                now=now,
+                # DynamoDB numbers are finite: "no deadline" is a day away, past any probe budget.
+                latest_start=min(latest, now + 86_400),
+                interval=self.interval,
+                tolerance=self.tolerance,
+                slowdown=THROTTLE_SLOWDOWN,
+                expires_at=self._expires_at(now),
+            )
+        except (ClientError, BotoCoreError, PaceContended) as error:
+            logger.warning("pace of %s not reserved in the table (%s): pacing this sandbox alone", self.api, error)
+            return self._local().acquire(deadline)
+        if start is None:
+            return False
+        wait = start - self.clock()
+        if wait > 0:
+            self.sleep(wait)
+        return True
+
+    def throttled(self) -> None:
+        """Tell every sandbox: until `cooldown_seconds` from now each start takes twice the
+        interval, and the next one comes no sooner than one such interval from now (after the burst)."""
+        now = self.clock()
+        slow = self.interval * THROTTLE_SLOWDOWN
+        try:
+            self.store.record_throttle(
+                self.api,
+                self.account,
+                self.region,
+                slow_until=now + self.cooldown_seconds,
+                next_tat=now + self.tolerance + slow,
+                expires_at=self._expires_at(now),
+            )
+        except (ClientError, BotoCoreError) as error:
+            logger.warning("throttle of %s not recorded in the table (%s)", self.api, error)
+        self._local().throttled()
+
+    def _local(self) -> RateLimiter:
+        """The in-process pacer used while the table cannot be (created on first need)."""
+        with self._lock:
+            if self._fallback is None:
+                self._fallback = RateLimiter(
+                    self.rate,
+                    self.burst,
+                    clock=self.deadline_clock,
+                    sleep=self.sleep,
+                    cooldown_seconds=self.cooldown_seconds,
+                )
+            return self._fallback
+
+
+@dataclass(frozen=True)
+class AccountPace:
+    """The account-wide rates the monitor's sandboxes share, and the account their items name
+    (MonitorSettings: START_SESSION_RATE_ENV, LOG_FILTER_RATE_ENV, ACCOUNT_ID_ENV)."""
+
+    account: str = "local"
+    start_session_rate: float = thresholds.SSM_START_SESSION_PER_SECOND
+    log_filter_rate: float = thresholds.LOG_FILTER_CALLS_PER_SECOND
+
+    @classmethod
+    def of(cls, settings: MonitorSettings) -> AccountPace:
+        """The pace a handler's settings configure."""
+        return cls(settings.account_id, settings.start_session_rate, settings.log_filter_rate)
+
+    def start_sessions(self, store: Store, region: str) -> SharedPacer:
+        """The pacer of ssm:StartSession in `region` that every ProbeNode sandbox shares."""
+        rate = self.start_session_rate
+        return SharedPacer(store, reads.START_SESSION, self.account, region, rate, burst=PACED_BURST)
+
+    def filter_log_events(self, store: Store, region: str) -> SharedPacer:
+        """The pacer of logs:FilterLogEvents in `region` that every CollectLogs sandbox shares."""
+        rate = self.log_filter_rate
+        return SharedPacer(store, reads.FILTER_LOG_EVENTS, self.account, region, rate, burst=PACED_BURST)

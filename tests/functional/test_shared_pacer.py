@@ -1,0 +1,246 @@
+"""The table-backed pacer every monitor sandbox shares (monitor/shared_pacer.py, Store.reserve_start
+and record_throttle) against the emulated DynamoDB: pacers that share nothing but the table keep the
+account's rate together, refuse a start past a deadline without reserving it, and slow down together
+when one of them is throttled."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from hyperpod_nccl import reads
+from hyperpod_nccl.monitor.settings import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, MonitorSettings
+from hyperpod_nccl.monitor.shared_pacer import AccountPace, SharedPacer
+from hyperpod_nccl.monitor.store import BUCKET, Store, pace_key
+from hyperpod_nccl.pacing import PACED_BURST, THROTTLE_COOLDOWN_SECONDS
+from hyperpod_nccl_sim.aws import EmulatedAws
+from hyperpod_nccl_sim.scenario import FaultSpec
+from hyperpod_nccl_sim.serverless import TABLE_NAME, LocalMonitor
+
+ACCOUNT, REGION = "123456789012", "us-west-2"
+_tables = iter(range(1_000_000))
+
+
+@pytest.fixture
+def table_name(emulation: EmulatedAws) -> Iterator[str]:
+    """A fresh table with the monitor's key schema (pace items need no index)."""
+    name = f"pace-{next(_tables)}"
+    ddb = emulation.client("dynamodb")
+    ddb.create_table(
+        TableName=name,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": k, "AttributeType": "S"} for k in (PARTITION_KEY, SORT_KEY)],
+        KeySchema=[
+            {"AttributeName": PARTITION_KEY, "KeyType": "HASH"},
+            {"AttributeName": SORT_KEY, "KeyType": "RANGE"},
+        ],
+    )
+    yield name
+    ddb.delete_table(TableName=name)
+
+
+# DynamoDB applies each request to an item atomically (a conditional write is checked and applied as
+# one step); moto's server runs requests in threads without locking its tables, so two concurrent
+# conditional updates could both pass their check there. Each sandbox's store sends its requests
+# under this lock: one request at a time, whole, as the service applies them. Requests of different
+# sandboxes still interleave freely, which is the race (read, then write) the pacer must not lose.
+_ONE_REQUEST_AT_A_TIME = threading.Lock()
+
+
+def _hold(**_: object) -> None:
+    # Returns None: a before-call handler's answer would stand in for the service's.
+    _ONE_REQUEST_AT_A_TIME.acquire()
+
+
+def _let_go(**_: object) -> None:
+    _ONE_REQUEST_AT_A_TIME.release()
+
+
+def _sandbox_store(emulation: EmulatedAws, table_name: str) -> Store:
+    """A store with its own session and client, as a separate Lambda sandbox has."""
+    resource: Any = emulation.session(REGION).resource("dynamodb", endpoint_url=emulation.endpoint_url)
+    events = resource.meta.client.meta.events
+    events.register("before-call.dynamodb", _hold)
+    for event in ("after-call.dynamodb", "after-call-error.dynamodb"):
+        events.register(event, _let_go)
+    return Store(resource.Table(table_name))
+
+
+class FakeTime:
+    """One clock for every pacer of a test (the table's epoch seconds and the deadlines alike):
+    sleeping advances it."""
+
+    def __init__(self, now: float = 1_700_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def _pacer(store: Store, clock: FakeTime, rate: float = 2.0, burst: int = 1) -> SharedPacer:
+    return SharedPacer(
+        store, reads.START_SESSION, ACCOUNT, REGION, rate, burst, clock=clock, deadline_clock=clock, sleep=clock.sleep
+    )
+
+
+def test_pacers_that_share_only_the_table_keep_one_pace(emulation: EmulatedAws, table_name: str) -> None:
+    clock = FakeTime()
+    first, second = (_pacer(_sandbox_store(emulation, table_name), clock, rate=2.0, burst=2) for _ in range(2))
+    began = clock.now
+    order = []
+    for pacer in (first, second, first, second, first):
+        assert pacer.acquire()
+        order.append(round(clock.now - began, 6))
+    # A burst of two, then one start every half second, whichever sandbox asks.
+    assert order == [0.0, 0.0, 0.5, 1.0, 1.5]
+    item = _sandbox_store(emulation, table_name).get(pace_key(reads.START_SESSION, ACCOUNT, REGION), BUCKET)
+    assert item is not None and int(item[TTL_ATTRIBUTE]) > clock.now
+
+
+def test_a_start_past_the_deadline_is_refused_and_nothing_is_reserved(emulation: EmulatedAws, table_name: str) -> None:
+    clock = FakeTime()
+    store = _sandbox_store(emulation, table_name)
+    pacer = _pacer(store, clock, rate=1.0)
+    assert pacer.acquire()
+    key = pace_key(reads.START_SESSION, ACCOUNT, REGION)
+    before = store.get(key, BUCKET)
+    # The next start is a second away: a deadline half a second away refuses it, without a wait.
+    assert not pacer.acquire(deadline=clock.now + 0.5)
+    assert store.get(key, BUCKET) == before and clock.now == 1_700_000_000.0
+    # ... and the refused reservation left the next start where it was, for the next caller.
+    assert pacer.acquire(deadline=clock.now + 1.0) and clock.now == pytest.approx(1_700_000_001.0)
+
+
+def test_a_throttle_slows_every_sandbox_for_the_cooldown_then_the_rate_comes_back(
+    emulation: EmulatedAws, table_name: str
+) -> None:
+    clock = FakeTime()
+    began = clock.now
+    throttled, other = (_pacer(_sandbox_store(emulation, table_name), clock, rate=2.0) for _ in range(2))
+    assert throttled.acquire()
+    throttled.throttled()
+    starts = []
+    for _ in range(3):
+        assert other.acquire()
+        starts.append(round(clock.now - began, 6))
+    # Pushed back one slow interval (1 s, twice the 0.5 s) and paced at it, in the other sandbox too.
+    assert starts == [1.0, 2.0, 3.0]
+    clock.now = began + THROTTLE_COOLDOWN_SECONDS + 5
+    after = []
+    for pacer in (other, throttled, other):
+        assert pacer.acquire()
+        after.append(round(clock.now - began - THROTTLE_COOLDOWN_SECONDS - 5, 6))
+    assert after == [0.0, 0.5, 1.0]
+
+
+def test_a_later_throttle_is_not_shortened_by_an_earlier_one(emulation: EmulatedAws, table_name: str) -> None:
+    clock = FakeTime()
+    store = _sandbox_store(emulation, table_name)
+    pacer = _pacer(store, clock)
+    key = pace_key(reads.START_SESSION, ACCOUNT, REGION)
+    pacer.throttled()
+    latest = store.get(key, BUCKET)
+    assert latest is not None
+    clock.now -= 10  # a sandbox whose throttle came (or whose clock reads) earlier
+    pacer.throttled()
+    again = store.get(key, BUCKET)
+    assert again is not None
+    assert (again["slow_until"], again["tat"]) == (latest["slow_until"], latest["tat"])
+
+
+def test_many_sandboxes_never_start_more_than_rate_plus_burst_in_any_window(
+    emulation: EmulatedAws, table_name: str
+) -> None:
+    rate, burst, sandboxes, each = 20.0, 3, 6, 8
+    starts: list[float] = []
+    lock = threading.Lock()
+
+    class RecordingStore(Store):
+        """The sandbox's store, keeping each start the table handed out (when a call may go: the
+        sandbox then sleeps until it, and how late a loaded machine wakes it is not the pacer's)."""
+
+        def reserve_start(self, *args: Any, **kwargs: Any) -> float | None:
+            start = super().reserve_start(*args, **kwargs)
+            if start is not None:
+                with lock:
+                    starts.append(start)
+            return start
+
+    def sandbox() -> None:
+        store = RecordingStore(_sandbox_store(emulation, table_name).table)
+        pacer = SharedPacer(store, reads.START_SESSION, ACCOUNT, REGION, rate, burst)
+        for _ in range(each):
+            assert pacer.acquire(deadline=time.monotonic() + 60)
+
+    threads = [threading.Thread(target=sandbox) for _ in range(sandboxes)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(starts) == sandboxes * each
+    starts.sort()
+    window = 1.0
+    # The cell rate algorithm's bound: in any window of W seconds, at most W x rate + burst starts.
+    allowed = rate * window + burst
+    densest = max(sum(1 for t in starts[i:] if t < start + window - 1e-6) for i, start in enumerate(starts))
+    assert densest <= allowed, f"{densest} starts in {window} s (at most {allowed})"
+    # And the pace was used, not just respected: the whole run took about (n - burst) / rate.
+    assert starts[-1] - starts[0] == pytest.approx((len(starts) - burst) / rate, abs=0.5)
+
+
+def test_account_pace_names_one_item_per_api_account_and_region() -> None:
+    pace = AccountPace(account=ACCOUNT, start_session_rate=2.5, log_filter_rate=4.0)
+    store: Any = object()
+    starts, filters = pace.start_sessions(store, REGION), pace.filter_log_events(store, REGION)
+    # No burst: AWS's bucket keeps its burst as slack for jitter and other clients (pacing.PACED_BURST).
+    assert (starts.api, starts.rate, starts.burst) == (reads.START_SESSION, 2.5, PACED_BURST)
+    assert (filters.api, filters.rate, filters.burst) == (reads.FILTER_LOG_EVENTS, 4.0, PACED_BURST)
+    keys = {pace_key(p.api, p.account, p.region) for p in (starts, filters)}
+    assert keys == {
+        f"PACE#{reads.START_SESSION}#{ACCOUNT}#{REGION}",
+        f"PACE#{reads.FILTER_LOG_EVENTS}#{ACCOUNT}#{REGION}",
+    }
+
+
+def test_a_deployed_sweep_paces_its_probes_and_its_log_scan_through_the_table(simulate) -> None:  # type: ignore[no-untyped-def]
+    deployed = LocalMonitor(simulate("eks-p5"), node_coverage=2).start()
+    try:
+        assert deployed.sweep().status == "SUCCEEDED"
+        resource: Any = deployed.emulation.session(deployed.region).resource(
+            "dynamodb", endpoint_url=deployed.emulation.endpoint_url
+        )
+        store = Store(resource.Table(TABLE_NAME))
+        account = MonitorSettings.from_env({}).account_id
+        for api in (reads.START_SESSION, reads.FILTER_LOG_EVENTS):
+            item = store.get(pace_key(api, account, deployed.region), BUCKET)
+            # The probes' sandboxes (and the scan's) took their starts from the shared item.
+            assert item is not None and float(item["tat"]) > 0, api
+    finally:
+        deployed.stop()
+
+
+def test_a_table_that_cannot_pace_leaves_the_sandbox_pacing_itself(emulation: EmulatedAws, table_name: str) -> None:
+    clock = FakeTime()
+    pacer = _pacer(_sandbox_store(emulation, table_name), clock, rate=2.0)
+    emulation.faults.set_faults(
+        [FaultSpec(operation="dynamodb:UpdateItem", error_code="ProvisionedThroughputExceededException")]
+    )
+    try:
+        began = clock.now
+        starts = []
+        for _ in range(3):
+            assert pacer.acquire(deadline=clock.now + 10)
+            starts.append(round(clock.now - began, 6))
+        pacer.throttled()  # not recorded in the table, still honoured here
+        assert pacer.acquire() and round(clock.now - began, 6) == 2.0
+    finally:
+        emulation.faults.set_faults([])
+    # The rate still held, in this sandbox alone.
+    assert starts == [0.0, 0.5, 1.0]

@@ -1,0 +1,145 @@
+"""The probe Map's concurrency, sized per sweep: as many probes at once as the StartSession rate
+keeps busy for the cluster's probe time (rate x the previous full sweep's p90, Little's law), in
+child executions of PROBE_BATCH_SIZE nodes, between 1 and the deployed ceiling. No sockets."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import cast
+
+import pytest
+
+from hyperpod_nccl import thresholds
+from hyperpod_nccl.collectors.node_probes import NOT_STARTED_KINDS
+from hyperpod_nccl.handlers.discover import DiscoverInput
+from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.models.node_probe import NodeProbeInventory, NodeProbeResult
+from hyperpod_nccl.monitor.payloads import SweepRef
+from hyperpod_nccl.monitor.settings import (
+    DEFAULT_MAP_MAX_CONCURRENCY,
+    EXPECTED_PROBE_SECONDS,
+    PROBE_BATCH_SIZE,
+    PROBE_SECONDS_PERCENTILE,
+    batch_targets,
+    batches_at_once,
+    probe_seconds_percentile,
+    sized_batches_at_once,
+)
+from hyperpod_nccl.monitor.states.aggregate import sweep_probe_seconds
+from hyperpod_nccl.monitor.states.discover import probe_concurrency
+from hyperpod_nccl.monitor.store import Store
+
+RATE = thresholds.SSM_START_SESSION_PER_SECOND
+CEILING = batches_at_once(DEFAULT_MAP_MAX_CONCURRENCY)
+
+
+class _SweepHistory:
+    """The one Store read Discover sizes from: the probe time the previous full sweep recorded."""
+
+    def __init__(self, probe_seconds: float | None) -> None:
+        self.probe_seconds = probe_seconds
+        self.asked: list[tuple[str, str]] = []
+
+    def last_full_sweep_probe_seconds(self, region: str, cluster: str) -> float | None:
+        self.asked.append((region, cluster))
+        return self.probe_seconds
+
+
+def _ref() -> SweepRef:
+    return SweepRef(
+        sweep_id="s-1", execution="s-1", cluster="ml", region="us-west-2", started_at=datetime(2026, 1, 1, tzinfo=UTC)
+    )
+
+
+def test_the_percentile_is_the_nearest_rank() -> None:
+    durations = [float(n) for n in range(10, 0, -1)]  # 10 .. 1, unsorted on purpose
+    assert probe_seconds_percentile(durations, 90) == 9.0
+    assert probe_seconds_percentile(durations, 100) == 10.0
+    assert probe_seconds_percentile(durations, 50) == 5.0
+    assert probe_seconds_percentile([4.5]) == 4.5
+    assert probe_seconds_percentile([]) is None
+    # The default percentile is a high one: one slow node of twenty does not size the sweep.
+    assert PROBE_SECONDS_PERCENTILE >= 90
+    assert probe_seconds_percentile([2.0] * 19 + [180.0]) == 2.0
+
+
+@pytest.mark.parametrize("probe_seconds", [0.5, 2.0, 7.3, 20.0, 45.0])
+def test_the_sweep_runs_as_many_probes_as_the_rate_keeps_busy(probe_seconds: float) -> None:
+    children = sized_batches_at_once(RATE, probe_seconds, max_batches_at_once=10_000)
+    # Slots >= rate x probe time, and not a whole child more than that.
+    assert children * PROBE_BATCH_SIZE >= RATE * probe_seconds
+    assert (children - 1) * PROBE_BATCH_SIZE < max(RATE * probe_seconds, PROBE_BATCH_SIZE)
+    assert children == max(1, math.ceil(RATE * probe_seconds / PROBE_BATCH_SIZE))
+
+
+def test_the_deployed_ceiling_and_one_child_bound_the_sizing() -> None:
+    assert sized_batches_at_once(RATE, 180.0, max_batches_at_once=5) == 5
+    assert sized_batches_at_once(RATE, 0.01, max_batches_at_once=5) == 1
+    assert sized_batches_at_once(RATE, 0.0, max_batches_at_once=5) == 1
+    # A higher rate keeps more probes busy.
+    assert sized_batches_at_once(10.0, 20.0, 10_000) > sized_batches_at_once(RATE, 20.0, 10_000)
+
+
+def test_a_first_sweep_is_sized_for_the_expected_probe_time() -> None:
+    assert sized_batches_at_once(RATE, None, 10_000) == sized_batches_at_once(RATE, EXPECTED_PROBE_SECONDS, 10_000)
+    # The default ceiling lets the expected probe reach the default rate.
+    assert sized_batches_at_once(RATE, None, CEILING) * PROBE_BATCH_SIZE >= RATE * EXPECTED_PROBE_SECONDS
+
+
+def test_discover_sizes_from_the_clusters_previous_full_sweep() -> None:
+    measured = _SweepHistory(probe_seconds=2.0)
+    assert probe_concurrency(cast(Store, measured), _ref(), CEILING, RATE) == sized_batches_at_once(RATE, 2.0, CEILING)
+    assert measured.asked == [("us-west-2", "ml")]
+    first = _SweepHistory(probe_seconds=None)
+    assert probe_concurrency(cast(Store, first), _ref(), CEILING, RATE) == sized_batches_at_once(RATE, None, CEILING)
+    # Fast probes need fewer children than a first sweep's guess.
+    assert sized_batches_at_once(RATE, 2.0, CEILING) < sized_batches_at_once(RATE, None, CEILING)
+
+
+def test_small_clusters_are_split_to_fill_the_sized_children() -> None:
+    ids = [f"i-{n:017x}" for n in range(16)]
+    assert [len(b) for b in batch_targets(ids, 8)] == [2] * 8
+    assert [len(b) for b in batch_targets(ids, 2)] == [PROBE_BATCH_SIZE] * 4
+    assert [i for b in batch_targets(ids, 3) for i in b] == ids
+
+
+def test_discovers_input_carries_the_deployed_ceiling_and_defaults_to_the_default_one() -> None:
+    sweep = _ref().model_dump(mode="json")
+    assert DiscoverInput.model_validate({"sweep": sweep, "max_batches_at_once": 7}).max_batches_at_once == 7
+    assert DiscoverInput.model_validate({"sweep": sweep}).max_batches_at_once == CEILING
+
+
+def test_aggregate_records_the_high_percentile_of_the_probes_that_ran() -> None:
+    results = [NodeProbeResult(instance_id=f"i-{n:017x}", reachable=True, duration_seconds=n + 1.0) for n in range(20)]
+    # A node never probed (no duration) is not a fast probe, nor one the rate left no session
+    # start for (its time was spent waiting).
+    results.append(NodeProbeResult(instance_id="i-0ffffffffffffffff", reachable=False))
+    for n, kind in enumerate(sorted(NOT_STARTED_KINDS)):
+        results.append(
+            NodeProbeResult(
+                instance_id=f"i-0eeeeeeeeeeeeee{n}", reachable=False, error_kind=kind, duration_seconds=500.0
+            )
+        )
+    inventory = _inventory(NodeProbeInventory(results=results))
+    assert sweep_probe_seconds(inventory) == 18.0
+    assert sweep_probe_seconds(_inventory(None)) is None
+    assert sweep_probe_seconds(_inventory(NodeProbeInventory())) is None
+
+
+def _inventory(node_probes: NodeProbeInventory | None) -> Inventory:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    return Inventory(
+        cluster_name="ml", region="us-west-2", collected_at=now, window_start=now, window_end=now,
+        node_probes=node_probes,
+    )  # fmt: skip
+
+
+def test_the_wait_for_a_start_is_not_probe_time() -> None:
+    # Twenty 2 s probes that each waited 18 s for their start (a sweep sized too wide): the next
+    # sweep must size from 2 s, or it would stay as wide as this one.
+    results = [
+        NodeProbeResult(instance_id=f"i-{n:017x}", reachable=True, duration_seconds=20.0, paced_seconds=18.0)
+        for n in range(20)
+    ]
+    assert sweep_probe_seconds(_inventory(NodeProbeInventory(results=results))) == 2.0
