@@ -84,7 +84,7 @@ from hyperpod_nccl_sim.runtime import SimulatedCluster
 from hyperpod_nccl_sim.sandboxes import LambdaContext, SandboxMode, SandboxPool, freezing, run_until
 from hyperpod_nccl_sim.stepfunctions_limits import StepFunctionsLimits, set_stepfunctions_limits, stepfunctions_limits
 
-__all__ = ["LambdaContext", "LocalMonitor", "SweepRun", "freezing", "run_until"]
+__all__ = ["FunctionError", "LambdaContext", "LocalMonitor", "SweepRun", "freezing", "run_until"]
 
 FUNCTION_PREFIX = "hyperpod-nccl-"
 TABLE_NAME = "hyperpod-nccl-monitor"
@@ -103,6 +103,16 @@ DEFAULT_LAMBDA_TIMEOUT_SECONDS = 3.0
 # The emulated stack's name: its probe documents are `hyperpod-nccl-local-NodeProbe`, ...
 STACK_NAME = "hyperpod-nccl-local"
 _dispatch_lock = threading.Lock()
+
+
+class FunctionError(RuntimeError):
+    """A synchronous invocation answered with a function error: the handler's exception class name
+    (`error_type`, Lambda's errorType) and message, as Lambda returns them."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+        self.message = message
 
 
 @dataclass
@@ -607,11 +617,12 @@ class LocalMonitor:
 
     def trigger(self, event: dict[str, Any]) -> dict[str, Any]:
         """Invoke the trigger function synchronously on an event and return its answer
-        (EventBridge and Scheduler invoke it asynchronously: `deliver`). A function error raises."""
+        (EventBridge and Scheduler invoke it asynchronously: `deliver`). A function error raises
+        FunctionError."""
         payload, function_error = self._run_function(self.function_arns["trigger"], json.dumps(event).encode())
         answer: dict[str, Any] = json.loads(payload)
         if function_error is not None:
-            raise RuntimeError(f"the trigger failed: {one_line(str(answer))}")
+            raise FunctionError(str(answer.get("errorType")), str(answer.get("errorMessage")))
         return answer
 
     def schedule_tick(self, tick_id: str | None = None) -> dict[str, Any]:

@@ -47,7 +47,7 @@ from hyperpod_nccl.monitor.states.probe_node import load_probe_results
 from hyperpod_nccl.monitor.store import ALERT_PENDING, DIFF, DYNAMODB_ITEM_MAX_BYTES, cluster_key, sweep_key
 from hyperpod_nccl_sim import hang_job
 from hyperpod_nccl_sim.scenario import FaultSpec
-from hyperpod_nccl_sim.serverless import LocalMonitor, SweepRun
+from hyperpod_nccl_sim.serverless import FunctionError, LocalMonitor, SweepRun
 from tests.functional.test_monitor_faults import hanging_gpu_tools, ssm_budget, stall_aggregate_at
 from tests.functional.test_monitor_sizes import STARTED, _finding, _new
 from tests.functional.test_monitor_sweep import _store, _sweep_messages, _sweep_records, monitor  # noqa: F401
@@ -109,7 +109,7 @@ STATE_MACHINE_OPERATIONS: dict[str, str] = {
     "dynamodb:GetItem": "healthy-eks",
     "dynamodb:PutItem": "healthy-eks",
     "dynamodb:Query": "healthy-eks",
-    "dynamodb:UpdateItem": "slurm-p5en",
+    "dynamodb:UpdateItem": "healthy-eks",
     "ec2:DescribeSecurityGroups": "healthy-eks",
     "eks:DescribeCluster": "healthy-eks",
     "logs:DescribeLogGroups": "healthy-eks",
@@ -616,7 +616,8 @@ def _observe_state_machine(simulate, monitor, operation: str, fault: Fault) -> s
     injector.add_fault(_spec(operation, fault, delay=SM_TIMEOUT_DELAY_S))
     try:
         run = _sweep(deployed, tick)
-    except AwsCallFailed as failed:
+    except FunctionError as failed:
+        assert failed.error_type == AwsCallFailed.__name__, failed
         injector.set_faults([])
         assert operation in injector.injected
         # The trigger function raised: nothing started, and Lambda retries the asynchronous invocation.

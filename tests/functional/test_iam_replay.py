@@ -452,7 +452,8 @@ def replays(emulation: Any) -> Iterator[list[Replay]]:
         for scenario in SCENARIOS:
             recorder.calls.clear()
             simulation = SimulatedCluster(load_scenario(scenario).model_copy(deep=True), emulation=emulation).start()
-            deployed = LocalMonitor(simulation, node_coverage=2).start()
+            # Threads: the recorder hooks botocore in this process, which a sandbox process would not share.
+            deployed = LocalMonitor(simulation, node_coverage=2, sandboxes="threads").start()
             try:
                 # Delivered as Scheduler delivers it (an asynchronous invocation), so that the
                 # trigger runs on a Lambda invocation thread like every other function.

@@ -244,3 +244,20 @@ def test_a_table_that_cannot_pace_leaves_the_sandbox_pacing_itself(emulation: Em
         emulation.faults.set_faults([])
     # The rate still held, in this sandbox alone.
     assert starts == [0.0, 0.5, 1.0]
+    # And the report will say so: the pace was kept per sandbox only, no IAM action to grant.
+    assert pacer.unshared is not None and pacer.unshared.missing_action is None
+    assert "each sandbox paced its own ssm:StartSession calls" in pacer.unshared.reason
+    assert pacer.unshared.reason.startswith("dynamodb:UpdateItem of the shared pace failed")
+
+
+def test_a_denied_pace_names_the_action_to_grant(emulation: EmulatedAws, table_name: str) -> None:
+    clock = FakeTime()
+    pacer = _pacer(_sandbox_store(emulation, table_name), clock, rate=2.0)
+    assert pacer.acquire() and pacer.unshared is None  # the table served it
+    emulation.faults.set_faults([FaultSpec(operation="dynamodb:UpdateItem", error_code="AccessDeniedException")])
+    try:
+        assert pacer.acquire()
+    finally:
+        emulation.faults.set_faults([])
+    assert pacer.unshared is not None and pacer.unshared.missing_action == "dynamodb:UpdateItem"
+    assert pacer.unshared.fix.startswith("grant dynamodb:UpdateItem")

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import cast
 
 import pytest
+from botocore.exceptions import ClientError
 
 from hyperpod_nccl import thresholds
 from hyperpod_nccl.collectors.node_probes import NOT_STARTED_KINDS
@@ -143,3 +144,13 @@ def test_the_wait_for_a_start_is_not_probe_time() -> None:
         for n in range(20)
     ]
     assert sweep_probe_seconds(_inventory(NodeProbeInventory(results=results))) == 2.0
+
+
+class _UnreadableHistory:
+    def last_full_sweep_probe_seconds(self, region: str, cluster: str) -> float | None:
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "denied"}}, "Query")
+
+
+def test_an_unreadable_history_sizes_for_the_expected_probe_time_instead_of_failing_the_sweep() -> None:
+    store = cast(Store, _UnreadableHistory())
+    assert probe_concurrency(store, _ref(), CEILING, RATE) == sized_batches_at_once(RATE, None, CEILING)

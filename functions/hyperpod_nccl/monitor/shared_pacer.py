@@ -20,11 +20,15 @@ from dataclasses import dataclass, field
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_nccl import reads, thresholds
+from hyperpod_nccl.aws_errors import error_message, is_access_denied
+from hyperpod_nccl.models.findings import DegradedSource
 from hyperpod_nccl.monitor.settings import PACE_RETENTION_SECONDS, MonitorSettings
 from hyperpod_nccl.monitor.store import PaceContended, Store
 from hyperpod_nccl.pacing import PACED_BURST, THROTTLE_COOLDOWN_SECONDS, THROTTLE_SLOWDOWN, RateLimiter
 
 logger = logging.getLogger(__name__)
+# The one table call a reservation makes (Store.reserve_start).
+PACE_ACTION = "dynamodb:UpdateItem"
 
 
 @dataclass
@@ -50,6 +54,8 @@ class SharedPacer:
     deadline_clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     cooldown_seconds: float = THROTTLE_COOLDOWN_SECONDS
+    # Why this sandbox paced itself alone at least once (None while the table served every start).
+    unshared: DegradedSource | None = field(default=None, init=False)
     _fallback: RateLimiter | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -96,6 +102,7 @@ class SharedPacer:
             )
         except (ClientError, BotoCoreError, PaceContended) as error:
             logger.warning("pace of %s not reserved in the table (%s): pacing this sandbox alone", self.api, error)
+            self._note_unshared(error)
             return self._local().acquire(deadline)
         if start is None:
             return False
@@ -121,6 +128,24 @@ class SharedPacer:
         except (ClientError, BotoCoreError) as error:
             logger.warning("throttle of %s not recorded in the table (%s)", self.api, error)
         self._local().throttled()
+
+    def _note_unshared(self, error: BaseException) -> None:
+        """Keep the first reason this sandbox paced alone: the report says the account's rate was
+        only kept per sandbox (and, when denied, which action to grant)."""
+        if self.unshared is not None:
+            return
+        denied = is_access_denied(error)
+        self.unshared = DegradedSource(
+            source=f"{self.api} pacing",
+            reason=(
+                f"{PACE_ACTION} of the shared pace failed ({error_message(error) or error}): each sandbox "
+                f"paced its own {self.api} calls, so together they may have exceeded the account's rate"
+            ),
+            fix=f"grant {PACE_ACTION} on the monitor's table to the function"
+            if denied
+            else "check the table's health and throttling; the next sweep shares the pace again",
+            missing_action=PACE_ACTION if denied else None,
+        )
 
     def _local(self) -> RateLimiter:
         """The in-process pacer used while the table cannot be (created on first need)."""

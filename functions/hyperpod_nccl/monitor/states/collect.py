@@ -3,6 +3,7 @@ Kubernetes, each run over the control plane Discover stored, its result stored u
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel
@@ -13,7 +14,7 @@ from hyperpod_nccl.collectors.kubernetes import collect_kubernetes
 from hyperpod_nccl.collectors.logs import collect_logs
 from hyperpod_nccl.monitor.payloads import StepOutput, SweepRef
 from hyperpod_nccl.monitor.settings import SCRATCH_RETENTION_SECONDS, MonitorSettings
-from hyperpod_nccl.monitor.shared_pacer import AccountPace
+from hyperpod_nccl.monitor.shared_pacer import AccountPace, SharedPacer
 from hyperpod_nccl.monitor.states.shared import context_for, expiry, load_control_plane, store_degraded
 from hyperpod_nccl.monitor.store import KUBERNETES, LOGS, Store
 
@@ -31,8 +32,9 @@ def run_collect_logs(
     share the account's 5/s)."""
     ctx = context_for(ref, aws, coverage)
     pace = AccountPace.of(settings) if settings is not None else AccountPace()
-    ctx.filter_pacer = pace.filter_log_events(store, ref.region)
-    return _run_collector(ref, store, ctx, "logs", LOGS)
+    pacer = pace.filter_log_events(store, ref.region)
+    ctx.filter_pacer = pacer
+    return _run_collector(ref, store, ctx, "logs", LOGS, pacers=[pacer])
 
 
 def run_collect_kubernetes(
@@ -47,7 +49,15 @@ def run_collect_kubernetes(
     return _run_collector(ref, store, context_for(ref, aws, coverage), "kubernetes", KUBERNETES)
 
 
-def _run_collector(ref: SweepRef, store: Store, ctx: CollectionContext, source: str, blob: str) -> StepOutput:
+def _run_collector(
+    ref: SweepRef,
+    store: Store,
+    ctx: CollectionContext,
+    source: str,
+    blob: str,
+    *,
+    pacers: Sequence[SharedPacer] = (),
+) -> StepOutput:
     control_plane = load_control_plane(store, ref.sweep_id)
     if control_plane is None:
         raise LookupError(f"sweep {ref.sweep_id} has no stored control plane (Discover did not run)")
@@ -55,5 +65,6 @@ def _run_collector(ref: SweepRef, store: Store, ctx: CollectionContext, source: 
     collected: BaseModel | None = collector(ctx, control_plane)
     text = "null" if collected is None else collected.model_dump_json()
     store.put_sweep_blob(ref.sweep_id, blob, text, expires_at=expiry(ref, SCRATCH_RETENTION_SECONDS))
+    ctx.degraded.extend(p.unshared for p in pacers if p.unshared is not None)
     count = store_degraded(store, ref, source, ctx.degraded)
     return StepOutput(source=source, collected=collected is not None, degraded=count)

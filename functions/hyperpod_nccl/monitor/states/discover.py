@@ -3,7 +3,10 @@ probe, returned in batches for the probe Map."""
 
 from __future__ import annotations
 
+import logging
 from typing import Literal
+
+from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperpod_nccl import thresholds
 from hyperpod_nccl.collectors import resolve_orchestrator
@@ -21,6 +24,8 @@ from hyperpod_nccl.monitor.settings import (
 )
 from hyperpod_nccl.monitor.states.shared import context_for, expiry, store_degraded
 from hyperpod_nccl.monitor.store import CONTROL_PLANE, PLAN, Store
+
+logger = logging.getLogger(__name__)
 
 
 def run_discover(
@@ -67,6 +72,11 @@ def run_discover(
 def probe_concurrency(store: Store, ref: SweepRef, max_batches_at_once: int, rate_per_second: float) -> int:
     """The probe Map's child executions at once for this sweep: sized for the StartSession rate
     from the probe time the cluster's previous full sweep measured (its p90), or from the expected
-    probe time on a first sweep (settings.sized_batches_at_once)."""
-    probe_seconds = store.last_full_sweep_probe_seconds(ref.region, ref.cluster)
+    probe time on a first sweep (settings.sized_batches_at_once). The history only sizes the sweep:
+    when it cannot be read, the sweep runs at the expected probe time rather than not at all."""
+    try:
+        probe_seconds = store.last_full_sweep_probe_seconds(ref.region, ref.cluster)
+    except (ClientError, BotoCoreError) as error:
+        logger.warning("previous probe time not read (%s): sizing for the expected probe time", error)
+        probe_seconds = None
     return sized_batches_at_once(rate_per_second, probe_seconds, max_batches_at_once)

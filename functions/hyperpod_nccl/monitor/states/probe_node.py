@@ -47,8 +47,11 @@ def run_probe_node(
         ctx = context_for(ref, aws, coverage)
         ctx.probe_output_max_bytes = PROBE_NODE_OUTPUT_MAX_BYTES
         ctx.probe_documents = dict(probe_documents or {})
-        ctx.start_pacer = (pace or AccountPace()).start_sessions(store, ref.region)
+        pacer = (pace or AccountPace()).start_sessions(store, ref.region)
+        ctx.start_pacer = pacer
         result = probe_node(ctx, target)
+        if pacer.unshared is not None:
+            ctx.degraded.append(pacer.unshared)
         if ctx.degraded:
             store_degraded(store, ref, f"probe#{item.instance_id}", ctx.degraded)
     store_probe_result(store, ref, result)
