@@ -278,3 +278,16 @@ def test_lambda_at_its_timeout_keeps_what_was_written_and_lets_nothing_more_thro
     assert ended and not isinstance(ended[0], Exception)  # no `except Exception` can carry on
     # Returning in time is unaffected.
     assert serverless.run_until(lambda event, ctx: event["x"], {"x": 1}, context, 5) == (True, 1)
+
+
+def test_the_probe_batches_run_as_express_children_under_their_time_limit(simulate, monitor) -> None:  # noqa: F811
+    # Scaled down: Express children stopped at 2 s while each node's GPU tools hang for 30 s (the
+    # probe state allows 8 s), as 5 minutes against the 210 s probe state when deployed. The limit
+    # applies to the deployed definition's children; the parent tolerates every lost child.
+    deployed = monitor(simulate("healthy-eks", edit=hanging_gpu_tools), probe_timeout_seconds=8, express_max_seconds=2)
+    run = deployed.sweep()
+    assert run.status == "SUCCEEDED"
+    sfn = deployed.client("stepfunctions")
+    (map_run,) = sfn.list_map_runs(executionArn=run.execution_arn)["mapRuns"]
+    counts = sfn.describe_map_run(mapRunArn=map_run["mapRunArn"])["itemCounts"]
+    assert counts["timedOut"] == counts["total"] >= 1, counts
