@@ -39,3 +39,18 @@ def probed(results: Iterable[NodeProbeResult]) -> NodeProbeInventory:
     """The node-probe source of a sweep that probed exactly the nodes of `results`."""
     results = list(results)
     return NodeProbeInventory(probed_instance_ids=[r.instance_id for r in results], results=results)
+
+
+class FakeClock:
+    """A clock for pacing and retry logic without waiting: `sleep` moves `now` and keeps each wait."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds

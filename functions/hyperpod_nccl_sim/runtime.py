@@ -3,6 +3,7 @@ Kubernetes API, all seeded from one scenario and all on loopback."""
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 
 from hyperpod_nccl.collectors.aws import AwsClients
@@ -85,3 +86,20 @@ class SimulatedCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def set_environment(values: dict[str, str]) -> dict[str, str | None]:
+    """Set `values` in this process's environment (the emulated functions' environment at each
+    invocation: sandboxes.py); returns what they replaced, for `restore_environment`."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    return saved
+
+
+def restore_environment(saved: dict[str, str | None]) -> None:
+    """Put back what `set_environment` replaced (a variable that was unset is unset again)."""
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value

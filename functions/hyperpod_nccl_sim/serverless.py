@@ -80,7 +80,7 @@ from hyperpod_nccl.monitor.settings import (
 from hyperpod_nccl.probe import documents
 from hyperpod_nccl.sanitize import one_line
 from hyperpod_nccl_sim.aws import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
-from hyperpod_nccl_sim.runtime import SimulatedCluster
+from hyperpod_nccl_sim.runtime import SimulatedCluster, restore_environment, set_environment
 from hyperpod_nccl_sim.sandboxes import LambdaContext, SandboxMode, SandboxPool, freezing, run_until
 from hyperpod_nccl_sim.stepfunctions_limits import StepFunctionsLimits, set_stepfunctions_limits, stepfunctions_limits
 
@@ -809,8 +809,7 @@ def _print_notifications(out: TextIO, notifications: list[dict[str, Any]]) -> No
 
 def run_demo(scenario: str, out: TextIO) -> int:
     """Two scheduled sweeps of `scenario` through the state machine; prints what each did."""
-    saved = {key: os.environ.get(key) for key in _quiet_handlers()}
-    os.environ.update(_quiet_handlers())
+    saved = set_environment(_quiet_handlers())
     try:
         with SimulatedCluster(scenario) as simulation, LocalMonitor(simulation) as monitor:
             out.write(
@@ -838,8 +837,4 @@ def run_demo(scenario: str, out: TextIO) -> int:
             ok = first.status == "SUCCEEDED" and second.status == "SUCCEEDED"
             return 0 if ok else 1
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        restore_environment(saved)

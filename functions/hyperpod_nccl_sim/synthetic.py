@@ -14,12 +14,15 @@ import resource
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from hyperpod_nccl import thresholds
+from hyperpod_nccl import reads, thresholds
+from hyperpod_nccl.monitor.settings import LOG_FILTER_RATE_ENV, START_SESSION_RATE_ENV
 from hyperpod_nccl_sim.node_behaviours import NodeBehaviour, NodeBehaviours, SessionFaultSpec
+from hyperpod_nccl_sim.runtime import restore_environment, set_environment
 from hyperpod_nccl_sim.scenario import ClusterSpec, InstanceGroupSpec, Scenario, SecurityGroupSpec
 
 SYNTHETIC_INSTANCE_TYPE = "ml.p5.48xlarge"
@@ -33,9 +36,11 @@ def synthetic_scenario(
     *,
     orchestrator: Literal["eks", "slurm"] = "eks",
     instance_type: str = SYNTHETIC_INSTANCE_TYPE,
+    sweeps: int = 1,
 ) -> Scenario:
-    """A healthy cluster of `nodes` `instance_type` nodes; each node's first probe session
-    takes `probe_latency_seconds` longer than streaming its output (the agent stalls mid-output).
+    """A healthy cluster of `nodes` `instance_type` nodes; each node's first `sweeps` probe
+    sessions take `probe_latency_seconds` longer than streaming their output (the agent stalls
+    mid-output).
 
     Slurm clusters get one extra controller node (a Slurm cluster has one; the sweep probes it
     with the controller script), so `nodes` counts the accelerator nodes in both cases.
@@ -59,8 +64,9 @@ def synthetic_scenario(
                 name=CONTROLLER_GROUP, instance_type="ml.m5.4xlarge", count=1, slurm_node_type="Controller"
             ),
         )
-    # One stalled session per node: a sweep starts exactly one session per node.
-    latency = [SessionFaultSpec(stall_seconds=probe_latency_seconds)] if probe_latency_seconds else []
+    # One stalled session per node and sweep: a sweep starts exactly one session per node (a
+    # throttled StartSession starts none), and a later session would answer at once.
+    latency = [SessionFaultSpec(stall_seconds=probe_latency_seconds)] * sweeps if probe_latency_seconds else []
     behaviours = NodeBehaviours(defaults=NodeBehaviour(session_faults=latency))
     if orchestrator == "slurm":
         from hyperpod_nccl_sim.node_behaviours import SlurmControllerBehaviour
@@ -112,6 +118,28 @@ class SweepMeasurement(BaseModel):
         description="peak RSS of the sweeping process: the CLI's own process; for the state machine, the "
         "process that also runs the emulation and every handler",
     )
+    time_scale: float = Field(
+        default=1.0,
+        description="k: every rate (the emulation's and the product's) ran k times faster and every probe k "
+        "times shorter; wall_s and bound_s are in those scaled seconds (`measure_sweep`)",
+    )
+    probes_at_once: int = Field(default=0, description="the concurrency the bound's probe term uses")
+    start_session_accepted: int = Field(default=0, description="StartSession calls the emulated rate let through")
+    start_session_throttled: int = Field(default=0, description="StartSession calls the emulated rate throttled")
+    probe_throttles: int = Field(default=0, description="throttles the probes met (their results' `throttles`)")
+    probe_retries: int = Field(default=0, description="StartSession retries the probes made (`retries`)")
+    paced_seconds: float = Field(default=0.0, description="seconds the probes waited for their starts, summed")
+    nodes_skipped: int = Field(default=0, description="nodes not probed (the rate left them no start)")
+    warm_up_wall_s: float | None = Field(
+        default=None, description="state machine: the cluster's first sweep, run before the measured one"
+    )
+    warm_up_probes_at_once: int | None = Field(default=None, description="what Discover chose for that first sweep")
+
+    @property
+    def throttled_share(self) -> float:
+        """Share of the StartSession calls the emulated account rate throttled."""
+        total = self.start_session_accepted + self.start_session_throttled
+        return self.start_session_throttled / total if total else 0.0
 
     @property
     def ratio_to_bound(self) -> float:
@@ -139,10 +167,25 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def lower_bound_seconds(nodes: int, probe_latency_seconds: float) -> float:
-    """No sweep can beat this: every session start waits for the account's StartSession rate,
-    and the last node started still needs one probe."""
-    return nodes / thresholds.SSM_START_SESSION_PER_SECOND + probe_latency_seconds
+def lower_bound_seconds(
+    nodes: int,
+    probe_latency_seconds: float,
+    *,
+    rate_per_second: float = thresholds.SSM_START_SESSION_PER_SECOND,
+    probes_at_once: int | None = None,
+) -> float:
+    """No sweep can beat this: every session start waits for the account's StartSession rate and
+    the last node started still needs one probe (N / rate + probe), and no more than
+    `probes_at_once` probes run together (None: as many as the rate allows), so the probes take at
+    least ceil(N / concurrency) rounds of one probe each.
+
+    Issue 15 writes the bound max(N / rate, N x probe / concurrency) + probe; where the concurrency
+    binds, that counts the last probe twice (16 nodes of 20 s probes, 16 at once, finish in one
+    probe, not two), so it is not a lower bound: this one is never above it and differs from it
+    by under one probe per ceil(N / concurrency) rounds."""
+    starts = nodes / rate_per_second + probe_latency_seconds
+    rounds = -(-nodes // probes_at_once) * probe_latency_seconds if probes_at_once else 0.0
+    return max(starts, rounds)
 
 
 def serial_seconds(nodes: int, probe_latency_seconds: float) -> float:
@@ -159,6 +202,63 @@ def _count(calls: list[str]) -> dict[str, int]:
     return dict(sorted(counted.items()))
 
 
+@dataclass
+class _Swept:
+    """What one path's sweep measured, before it becomes a `SweepMeasurement`."""
+
+    wall_s: float
+    calls: list[str]
+    probed: int
+    unreachable: int
+    skipped: int
+    status: str
+    peak_rss_mb: float
+    probes_at_once: int
+    start_session: tuple[int, int] = (0, 0)
+    throttles: int = 0
+    retries: int = 0
+    paced_seconds: float = 0.0
+    warm_up_wall_s: float | None = None
+    warm_up_probes_at_once: int | None = None
+
+
+@dataclass(frozen=True)
+class TimeScale:
+    """k: the sweep runs k times faster than AWS allows, honestly (`measure_sweep`)."""
+
+    k: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.k <= 0:
+            raise ValueError("the time scale must be positive")
+
+    @property
+    def start_session_rate(self) -> float:
+        """StartSession per second, the emulation's and the product's pace alike."""
+        return thresholds.SSM_START_SESSION_PER_SECOND * self.k
+
+    @property
+    def log_filter_rate(self) -> float:
+        """The product's FilterLogEvents pace."""
+        return thresholds.LOG_FILTER_CALLS_PER_SECOND * self.k
+
+    def emulated_limits(self) -> Any:
+        """The emulation's account-wide rates, each k times AWS's; the bursts are counts of calls,
+        not times, so they stay as they are."""
+        from hyperpod_nccl_sim.aws import EmulatedLimits
+
+        defaults = EmulatedLimits()
+        return replace(
+            defaults,
+            start_session_per_second=(defaults.start_session_per_second or 0) * self.k,
+            filter_log_events_per_second=(defaults.filter_log_events_per_second or 0) * self.k,
+        )
+
+    def product_environment(self) -> dict[str, str]:
+        """The monitor's paces (its functions' environment), k times the defaults."""
+        return {START_SESSION_RATE_ENV: repr(self.start_session_rate), LOG_FILTER_RATE_ENV: repr(self.log_filter_rate)}
+
+
 def measure_sweep(
     nodes: int,
     probe_latency_seconds: float,
@@ -167,42 +267,79 @@ def measure_sweep(
     orchestrator: Literal["eks", "slurm"] = "eks",
     concurrency: int | None = None,
     on_run: Any = None,
+    time_scale: float = 1.0,
+    warm_up: bool = False,
 ) -> SweepMeasurement:
-    """Start a synthetic cluster, sweep every node once through `path` and time it.
+    """Start a synthetic cluster, sweep every node once through `path` and time it, against the
+    emulation's account-wide rates (StartSession 3/s, FilterLogEvents 5/s).
 
     Only the sweep is timed (not the emulation's start-up or seeding); API calls are the ones the
-    emulation received during the sweep. `concurrency` is the state machine's probes at once
-    (mapMaxConcurrency; default the deployed default). `on_run`, if given, receives the state machine path's
-    `(LocalMonitor, SweepRun)` before the simulation stops (the cost benchmark reads the history).
+    emulation received during the sweep. `concurrency` is the state machine's ceiling of probes at
+    once (mapMaxConcurrency; default the deployed default), under which Discover sizes each sweep.
+    `on_run`, if given, receives the state machine path's `(LocalMonitor, SweepRun)` of the measured
+    sweep before the simulation stops (the cost benchmark reads the history). `warm_up` (state
+    machine only) sweeps the cluster once first, untimed, so that the measured sweep is sized from a
+    previous sweep's probe times, as every sweep of a cluster but its first is.
+
+    `time_scale` k runs the sweep k times faster than AWS would allow, honestly: the emulation's
+    rates and the product's paces are k times AWS's (bursts unchanged: they count calls), each
+    probe takes `probe_latency_seconds / k`, and the bound is in the same scaled seconds. Budgets
+    and timeouts are not scaled (they never bind on a healthy cluster); neither are the fixed costs
+    (Lambda dispatch, the emulation, DynamoDB), so the ratio to the bound is pessimistic.
     """
     from hyperpod_nccl_sim.runtime import SimulatedCluster
 
-    scenario = synthetic_scenario(nodes, probe_latency_seconds, orchestrator=orchestrator)
-    with SimulatedCluster(scenario) as simulation:
+    scale = TimeScale(time_scale)
+    latency = probe_latency_seconds / scale.k
+    scenario = synthetic_scenario(nodes, latency, orchestrator=orchestrator, sweeps=2 if warm_up else 1)
+    with SimulatedCluster(scenario, limits=scale.emulated_limits()) as simulation:
         calls = simulation.emulation.faults.calls
         if path == "cli":
-            measured = _measure_cli(simulation, calls)
+            swept = _measure_cli(simulation, calls, scale)
         else:
-            measured = (*_measure_state_machine(simulation, calls, concurrency, on_run), peak_rss_mb())
-    wall, call_log, probed, unreachable, status, peak = measured
-    by_operation = _count(call_log)
+            swept = _measure_state_machine(simulation, calls, concurrency, on_run, scale, warm_up)
+    by_operation = _count(swept.calls)
+    node_count = len(scenario.node_keys())
+    bound = lower_bound_seconds(
+        node_count, latency, rate_per_second=scale.start_session_rate, probes_at_once=swept.probes_at_once
+    )
     return SweepMeasurement(
         nodes=nodes,
         path=path,
         probe_latency_s=probe_latency_seconds,
-        wall_s=round(wall, 3),
-        bound_s=round(lower_bound_seconds(len(scenario.node_keys()), probe_latency_seconds), 3),
-        serial_s=round(serial_seconds(len(scenario.node_keys()), probe_latency_seconds), 3),
+        wall_s=round(swept.wall_s, 3),
+        bound_s=round(bound, 3),
+        serial_s=round(serial_seconds(node_count, latency), 3),
         api_calls=sum(by_operation.values()),
         api_calls_by_operation=by_operation,
-        nodes_probed=probed,
-        nodes_unreachable=unreachable,
-        status=status,
-        peak_rss_mb=round(peak, 1),
+        nodes_probed=swept.probed,
+        nodes_unreachable=swept.unreachable,
+        nodes_skipped=swept.skipped,
+        status=swept.status,
+        peak_rss_mb=round(swept.peak_rss_mb, 1),
+        time_scale=scale.k,
+        probes_at_once=swept.probes_at_once,
+        start_session_accepted=swept.start_session[0],
+        start_session_throttled=swept.start_session[1],
+        probe_throttles=swept.throttles,
+        probe_retries=swept.retries,
+        paced_seconds=round(swept.paced_seconds, 3),
+        warm_up_wall_s=None if swept.warm_up_wall_s is None else round(swept.warm_up_wall_s, 3),
+        warm_up_probes_at_once=swept.warm_up_probes_at_once,
     )
 
 
-def _measure_cli(simulation: Any, calls: list[str]) -> tuple[float, list[str], int, int, str, float]:
+def _start_sessions(emulation: Any) -> tuple[int, int]:
+    """StartSession calls the emulated account rate has let through and throttled so far."""
+    usage = emulation.rate_usage(reads.START_SESSION).values()
+    return sum(u.accepted for u in usage), sum(u.throttled for u in usage)
+
+
+def _since(before: tuple[int, int], after: tuple[int, int]) -> tuple[int, int]:
+    return after[0] - before[0], after[1] - before[1]
+
+
+def _measure_cli(simulation: Any, calls: list[str], scale: TimeScale) -> _Swept:
     """The CLI's sweep in its own process against this process's emulation, as an operator runs
     it against AWS: its wall time and peak memory are its own, not the emulation's."""
     from hyperpod_nccl_sim.aws import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
@@ -220,61 +357,154 @@ def _measure_cli(simulation: Any, calls: list[str]) -> tuple[float, list[str], i
     )
     env.pop("AWS_PROFILE", None)
     env.pop("AWS_SESSION_TOKEN", None)
-    command = [sys.executable, "-c", _CLI_CHILD, scenario.cluster.name, scenario.region]
+    command = [
+        sys.executable,
+        "-c",
+        _CLI_CHILD,
+        scenario.cluster.name,
+        scenario.region,
+        repr(scale.start_session_rate),
+        repr(scale.log_filter_rate),
+    ]
     del calls[:]
+    before = _start_sessions(simulation.emulation)
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     call_log = list(calls)
     if done.returncode != 0 or not done.stdout.strip():
         raise RuntimeError(f"the CLI sweep failed: {done.stderr[-2000:]}")
     child = json.loads(done.stdout.strip().splitlines()[-1])
-    return (
-        float(child["wall_s"]),
-        call_log,
-        int(child["nodes_probed"]),
-        int(child["nodes_unreachable"]),
-        "SUCCEEDED",
-        float(child["peak_rss_mb"]),
+    return _Swept(
+        wall_s=float(child["wall_s"]),
+        calls=call_log,
+        probed=int(child["nodes_probed"]),
+        unreachable=int(child["nodes_unreachable"]),
+        skipped=int(child["nodes_skipped"]),
+        status="SUCCEEDED",
+        peak_rss_mb=float(child["peak_rss_mb"]),
+        probes_at_once=min(thresholds.SSM_PROBE_WORKERS, len(scenario.node_keys())),
+        start_session=_since(before, _start_sessions(simulation.emulation)),
+        throttles=int(child["throttles"]),
+        retries=int(child["retries"]),
+        paced_seconds=float(child["paced_seconds"]),
     )
 
 
-# The child process of `_measure_cli`: `diagnose --sample-nodes all` through the engine, timed
-# from the first AWS call to the result (interpreter start-up excluded).
+# The child process of `_measure_cli`: `diagnose --sample-nodes all` through the engine (as
+# `engine.diagnose` runs it, keeping the inventory to count the probes' throttles), at the given
+# StartSession and FilterLogEvents paces (`--start-session-rate`), timed from the first AWS call to
+# the result (interpreter start-up excluded).
 _CLI_CHILD = """
 import json, sys, time
+from hyperpod_nccl.collectors import collect
 from hyperpod_nccl.collectors.aws import AwsClients
-from hyperpod_nccl.engine import diagnose
+from hyperpod_nccl.collectors.context import CollectionContext
+from hyperpod_nccl.engine import build_result
 from hyperpod_nccl.models.findings import Scope
 from hyperpod_nccl.models.request import DiagnoseRequest
+from hyperpod_nccl.pacing import filter_log_events_limiter
 from hyperpod_nccl_sim.synthetic import peak_rss_mb
-cluster, region = sys.argv[1], sys.argv[2]
-request = DiagnoseRequest(cluster=cluster, region=region, scope=Scope(sample_nodes="all"))
+cluster, region, start_rate, filter_rate = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+scope = Scope(sample_nodes="all")
+request = DiagnoseRequest(cluster=cluster, region=region, scope=scope, start_session_rate=start_rate)
 aws = AwsClients(region=region)
 started = time.monotonic()
-result = diagnose(request, aws)
+ctx = CollectionContext(request=request, aws=aws, filter_pacer=filter_log_events_limiter(filter_rate))
+inventory = collect(ctx)
+result = build_result(inventory, ctx.degraded, ctx.now)
 wall = time.monotonic() - started
-print(json.dumps({"wall_s": wall, "nodes_probed": result.coverage.nodes_probed,
-                  "nodes_unreachable": result.coverage.nodes_unreachable, "peak_rss_mb": peak_rss_mb()}))
+probes = inventory.node_probes.results if inventory.node_probes else []
+coverage = result.coverage
+print(json.dumps({"wall_s": wall, "nodes_probed": coverage.nodes_probed,
+                  "nodes_unreachable": coverage.nodes_unreachable, "nodes_skipped": coverage.nodes_skipped,
+                  "peak_rss_mb": peak_rss_mb(),
+                  "throttles": sum(r.throttles for r in probes), "retries": sum(r.retries for r in probes),
+                  "paced_seconds": sum(r.paced_seconds for r in probes)}))
 """
 
 
 def _measure_state_machine(
-    simulation: Any, calls: list[str], concurrency: int | None, on_run: Any
-) -> tuple[float, list[str], int, int, str]:
+    simulation: Any, calls: list[str], concurrency: int | None, on_run: Any, scale: TimeScale, warm_up: bool
+) -> _Swept:
     from hyperpod_nccl.monitor.settings import DEFAULT_MAP_MAX_CONCURRENCY
+    from hyperpod_nccl.pacing import THROTTLE_COOLDOWN_SECONDS
     from hyperpod_nccl_sim.serverless import LocalMonitor
 
-    with LocalMonitor(simulation, map_concurrency=concurrency or DEFAULT_MAP_MAX_CONCURRENCY) as monitor:
-        del calls[:]
-        started = time.monotonic()
-        run = monitor.sweep(timeout=_state_machine_timeout(len(simulation.scenario.node_keys())))
-        wall = time.monotonic() - started
-        call_log = list(calls)
-        aggregate = (run.output or {}).get("aggregate") or {}
-        if on_run is not None:
-            on_run(monitor, run)
-    return wall, call_log, int(aggregate.get("nodes_probed", 0)), int(aggregate.get("nodes_unreachable", 0)), run.status
+    nodes = len(simulation.scenario.node_keys())
+    timeout = _state_machine_timeout(nodes, scale)
+    # The functions' environment is this process's at each invocation (sim/sandboxes.py).
+    saved = set_environment(scale.product_environment())
+    try:
+        with LocalMonitor(simulation, map_concurrency=concurrency or DEFAULT_MAP_MAX_CONCURRENCY) as monitor:
+            first: tuple[float, int] | None = None
+            if warm_up:
+                throttled_before = _start_sessions(simulation.emulation)[1]
+                started = time.monotonic()
+                run = monitor.sweep(timeout=timeout)
+                first = (time.monotonic() - started, _probes_at_once(run))
+                if _start_sessions(simulation.emulation)[1] > throttled_before:
+                    # A throttle slows the shared pace for a cooldown that the next scheduled sweep,
+                    # a cadence later, never meets: back to back, the warm-up's would slow the next.
+                    time.sleep(THROTTLE_COOLDOWN_SECONDS)
+            del calls[:]
+            before = _start_sessions(simulation.emulation)
+            started = time.monotonic()
+            run = monitor.sweep(timeout=timeout)
+            wall = time.monotonic() - started
+            call_log = list(calls)
+            start_session = _since(before, _start_sessions(simulation.emulation))
+            aggregate = (run.output or {}).get("aggregate") or {}
+            probes = _stored_probe_results(monitor, run)
+            if on_run is not None:
+                on_run(monitor, run)
+    finally:
+        restore_environment(saved)
+    probed, unreachable = int(aggregate.get("nodes_probed", 0)), int(aggregate.get("nodes_unreachable", 0))
+    return _Swept(
+        wall_s=wall,
+        calls=call_log,
+        probed=probed,
+        unreachable=unreachable,
+        # Aggregate's output counts these two; every other node was not probed (or the sweep failed).
+        skipped=nodes - probed - unreachable,
+        status=run.status,
+        peak_rss_mb=peak_rss_mb(),
+        probes_at_once=_probes_at_once(run),
+        start_session=start_session,
+        throttles=sum(r.throttles for r in probes),
+        retries=sum(r.retries for r in probes),
+        paced_seconds=sum(r.paced_seconds for r in probes),
+        warm_up_wall_s=first[0] if first else None,
+        warm_up_probes_at_once=first[1] if first else None,
+    )
 
 
-def _state_machine_timeout(nodes: int) -> float:
+def _probes_at_once(run: Any) -> int:
+    """The probes a sweep ran at once, as its Discover chose: `batches_at_once` child executions,
+    each probing up to PROBE_BATCH_CONCURRENCY nodes of its batch together."""
+    from hyperpod_nccl.monitor.settings import PROBE_BATCH_CONCURRENCY
+
+    for event in run.events:
+        output = (event.get("lambdaFunctionSucceededEventDetails") or {}).get("output")
+        if output and '"batches_at_once"' in output:
+            discovered = json.loads(output)
+            batch = max((len(b) for b in discovered.get("batches", [])), default=0)
+            return int(discovered["batches_at_once"]) * min(batch, PROBE_BATCH_CONCURRENCY)
+    return 0
+
+
+def _stored_probe_results(monitor: Any, run: Any) -> list[Any]:
+    """The node results the sweep's ProbeNode invocations stored in the table."""
+    from hyperpod_nccl.monitor.settings import FINDINGS_TABLE_ENV
+    from hyperpod_nccl.monitor.states.probe_node import load_probe_results
+    from hyperpod_nccl.monitor.store import Store
+
+    resource = monitor.emulation.session(monitor.region).resource(
+        "dynamodb", endpoint_url=monitor.emulation.endpoint_url, region_name=monitor.region
+    )
+    store = Store(resource.Table(os.environ[FINDINGS_TABLE_ENV]))
+    return list(load_probe_results(store, run.execution_arn.rsplit(":", 1)[-1]).values())
+
+
+def _state_machine_timeout(nodes: int, scale: TimeScale) -> float:
     """Generous: ten times the bound plus start-up, so a slow machine reports a time, not a hang."""
-    return 120.0 + 10 * nodes / thresholds.SSM_START_SESSION_PER_SECOND
+    return 120.0 + 10 * nodes / scale.start_session_rate

@@ -1,47 +1,85 @@
-"""Sweep scale: wall time of a full sweep (every node probed) of 16 to 1024 synthetic nodes, through
-the CLI and through the state machine, against the original serial design and the lower bound."""
+"""Sweep scale: wall time of a full sweep (every node probed) of 16 to 4,096 synthetic nodes with
+2 s and 20 s probes, through the CLI and through the state machine, against the strict emulation's
+account-wide rates (StartSession 3/s burst 3, FilterLogEvents 5/s) and the lower bound.
+
+At 3/s a 4,096-node sweep takes 23 minutes, so the sweeps run time-scaled (`TIME_SCALE`, see
+`hyperpod_nccl_sim.synthetic.measure_sweep`): every rate k times AWS's, every probe k times shorter,
+the bound in the same scaled seconds. What is not scaled (Lambda dispatch, the emulation, DynamoDB,
+the pacer's throttle cooldown) weighs k times more than on AWS, so the ratios are pessimistic.
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from hyperpod_nccl import thresholds
-from hyperpod_nccl_sim.synthetic import CLUSTER_SERVICES, SweepMeasurement
-from tests.bench._sweeps import PROBE_LATENCY_SECONDS, cli_sweep, state_machine_sweep
+from hyperpod_nccl.monitor.settings import DEFAULT_MAP_MAX_CONCURRENCY, EXPECTED_PROBE_SECONDS
+from hyperpod_nccl.pacing import THROTTLE_COOLDOWN_SECONDS
+from hyperpod_nccl_sim.runtime import restore_environment, set_environment
+from hyperpod_nccl_sim.synthetic import CLUSTER_SERVICES, SweepMeasurement, measure_sweep
 
 TITLE = "Sweep scale: wall time and AWS calls vs cluster size"
-SIZES = (16, 64, 256, 1024)
+# The issue's sizes and probe times (issue 15, point 2). `BENCH_SWEEP_SIZES=16,64` runs fewer.
+SIZES = (16, 64, 256, 1024, 4096)
+PROBE_SECONDS = (2.0, 20.0)
+# k: the whole section (both paths, both probe times, a warm-up sweep per state-machine run) then
+# takes about sum(N) x (2 + 4) / (3 k) s of starts plus the CLI's 20 s probes, 16 at a time; k = 5
+# is the most that 2 shared cores keep up with (15 StartSession, each a Lambda sandbox and a
+# streamed session, per second).
+TIME_SCALE = 5.0
 TARGET_RATIO = 1.2
+TARGET_THROTTLED = 0.05
 PLOT = Path(__file__).resolve().parents[2] / "docs" / "sweep-scale.png"
 
 
-def _plot(sizes: list[int], cli: list[SweepMeasurement], machine: list[SweepMeasurement]) -> None:
+def sizes() -> list[int]:
+    """The sizes to run: SIZES, or those `BENCH_SWEEP_SIZES` names."""
+    wanted = os.environ.get("BENCH_SWEEP_SIZES", "").strip()
+    return [int(n) for n in wanted.split(",")] if wanted else list(SIZES)
+
+
+@contextmanager
+def _quiet_handlers() -> Iterator[None]:
+    """The handlers' JSON logs and metrics off while sweeping (another benchmark may have set them
+    on); the previous values back afterwards."""
+    saved = set_environment({"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"})
+    try:
+        yield
+    finally:
+        restore_environment(saved)
+
+
+def _plot(runs: dict[tuple[int, float], tuple[SweepMeasurement, SweepMeasurement]]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axis = plt.subplots(figsize=(7, 4.5), dpi=120)
-    axis.plot(sizes, [m.serial_s for m in cli], "s--", color="tab:red", label="original design (serial)")
-    axis.plot(sizes, [m.wall_s for m in cli], "o-", color="tab:blue", label="ours: CLI")
-    axis.plot(sizes, [m.wall_s for m in machine], "^-", color="tab:green", label="ours: state machine")
-    axis.plot(sizes, [m.bound_s for m in cli], ":", color="black", label="lower bound N/3 s + one probe")
-    axis.set_xscale("log", base=2)
-    axis.set_yscale("log")
-    axis.set_xticks(sizes, [str(n) for n in sizes])
-    axis.set_xlabel("nodes")
-    axis.set_ylabel("sweep wall time (s)")
-    axis.set_title(f"Full sweep, every probe {PROBE_LATENCY_SECONDS:g} s, StartSession 3/s")
-    axis.grid(True, which="both", alpha=0.3)
-    axis.legend()
+    figure, axes = plt.subplots(1, len(PROBE_SECONDS), figsize=(11, 4.5), dpi=120, squeeze=False)
+    for axis, probe in zip(axes[0], PROBE_SECONDS, strict=True):
+        measured = sorted((n, c, m) for (n, p), (c, m) in runs.items() if p == probe)
+        if not measured:
+            continue
+        nodes = [n for n, _, _ in measured]
+        axis.plot(nodes, [c.wall_s for _, c, _ in measured], "o-", color="tab:blue", label="CLI")
+        axis.plot(nodes, [c.bound_s for _, c, _ in measured], ":", color="tab:blue", label="CLI bound (16 at once)")
+        axis.plot(nodes, [m.wall_s for _, _, m in measured], "^-", color="tab:green", label="state machine")
+        axis.plot(nodes, [m.bound_s for _, _, m in measured], ":", color="tab:green", label="state machine bound")
+        axis.set_xscale("log", base=2)
+        axis.set_yscale("log")
+        axis.set_xticks(nodes, [str(n) for n in nodes])
+        axis.set_xlabel("nodes")
+        axis.set_ylabel(f"sweep wall time (s, scaled by k = {TIME_SCALE:g})")
+        axis.set_title(f"probes of {probe:g} s, StartSession 3/s (both / k)")
+        axis.grid(True, which="both", alpha=0.3)
+        axis.legend(fontsize=8)
     figure.tight_layout()
     PLOT.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(PLOT)
     plt.close(figure)
-
-
-def _hours(seconds: float) -> str:
-    return f"{seconds / 3600:.1f} h"
 
 
 def _calls(measured: SweepMeasurement) -> str:
@@ -52,48 +90,115 @@ def _calls(measured: SweepMeasurement) -> str:
     return f"{listing} | {sessions} | {other}"
 
 
+def _wall(measured: SweepMeasurement) -> str:
+    return f"{measured.wall_s:.1f} s / {measured.bound_s:.1f} s (**{measured.ratio_to_bound:.2f}x**)"
+
+
+def _throttled(measured: SweepMeasurement) -> str:
+    total = measured.start_session_accepted + measured.start_session_throttled
+    return f"{measured.start_session_throttled}/{total} ({measured.throttled_share:.1%})"
+
+
+def _measure(nodes: int, probe: float) -> tuple[SweepMeasurement, SweepMeasurement]:
+    print(f"  {nodes} nodes, {probe:g} s probes ...", flush=True)
+    cli = measure_sweep(nodes, probe, path="cli", time_scale=TIME_SCALE)
+    machine = measure_sweep(nodes, probe, path="state-machine", time_scale=TIME_SCALE, warm_up=True)
+    return cli, machine
+
+
 def run() -> str:
-    """Measure every size on both paths, plot, and report."""
-    sizes = list(SIZES)
-    cli = [cli_sweep(n) for n in sizes]
-    machine = [state_machine_sweep(n).measurement for n in sizes]
-    _plot(sizes, cli, machine)
+    """Measure every size and probe time on both paths, plot, and report."""
+    with _quiet_handlers():
+        runs = {(n, p): _measure(n, p) for p in PROBE_SECONDS for n in sizes()}
+    _plot(runs)
     rows = []
-    for n, c, m in zip(sizes, cli, machine, strict=True):
+    for (n, probe), (c, m) in runs.items():
+        first = f"{m.warm_up_wall_s:.1f} s ({m.warm_up_probes_at_once} at once)" if m.warm_up_wall_s else "-"
         rows.append(
-            f"| {n} | {c.wall_s:.1f} s ({c.ratio_to_bound:.2f}x) | {m.wall_s:.1f} s ({m.ratio_to_bound:.2f}x) "
-            f"| {c.serial_s:.0f} s | {_hours(n * thresholds.SSM_NODE_BUDGET_SECONDS)} "
-            f"| {c.bound_s:.1f} s | {c.nodes_probed}/{m.nodes_probed} "
-            f"| {c.nodes_unreachable}/{m.nodes_unreachable} |"
+            f"| {n} | {probe:g} s | {_wall(c)} | {_wall(m)} | {m.probes_at_once} | {first} "
+            f"| {_throttled(c)} / {_throttled(m)} | {c.probe_throttles}, {c.probe_retries} / "
+            f"{m.probe_throttles}, {m.probe_retries} | {c.nodes_probed}/{m.nodes_probed} "
+            f"| {c.nodes_unreachable}/{m.nodes_unreachable} | {c.nodes_skipped}/{m.nodes_skipped} |"
         )
     calls = []
-    for n, c, m in zip(sizes, cli, machine, strict=True):
-        own = {op: k for op, k in m.api_calls_by_operation.items() if op.split(":", 1)[0] not in CLUSTER_SERVICES}
+    for (nodes, probe), (c, m) in runs.items():
+        if probe != PROBE_SECONDS[0]:
+            continue
+        own = {
+            op: count for op, count in m.api_calls_by_operation.items() if op.split(":", 1)[0] not in CLUSTER_SERVICES
+        }
         calls.append(
-            f"| {n} | {_calls(c)} | {c.api_calls} | {_calls(m)} | {sum(own.values())} "
-            f"({', '.join(f'{op} {k}' for op, k in own.items())}) |"
+            f"| {nodes} | {_calls(c)} | {c.api_calls} | {_calls(m)} | {sum(own.values())} "
+            f"({', '.join(f'{op} {n}' for op, n in own.items())}) |"
         )
-    worst_cli = max(c.ratio_to_bound for c in cli)
-    worst_machine = max(m.ratio_to_bound for m in machine)
-    verdict = "met" if max(worst_cli, worst_machine) <= TARGET_RATIO else "MISSED"
+    measured = [x for pair in runs.values() for x in pair]
+    worst_cli = max(c.ratio_to_bound for c, _ in runs.values())
+    worst_machine = max(m.ratio_to_bound for _, m in runs.values())
+    worst_throttled = max(x.throttled_share for x in measured)
+    unreachable = sum(x.nodes_unreachable for x in measured)
+    skipped = sum(x.nodes_skipped for x in measured)
+    met = (
+        max(worst_cli, worst_machine) <= TARGET_RATIO
+        and worst_throttled < TARGET_THROTTLED
+        and unreachable == 0
+        and skipped == 0
+        and set(sizes()) == set(SIZES)
+    )
+    ran = ", ".join(f"{n:,}" for n in sizes())
+    k = TIME_SCALE
     return (
-        f"Synthetic healthy EKS clusters of ml.p5.48xlarge nodes, every probe taking {PROBE_LATENCY_SECONDS:g} s "
-        f"(`hyperpod-nccl bench sweep --nodes N --probe-latency {PROBE_LATENCY_SECONDS:g} [--path state-machine]`). "
-        f"StartSession is paced at {thresholds.SSM_START_SESSION_PER_SECOND:g}/s by the shared first-come-first-served "
-        "pacer (burst 3, so small clusters can finish just under the bound). CLI: `diagnose --sample-nodes all` in its "
-        "own process against the emulation in the benchmark's; state machine: the deployed definition executed "
-        "by the emulation's Step Functions with the handlers in-process, from the schedule tick to the end of the "
-        "execution. Both run the real SSM client "
-        "against the protocol-faithful simulated agent (each session streams the full p5 probe output).\n\n"
+        f"Synthetic healthy EKS clusters of ml.p5.48xlarge nodes ({ran} nodes), every probe taking 2 s or 20 s "
+        "(`hyperpod-nccl bench sweep --nodes N --probe-latency S [--path state-machine]` runs one, unscaled), "
+        "against the strict emulation: StartSession 3/s with a burst of 3 and FilterLogEvents 5/s per account "
+        "(ThrottlingException past them), every Lambda invocation in a sandbox process of its own, Express "
+        "children stopped at 5 minutes. CLI: `diagnose --sample-nodes all` in its own process, "
+        f"{thresholds.SSM_PROBE_WORKERS} probes at once, paced by its in-process pacer at `--start-session-rate`; "
+        "state machine: the deployed definition executed by the emulation's Step Functions, every ProbeNode "
+        "pacing through the table-backed shared pacer, from the schedule tick to the end of the execution "
+        "(Notify included). Both run the real SSM client against the protocol-faithful simulated agent (each "
+        "session streams the full p5 probe output).\n\n"
+        f"**Time-scaled by k = {k:g}**: the emulation's rates and the product's paces are {k:g}x AWS's "
+        f"(StartSession {3 * k:g}/s, FilterLogEvents {5 * k:g}/s; the product's pace "
+        f"{thresholds.SSM_START_SESSION_PER_SECOND * k:g}/s and {thresholds.LOG_FILTER_CALLS_PER_SECOND * k:g}/s; "
+        f"bursts are counts and stay), each probe takes S / {k:g}, and every time below is in those scaled "
+        f"seconds (x {k:g} for AWS time). Unscaled: 4,096 nodes take 23 minutes per sweep at 3/s, and the section "
+        f"runs every size on two paths with two probe times, the state machine twice. At k = {k:g} the "
+        "sizes up to 256 take about 13 minutes here, and that is already more than 2 shared cores keep up with "
+        "on the state-machine path: there one process serves the emulation (moto, Step Functions, DynamoDB, "
+        "the throttling bucket) to every Lambda sandbox and simulated agent, so that path is CPU-bound at "
+        f"{3 * k:g} starts per second (it reached 5-8/s) and its throttles come from requests reaching the "
+        "bucket late and bunched, not from the product's pace. What is not scaled weighs k times more than on "
+        "AWS, so each ratio is pessimistic: Lambda dispatch and sandbox start, the emulation's and DynamoDB's "
+        "latency, the collectors and Aggregate (a few seconds per sweep), the network jitter the account's "
+        "bucket of 3 absorbs "
+        f"(2 intervals: {2 / (3 * k) * 1000:.0f} ms scaled, 667 ms on AWS), and the pacer's throttle cooldown "
+        f"({THROTTLE_COOLDOWN_SECONDS:g} s at half the pace, a product constant).\n\n"
+        "Bound: max(N / rate + one probe, ceil(N / probes at once) x one probe) (the issue's max(N / rate, "
+        "N x probe / probes at once) + one probe counts the last probe twice where the concurrency binds, so it "
+        "is above what a sweep can reach: 16 nodes of 20 s probes, 16 at once, take one probe, not two), with the "
+        "concurrency each path had: the "
+        f"CLI's {thresholds.SSM_PROBE_WORKERS} workers; for the state machine what Discover chose "
+        "(`batches_at_once` x the nodes a child probes at once, from the execution's Discover output), sized "
+        "from the previous sweep's p90 probe time. Each state-machine run is the cluster's second sweep: the "
+        f"first (shown, sized from `EXPECTED_PROBE_SECONDS` = {EXPECTED_PROBE_SECONDS:g} s, unscaled, capped at "
+        f"mapMaxConcurrency {DEFAULT_MAP_MAX_CONCURRENCY}) warms it up, then the shared pace's cooldown is waited "
+        "out if that sweep was throttled (a scheduled sweep comes a cadence later). Throttled: the emulation's "
+        "own counts of StartSession calls its rate refused, of all it received; throttles and retries: what "
+        "the probes recorded (`NodeProbeResult.throttles`, `retries`).\n\n"
         f"![sweep wall time vs nodes](docs/{PLOT.name})\n\n"
-        "| nodes | CLI (x bound) | state machine (x bound) | original serial | original serial, worst case "
-        "(every node at the 180 s cap) | lower bound | probed CLI/SM | unreachable CLI/SM |\n"
-        "|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        "| nodes | probe | CLI wall / bound | state machine wall / bound | SM probes at once | SM first sweep "
+        "| StartSession throttled CLI / SM | throttles, retries CLI / SM | probed CLI/SM | unreachable CLI/SM "
+        "| not probed CLI/SM |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
         + "\n".join(rows)
-        + f"\n\nTarget within {TARGET_RATIO}x of the bound at every size: **{verdict}** (worst: CLI "
-        f"{worst_cli:.2f}x, state machine {worst_machine:.2f}x). The state machine's fixed cost (trigger, "
-        "Discover, the collectors, Aggregate: a few seconds) weighs most on the smallest cluster.\n\n"
-        "### AWS calls per sweep\n\n"
+        + f"\n\nTargets (within {TARGET_RATIO}x of the bound on both paths at {', '.join(f'{n:,}' for n in SIZES)} "
+        f"nodes with 2 s and 20 s probes, under {TARGET_THROTTLED:.0%} of StartSession calls throttled, no healthy "
+        f"node unreachable or not probed): **{'met' if met else 'MISSED'}** (worst: CLI {worst_cli:.2f}x, state "
+        f"machine {worst_machine:.2f}x, throttled {worst_throttled:.1%}, {unreachable} unreachable, {skipped} not "
+        f"probed{'' if set(sizes()) == set(SIZES) else f'; sizes run: {ran} only'}). The original serial design "
+        f"would take N x S (a 1,024-node sweep of 2 s probes: {1024 * 2 / 60:.0f} minutes unscaled; at the 180 s "
+        f"budget per node, {1024 * thresholds.SSM_NODE_BUDGET_SECONDS / 3600:.0f} hours).\n\n"
+        "### AWS calls per sweep (2 s probes)\n\n"
         "| nodes | CLI: ListClusterNodes pages | CLI: StartSession | CLI: other control plane | CLI total "
         "| state machine: ListClusterNodes pages | state machine: StartSession | state machine: other control plane "
         "| state machine: the monitor's own calls |\n"
@@ -101,9 +206,9 @@ def run() -> str:
         + "\n".join(calls)
         + "\n\nListing is one `ListClusterNodes` page per 100 nodes; the rest of the control plane (DescribeCluster, "
         "ListClusterEvents, DescribeSecurityGroups, EKS DescribeCluster, STS, the log group lookup) is a constant "
-        "handful per sweep. The only per-node AWS call is `ssm:StartSession`, one per node, which is the probe "
-        "itself. The monitor's own calls grow with N by design: per node it reads the sweep's request and the "
-        "node's target from the table and writes its result (the state carries ids only, so a 1024-node plan fits "
-        "the 256 KB payload limit); Lambda invocations made by Step Functions do not pass through the emulation's "
-        "HTTP front and are counted in the cost section instead."
+        "handful per sweep. The only per-node AWS call is `ssm:StartSession`, one per node plus one per throttled "
+        "call retried, which is the probe itself. The monitor's own calls grow with N by design: per node it "
+        "reserves its start in the table's shared pace (one conditional UpdateItem, more when contended or slowed), "
+        "reads the sweep's request and the node's target and writes its result; Lambda invocations made by Step "
+        "Functions do not pass through the emulation's HTTP front and are counted in the cost section instead."
     )

@@ -3,14 +3,17 @@ that turns a sweep's counted usage into dollars per sweep and per month.
 
 Prices are US East (N. Virginia) / US West (Oregon) on-demand list prices, without free tiers
 (the free tiers are account-wide and shared with everything else the account runs), as published
-on the pages named beside each constant. Checked 2026-11-30; prices change, re-check before quoting.
+on the pages named beside each constant. The per-sweep prices were checked 2026-11-30, the stack's
+other billed items (`PRICES_CHECKED_ON`) 2026-12-02, each read through the `search` tool's stored
+copies of the pages: where only a third-party copy or summary of a page was found, the comment
+says so. Prices change, re-check before quoting.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-PRICES_CHECKED_ON = "2026-11-30"
+PRICES_CHECKED_ON = "2026-12-02"
 PRICES_REGION = "us-east-1 / us-west-2"
 
 # "AWS Step Functions Pricing", Standard Workflows: $0.025 per 1,000 state transitions (retries
@@ -39,6 +42,62 @@ LOGS_PER_GB_INGESTED = 0.50
 # "AWS X-Ray Pricing": $5.00 per million traces recorded (both the state machine and the
 # functions trace actively; one sweep is one trace).
 XRAY_PER_TRACE_RECORDED = 5.00 / 1_000_000
+
+# "AWS Lambda standardizes billing for INIT phase" (AWS Compute Blog, read in a stored copy
+# 2026-12-02): from August 1, 2025 the INIT phase of on-demand invocations of ZIP functions on
+# managed runtimes is billed like the INVOKE phase (same GB-second price, at the configured memory).
+LAMBDA_INIT_BILLED = True
+# "Amazon SNS Pricing" (aws.amazon.com/sns/pricing, not found in the stored pages; the figure as
+# widely quoted): e-mail/e-mail-JSON deliveries $2.00 per 100,000. Deliveries to AWS Chatbot (Amazon
+# Q Developer in chat applications) carry no SNS or Chatbot charge beyond the publish (assumed).
+SNS_PER_EMAIL_DELIVERY = 2.00 / 100_000
+# "Amazon CloudWatch Pricing" (aws.amazon.com/cloudwatch/pricing; the stored copies found were
+# third-party summaries that quote these figures): custom metrics $0.30 per metric-month (first
+# 10,000; prorated by the hour a metric is emitted), standard-resolution alarms $0.10 per alarm
+# metric-month, high-resolution (period under 60 s) $0.30, an alarm on a metric math expression
+# billed per metric it reads; dashboards $3.00 per dashboard-month (3 free per account, up to 50
+# metrics each); Logs: $0.50 per GB ingested (Standard class; Lambda and Step Functions logs are
+# vended logs, whose first pricing tier is the same $0.50), $0.03 per GB-month stored.
+CLOUDWATCH_PER_METRIC_MONTH = 0.30
+CLOUDWATCH_PER_STANDARD_ALARM_METRIC = 0.10
+CLOUDWATCH_PER_HIGH_RESOLUTION_ALARM_METRIC = 0.30
+CLOUDWATCH_HIGH_RESOLUTION_BELOW_SECONDS = 60
+CLOUDWATCH_PER_DASHBOARD_MONTH = 3.00
+CLOUDWATCH_FREE_DASHBOARDS = 3
+LOGS_PER_GB_MONTH_STORED = 0.03
+# "AWS Key Management Service Pricing" (aws.amazon.com/kms/pricing, stored copy read 2026-12-02):
+# "Each AWS KMS key that you create in KMS costs $1/month"; "If you enable automatic key rotation,
+# each newly generated backing key costs an additional $1/month" (AWS's April 2024 change caps that
+# at the second rotation: not in the stored copy, unverified). AWS managed keys (aws/dynamodb) have
+# no monthly fee. Requests: $0.03 per 10,000 symmetric requests (the stored copy stops before the
+# request table; the figure as the third-party summaries found quote it), charged also when an AWS
+# service makes them on the account's behalf.
+KMS_PER_KEY_MONTH = 1.00
+KMS_PER_ROTATION_MONTH = 1.00
+KMS_MAX_BILLED_ROTATIONS = 2
+KMS_PER_REQUEST = 0.03 / 10_000
+# "Amazon SNS Developer Guide", Key management, "Estimating AWS KMS costs" (stored copy read
+# 2026-12-02): R = B / D * (2 * P), "Amazon SNS reuses a data key for up to 5 minutes", P the
+# publishing principals. SQS's KmsDataKeyReusePeriodSeconds defaults to 300 s (the queue's template
+# sets none): one GenerateDataKey per principal per reuse period that it sends in.
+SNS_DATA_KEY_REUSE_SECONDS = 300
+SQS_DATA_KEY_REUSE_SECONDS = 300
+# "Amazon DynamoDB Developer Guide", encryption at rest (not in the stored pages; unverified here):
+# DynamoDB caches each principal's table key and calls KMS Decrypt again after five minutes of
+# inactivity, so a principal idle between sweeps costs one request per sweep.
+DYNAMODB_TABLE_KEY_CACHE_SECONDS = 300
+# "Amazon DynamoDB Pricing for On-Demand Capacity" (aws.amazon.com/dynamodb/pricing/on-demand; the
+# stored copy found stops before the storage table, figures as AWS has published them since 2024,
+# unverified here): Standard table class storage $0.25 per GB-month, continuous backups (PITR)
+# $0.20 per GB-month of table size; each item is stored with 100 bytes of index overhead.
+DYNAMODB_PER_GB_MONTH = 0.25
+DYNAMODB_PITR_PER_GB_MONTH = 0.20
+DYNAMODB_ITEM_OVERHEAD_BYTES = 100
+# "Amazon EventBridge Pricing", Scheduler (aws.amazon.com/eventbridge/pricing; AWS's page not in the
+# stored pages, the figures as third-party summaries read 2026-12-02 quote them): $1.00 per million
+# scheduled invocations after 14 million free a month; AWS service events delivered to the default
+# bus, which the rules match, are free.
+SCHEDULER_PER_INVOCATION = 1.00 / 1_000_000
 
 SECONDS_PER_MONTH = 30 * 24 * 3600
 
@@ -138,3 +197,34 @@ def cost_of(usage: SweepUsage) -> SweepCost:
         logs=usage.log_bytes / 1024**3 * LOGS_PER_GB_INGESTED,
         xray=usage.traces * XRAY_PER_TRACE_RECORDED,
     )
+
+
+class MonthlyItem(BaseModel):
+    """One billed item of the stack for a month: what it costs and how that was counted."""
+
+    name: str
+    usd: float
+    basis: str = Field(description="the counted quantity and its price, in words")
+
+
+def kms_key_month(rotations: int = 0) -> float:
+    """A customer managed key's monthly fee after `rotations` automatic rotations."""
+    return KMS_PER_KEY_MONTH + KMS_PER_ROTATION_MONTH * min(rotations, KMS_MAX_BILLED_ROTATIONS)
+
+
+def alarm_month(metrics: int, period_seconds: int) -> float:
+    """An alarm's monthly charge: one alarm metric per metric it reads, at its resolution."""
+    high = period_seconds < CLOUDWATCH_HIGH_RESOLUTION_BELOW_SECONDS
+    return metrics * (CLOUDWATCH_PER_HIGH_RESOLUTION_ALARM_METRIC if high else CLOUDWATCH_PER_STANDARD_ALARM_METRIC)
+
+
+def dashboards_month(dashboards: int, *, free_left: int = 0) -> float:
+    """Dashboards beyond the account's free ones (`free_left` of the 3 not used by anything else)."""
+    return max(0, dashboards - free_left) * CLOUDWATCH_PER_DASHBOARD_MONTH
+
+
+def sns_kms_requests(publishes: float, publishers: int, seconds: float) -> float:
+    """KMS requests SNS makes for an encrypted topic in `seconds`: two per publishing principal per
+    data-key reuse period in which it publishes (SNS's formula, capped by the publishes made)."""
+    periods = seconds / SNS_DATA_KEY_REUSE_SECONDS
+    return 2 * publishers * min(publishes, periods)

@@ -58,3 +58,28 @@ def test_fifteen_minute_cadence_is_2880_sweeps_a_month() -> None:
     assert pricing.sweeps_per_month(15 * 60) == pytest.approx(2880)
     cost = pricing.cost_of(pricing.SweepUsage(standard_transitions=40, traces=0))
     assert cost.monthly(15 * 60) == pytest.approx(40 * 0.000025 * 2880)
+
+
+def test_kms_key_fee_grows_with_rotations_up_to_the_second() -> None:
+    assert pricing.kms_key_month(0) == pytest.approx(1.0)
+    assert pricing.kms_key_month(1) == pytest.approx(2.0)
+    assert pricing.kms_key_month(5) == pytest.approx(3.0)
+
+
+def test_alarms_are_billed_per_metric_read_and_by_resolution() -> None:
+    assert pricing.alarm_month(3, 300) == pytest.approx(0.30)
+    assert pricing.alarm_month(1, 10) == pytest.approx(0.30)
+    assert pricing.alarm_month(1, 60) == pytest.approx(0.10)
+
+
+def test_dashboards_beyond_the_free_ones() -> None:
+    assert pricing.dashboards_month(1, free_left=0) == pytest.approx(3.0)
+    assert pricing.dashboards_month(1, free_left=3) == 0.0
+
+
+def test_sns_kms_requests_are_capped_by_the_data_key_reuse_period() -> None:
+    month = pricing.SECONDS_PER_MONTH
+    # SNS's own example: one publisher publishing all the time, 5-minute reuse.
+    assert pricing.sns_kms_requests(1e9, 1, month) == pytest.approx(2 * month / 300)
+    # Two publishes a month cost two data keys each, not a key per reuse period.
+    assert pricing.sns_kms_requests(2, 1, month) == pytest.approx(4)

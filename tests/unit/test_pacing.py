@@ -30,20 +30,7 @@ from hyperpod_nccl.ssm.client import (
     SessionRunner,
     classify_start_error,
 )
-from tests.builders import inventory
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
+from tests.builders import FakeClock, inventory
 
 
 def _start_times(limiter: RateLimiter, clock: FakeClock, count: int) -> list[float]:

@@ -19,6 +19,7 @@ from hyperpod_nccl.ssm.client import (
     split_exit_code,
     wrap_command,
 )
+from tests.builders import FakeClock
 
 
 def test_wrap_command_round_trips_the_script_and_marker() -> None:
@@ -29,19 +30,6 @@ def test_wrap_command_round_trips_the_script_and_marker() -> None:
 
 
 # --- the shared rate limiter (logic, not timing) ----------------------------------------------
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
 
 
 def test_rate_limiter_allows_a_burst_then_paces_at_the_rate() -> None:
