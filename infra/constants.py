@@ -57,8 +57,6 @@ OUTPUT_PROBE_DOCUMENTS = {"node": "NodeProbeDocumentName", "slurm_controller": "
 
 # The trigger is the only function outside the state machine: schedules and EventBridge rules call it.
 TRIGGER_FUNCTION = "trigger"
-# Lambda timeout of the trigger (it validates an event and starts one execution).
-TRIGGER_TIMEOUT_SECONDS = 30
 
 # Step Functions vended-log groups must live under this prefix to keep the account's log resource
 # policy small (one policy covers every state machine).

@@ -73,6 +73,7 @@ from hyperpod_nccl.monitor.settings import (
     TABLE_SCHEMA,
     TRIGGER_MAX_EVENT_AGE_SECONDS,
     TRIGGER_RETRY_ATTEMPTS,
+    TRIGGER_TIMEOUT_SECONDS,
     batches_at_once,
     execution_arn,
     handler_path,
@@ -262,6 +263,7 @@ class LocalMonitor:
         # Each function's Lambda timeout: its task's, as deployed, or the test's shorter one.
         self.lambda_timeouts: dict[str, float] = {
             **lambda_timeouts(probe_timeout_seconds),
+            "trigger": TRIGGER_TIMEOUT_SECONDS,
             **(function_timeouts or {}),
         }
         self._original_send: Any = None

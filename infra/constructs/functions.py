@@ -30,7 +30,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from hyperpod_nccl.monitor import lambda_timeouts as monitor_lambda_timeouts
-from hyperpod_nccl.monitor.settings import LAMBDAS, LambdaFunction, WatchedCluster
+from hyperpod_nccl.monitor.settings import LAMBDAS, TRIGGER_TIMEOUT_SECONDS, LambdaFunction, WatchedCluster
 from infra import nag
 from infra.code_asset import shipped_files
 from infra.constants import (
@@ -41,7 +41,6 @@ from infra.constants import (
     REFERENCES_DIR,
     RUNTIME_REQUIREMENTS,
     TRIGGER_FUNCTION,
-    TRIGGER_TIMEOUT_SECONDS,
 )
 from layers.build_layer import build as build_layer
 from layers.build_layer import inputs_digest as layer_digest

@@ -33,10 +33,11 @@ from hyperpod_nccl.monitor.settings import (
     TABLE_SCHEMA,
     TRIGGER_MAX_EVENT_AGE_SECONDS,
     TRIGGER_RETRY_ATTEMPTS,
+    TRIGGER_TIMEOUT_SECONDS,
     LambdaFunction,
     batches_at_once,
 )
-from infra.constants import LAMBDA_PYTHON_VERSION, POWERTOOLS_ENVIRONMENT, TRIGGER_FUNCTION, TRIGGER_TIMEOUT_SECONDS
+from infra.constants import LAMBDA_PYTHON_VERSION, POWERTOOLS_ENVIRONMENT, TRIGGER_FUNCTION
 from infra.constructs import functions as functions_construct
 from infra.constructs.functions import MonitorFunctions, lambda_timeouts
 from infra.constructs.monitoring import missed_sweep_period_seconds

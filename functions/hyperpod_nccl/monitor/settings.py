@@ -426,6 +426,9 @@ SCHEDULE_TARGET_INPUT: dict[str, str] = {
 # then the invocation record goes to the failed-triggers queue. The trigger is idempotent by event
 # id (`monitor.lock.start_sweep`), so a retry starts nothing a previous attempt started.
 TRIGGER_RETRY_ATTEMPTS = 2
+# Lambda timeout of the trigger (it validates an event and starts one execution); the only
+# function outside the state machine, so no task's TimeoutSeconds sets it (infra and the emulation).
+TRIGGER_TIMEOUT_SECONDS = 30
 # An event Lambda could not run for this long (its invocations throttled) goes to the same queue
 # rather than starting a sweep an hour late: the queue's alarm says so, and schedule ticks go on.
 TRIGGER_MAX_EVENT_AGE_SECONDS = 3600

@@ -3,7 +3,7 @@ Kubernetes, each run over the control plane Discover stored, its result stored u
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import BaseModel
@@ -12,9 +12,10 @@ from hyperpod_nccl.collectors.aws import AwsClients
 from hyperpod_nccl.collectors.context import CollectionContext
 from hyperpod_nccl.collectors.kubernetes import collect_kubernetes
 from hyperpod_nccl.collectors.logs import collect_logs
+from hyperpod_nccl.models.findings import DegradedSource
 from hyperpod_nccl.monitor.payloads import StepOutput, SweepRef
 from hyperpod_nccl.monitor.settings import SCRATCH_RETENTION_SECONDS, MonitorSettings
-from hyperpod_nccl.monitor.shared_pacer import AccountPace, SharedPacer
+from hyperpod_nccl.monitor.shared_pacer import AccountPace
 from hyperpod_nccl.monitor.states.shared import context_for, expiry, load_control_plane, store_degraded
 from hyperpod_nccl.monitor.store import KUBERNETES, LOGS, Store
 
@@ -34,7 +35,9 @@ def run_collect_logs(
     pace = AccountPace.of(settings) if settings is not None else AccountPace()
     pacer = pace.filter_log_events(store, ref.region)
     ctx.filter_pacer = pacer
-    return _run_collector(ref, store, ctx, "logs", LOGS, pacers=[pacer])
+    return _run_collector(
+        ref, store, ctx, "logs", LOGS, also_degraded=lambda: [pacer.unshared] if pacer.unshared else []
+    )
 
 
 def run_collect_kubernetes(
@@ -56,8 +59,10 @@ def _run_collector(
     source: str,
     blob: str,
     *,
-    pacers: Sequence[SharedPacer] = (),
+    also_degraded: Callable[[], list[DegradedSource]] = list,
 ) -> StepOutput:
+    """Collect `source` over the stored control plane and store it with its degraded sources, and
+    what `also_degraded` says once it ran (the logs scan: a pace it could not share)."""
     control_plane = load_control_plane(store, ref.sweep_id)
     if control_plane is None:
         raise LookupError(f"sweep {ref.sweep_id} has no stored control plane (Discover did not run)")
@@ -65,6 +70,6 @@ def _run_collector(
     collected: BaseModel | None = collector(ctx, control_plane)
     text = "null" if collected is None else collected.model_dump_json()
     store.put_sweep_blob(ref.sweep_id, blob, text, expires_at=expiry(ref, SCRATCH_RETENTION_SECONDS))
-    ctx.degraded.extend(p.unshared for p in pacers if p.unshared is not None)
+    ctx.degraded.extend(also_degraded())
     count = store_degraded(store, ref, source, ctx.degraded)
     return StepOutput(source=source, collected=collected is not None, degraded=count)
