@@ -191,8 +191,11 @@ def test_many_sandboxes_never_start_more_than_rate_plus_burst_in_any_window(
     allowed = rate * window + burst
     densest = max(sum(1 for t in starts[i:] if t < start + window - 1e-6) for i, start in enumerate(starts))
     assert densest <= allowed, f"{densest} starts in {window} s (at most {allowed})"
-    # And the pace was used, not just respected: the whole run took about (n - burst) / rate.
-    assert starts[-1] - starts[0] == pytest.approx((len(starts) - burst) / rate, abs=0.5)
+    # And the pace was used, not just respected: never faster than (n - burst) / rate, and not a
+    # slowed pace (twice the interval would take twice as long). How close to the bound a loaded
+    # machine gets is a speed figure, measured side by side in `make bench`, not asserted here.
+    paced = (len(starts) - burst) / rate
+    assert paced - 0.05 <= starts[-1] - starts[0] < 1.8 * paced
 
 
 def test_account_pace_names_one_item_per_api_account_and_region() -> None:
