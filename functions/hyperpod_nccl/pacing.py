@@ -7,8 +7,10 @@ and neither should import the other to do so. Two pacers implement it:
 - `hyperpod_nccl.monitor.shared_pacer.SharedPacer`: every Lambda sandbox of the monitor, through one
   item of its table (a sandbox shares no memory with another).
 
-Both adapt: AWS throttling a call anyway (another client of the account, a rate set too high) halves
-the pace for `THROTTLE_COOLDOWN_SECONDS`, then the configured rate comes back (docs/pacing.md).
+Both adapt the same way (`throttle_recurs`, `cooldown_seconds`): AWS throttling a call anyway pushes
+the next start back; a throttle that recurs (another client of the account, a rate set too high)
+also halves the pace for `THROTTLE_COOLDOWN_STARTS` intervals, then the configured rate comes back
+(docs/pacing.md).
 """
 
 from __future__ import annotations
@@ -20,10 +22,16 @@ from typing import Protocol
 
 from hyperpod_nccl import thresholds
 
-# How long a throttled call halves the pace. AWS's token buckets refill within seconds; 30 s keeps
-# the slower pace over a few dozen starts (a burst from another client of the account usually lasts
-# no longer) without holding a whole sweep at half speed for one throttle.
-THROTTLE_COOLDOWN_SECONDS = 30.0
+# A throttle slows the pace only when it recurs: one of a call reserved after an earlier throttle
+# (so paced with that throttle already counted) and within this many configured intervals of it
+# (10 s at 3/s) shows the pace itself is more than the account has left. A lone throttle (calls that
+# left evenly arriving bunched, one moment of jitter) only pushes the next start back: measured,
+# halving the pace for every stray throttle turned a 1.1x sweep into a 1.8x one.
+THROTTLE_RECUR_STARTS = 30
+# How long a recurring throttle halves the pace, in configured intervals (30 s at 3/s): counted in
+# starts, not seconds, so it holds back the same number of starts at any configured rate (and in
+# the time-scaled benchmark), long enough to outlast a burst from another client of the account.
+THROTTLE_COOLDOWN_STARTS = 90
 # The pace while cooling down, as a multiple of the configured interval (twice: half the rate).
 THROTTLE_SLOWDOWN = 2.0
 # Our pacers start calls evenly, without a burst. AWS's bucket holds about one second's calls; a
@@ -31,6 +39,21 @@ THROTTLE_SLOWDOWN = 2.0
 # milliseconds closer together than they left (network jitter) are throttled. Measured against the
 # emulation's 3/s bucket of 3: burst 3 sent 10-11 StartSession requests for 8 nodes, burst 1 sends 8.
 PACED_BURST = 1
+
+
+def cooldown_seconds(rate: float) -> float:
+    """How long a recurring throttle halves a pace of `rate` per second (`THROTTLE_COOLDOWN_STARTS`)."""
+    return THROTTLE_COOLDOWN_STARTS / rate
+
+
+def throttle_recurs(previous: float | None, reserved_at: float | None, now: float, interval: float) -> bool:
+    """Whether a throttle at `now`, of a call whose start was reserved at `reserved_at`, recurs after
+    the `previous` one (None: none yet): the call was paced after that throttle had pushed the pace
+    back, and is throttled within `THROTTLE_RECUR_STARTS` intervals of it. Calls reserved before the
+    previous throttle belong to the same moment of bunching and do not count again."""
+    if previous is None or reserved_at is None:
+        return False
+    return reserved_at >= previous and now - previous <= THROTTLE_RECUR_STARTS * interval
 
 
 class StartPacer(Protocol):
@@ -42,7 +65,8 @@ class StartPacer(Protocol):
         ...
 
     def throttled(self) -> None:
-        """AWS throttled a call anyway: slow down for a while and push the next start back."""
+        """AWS throttled this thread's last call anyway: push the next start back, and slow down
+        for a while when throttles recur (`throttle_recurs`)."""
         ...
 
 
@@ -56,8 +80,9 @@ class RateLimiter:
     callers' order, so a batch of probes that asked first starts first: with a token bucket
     polled by sleepers, the last node of a batch waited for as long as every other caller's.
 
-    On `throttled()` the interval doubles until `THROTTLE_COOLDOWN_SECONDS` after the last throttle
-    and the next start moves at least one (slow) interval past the throttle, after the burst.
+    On `throttled()` the next start moves at least one interval past the throttle, after the burst;
+    when the throttle recurs (`throttle_recurs`, judged by the calling thread's last reservation) the
+    interval also doubles for `cooldown_seconds` (default: `THROTTLE_COOLDOWN_STARTS` intervals).
     """
 
     def __init__(
@@ -67,13 +92,13 @@ class RateLimiter:
         *,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
-        cooldown_seconds: float = THROTTLE_COOLDOWN_SECONDS,
+        cooldown: float | None = None,
     ) -> None:
         if rate <= 0:
             raise ValueError(f"a pacer's rate must be positive, not {rate}")
         self.rate = rate
         self.burst = max(1, burst)
-        self.cooldown_seconds = cooldown_seconds
+        self.cooldown_seconds = cooldown_seconds(rate) if cooldown is None else cooldown
         self._clock = clock
         self._sleep = sleep
         self._interval = 1.0 / rate
@@ -83,6 +108,9 @@ class RateLimiter:
         self._next = clock()
         # Until when throttling slows the pace (the clock's time; -inf: never throttled).
         self._slow_until = float("-inf")
+        # The last throttle's time (None: never throttled), and each thread's last reservation.
+        self._last_throttle: float | None = None
+        self._reserved = threading.local()
         self._lock = threading.Lock()
 
     @classmethod
@@ -110,16 +138,21 @@ class RateLimiter:
             if deadline is not None and now + wait > deadline:
                 return False
             self._next = after
+        self._reserved.at = now
         if wait:
             self._sleep(wait)
         return True
 
     def throttled(self) -> None:
-        """Halve the rate for the cooldown and start again no sooner than one slow interval from
-        now, after the burst (AWS's bucket is empty: the calls we thought it had room for were not)."""
+        """Start again no sooner than one interval from now, after the burst (AWS's bucket is empty:
+        the calls we thought it had room for were not); when the throttle recurs, halve the rate for
+        the cooldown first."""
         with self._lock:
             now = self._clock()
-            self._slow_until = now + self.cooldown_seconds
+            reserved_at = getattr(self._reserved, "at", None)
+            if throttle_recurs(self._last_throttle, reserved_at, now, self._interval):
+                self._slow_until = max(self._slow_until, now + self.cooldown_seconds)
+            self._last_throttle = now
             self._next = max(self._next, now + self._tolerance + self.interval(now))
 
 

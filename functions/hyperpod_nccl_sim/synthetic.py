@@ -426,7 +426,7 @@ def _measure_state_machine(
     simulation: Any, calls: list[str], concurrency: int | None, on_run: Any, scale: TimeScale, warm_up: bool
 ) -> _Swept:
     from hyperpod_nccl.monitor.settings import DEFAULT_MAP_MAX_CONCURRENCY
-    from hyperpod_nccl.pacing import THROTTLE_COOLDOWN_SECONDS
+    from hyperpod_nccl.pacing import cooldown_seconds
     from hyperpod_nccl_sim.serverless import LocalMonitor
 
     nodes = len(simulation.scenario.node_keys())
@@ -442,9 +442,9 @@ def _measure_state_machine(
                 run = monitor.sweep(timeout=timeout)
                 first = (time.monotonic() - started, _probes_at_once(run))
                 if _start_sessions(simulation.emulation)[1] > throttled_before:
-                    # A throttle slows the shared pace for a cooldown that the next scheduled sweep,
-                    # a cadence later, never meets: back to back, the warm-up's would slow the next.
-                    time.sleep(THROTTLE_COOLDOWN_SECONDS)
+                    # Recurring throttles slow the shared pace for a cooldown that the next scheduled
+                    # sweep, a cadence later, never meets: back to back, the warm-up's would slow it.
+                    time.sleep(cooldown_seconds(scale.start_session_rate))
             del calls[:]
             before = _start_sessions(simulation.emulation)
             started = time.monotonic()

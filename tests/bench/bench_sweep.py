@@ -17,7 +17,7 @@ from pathlib import Path
 
 from hyperpod_nccl import thresholds
 from hyperpod_nccl.monitor.settings import DEFAULT_MAP_MAX_CONCURRENCY, EXPECTED_PROBE_SECONDS
-from hyperpod_nccl.pacing import THROTTLE_COOLDOWN_SECONDS
+from hyperpod_nccl.pacing import THROTTLE_COOLDOWN_STARTS, THROTTLE_RECUR_STARTS
 from hyperpod_nccl_sim.runtime import restore_environment, set_environment
 from hyperpod_nccl_sim.synthetic import CLUSTER_SERVICES, SweepMeasurement, measure_sweep
 
@@ -171,8 +171,9 @@ def run() -> str:
         "AWS, so each ratio is pessimistic: Lambda dispatch and sandbox start, the emulation's and DynamoDB's "
         "latency, the collectors and Aggregate (a few seconds per sweep), the network jitter the account's "
         "bucket of 3 absorbs "
-        f"(2 intervals: {2 / (3 * k) * 1000:.0f} ms scaled, 667 ms on AWS), and the pacer's throttle cooldown "
-        f"({THROTTLE_COOLDOWN_SECONDS:g} s at half the pace, a product constant).\n\n"
+        f"(2 intervals: {2 / (3 * k) * 1000:.0f} ms scaled, 667 ms on AWS). The pacer's throttle rules are "
+        f"counted in start intervals ({THROTTLE_RECUR_STARTS} to recur, {THROTTLE_COOLDOWN_STARTS} at half the "
+        "pace), so they scale with the rate.\n\n"
         "Bound: max(N / rate + one probe, ceil(N / probes at once) x one probe) (the issue's max(N / rate, "
         "N x probe / probes at once) + one probe counts the last probe twice where the concurrency binds, so it "
         "is above what a sweep can reach: 16 nodes of 20 s probes, 16 at once, take one probe, not two), with the "

@@ -16,7 +16,7 @@ from hyperpod_nccl import reads
 from hyperpod_nccl.monitor.settings import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, MonitorSettings
 from hyperpod_nccl.monitor.shared_pacer import AccountPace, SharedPacer
 from hyperpod_nccl.monitor.store import BUCKET, Store, pace_key
-from hyperpod_nccl.pacing import PACED_BURST, THROTTLE_COOLDOWN_SECONDS
+from hyperpod_nccl.pacing import PACED_BURST, THROTTLE_RECUR_STARTS
 from hyperpod_nccl_sim.aws import EmulatedAws
 from hyperpod_nccl_sim.scenario import FaultSpec
 from hyperpod_nccl_sim.serverless import TABLE_NAME, LocalMonitor
@@ -118,7 +118,7 @@ def test_a_start_past_the_deadline_is_refused_and_nothing_is_reserved(emulation:
     assert pacer.acquire(deadline=clock.now + 1.0) and clock.now == pytest.approx(1_700_000_001.0)
 
 
-def test_a_throttle_slows_every_sandbox_for_the_cooldown_then_the_rate_comes_back(
+def test_a_lone_throttle_pushes_every_sandbox_back_without_slowing_the_pace(
     emulation: EmulatedAws, table_name: str
 ) -> None:
     clock = FakeTime()
@@ -130,14 +130,53 @@ def test_a_throttle_slows_every_sandbox_for_the_cooldown_then_the_rate_comes_bac
     for _ in range(3):
         assert other.acquire()
         starts.append(round(clock.now - began, 6))
-    # Pushed back one slow interval (1 s, twice the 0.5 s) and paced at it, in the other sandbox too.
-    assert starts == [1.0, 2.0, 3.0]
-    clock.now = began + THROTTLE_COOLDOWN_SECONDS + 5
-    after = []
-    for pacer in (other, throttled, other):
+    # One interval (0.5 s) from the throttle, in the other sandbox too, then the configured pace.
+    assert starts == [0.5, 1.0, 1.5]
+    item = _sandbox_store(emulation, table_name).get(pace_key(reads.START_SESSION, ACCOUNT, REGION), BUCKET)
+    assert item is not None and "slow_until" not in item and float(item["last_throttle"]) == began
+
+
+def test_a_recurring_throttle_slows_every_sandbox_for_the_cooldown_then_the_rate_comes_back(
+    emulation: EmulatedAws, table_name: str
+) -> None:
+    clock = FakeTime()
+    began = clock.now
+    first, second, other = (_pacer(_sandbox_store(emulation, table_name), clock, rate=2.0) for _ in range(3))
+    assert first.acquire()
+    assert second.acquire()  # reserved at 0, its start at 0.5
+    first.throttled()  # at 0.5: a lone throttle so far
+    # The second sandbox's call was reserved before that throttle: the same bunching, not slowed.
+    second.throttled()
+    assert other.acquire() and round(clock.now - began, 6) == 1.0
+    # Reserved after the throttles and throttled anyway: the pace itself is too fast.
+    other.throttled()
+    starts = []
+    for pacer in (first, second, other):
         assert pacer.acquire()
-        after.append(round(clock.now - began - THROTTLE_COOLDOWN_SECONDS - 5, 6))
+        starts.append(round(clock.now - began, 6))
+    # Pushed back one slow interval (1 s, twice the 0.5 s) and paced at it, in every sandbox.
+    assert starts == [2.0, 3.0, 4.0]
+    assert other.cooldown_seconds == pytest.approx(45.0)  # 90 intervals of 0.5 s
+    clock.now = began + 1.0 + other.cooldown_seconds + 5
+    resumed = clock.now
+    after = []
+    for pacer in (other, first, other):
+        assert pacer.acquire()
+        after.append(round(clock.now - resumed, 6))
     assert after == [0.0, 0.5, 1.0]
+
+
+def test_throttles_far_apart_do_not_recur(emulation: EmulatedAws, table_name: str) -> None:
+    clock = FakeTime()
+    store = _sandbox_store(emulation, table_name)
+    pacer = _pacer(store, clock, rate=2.0)
+    assert pacer.acquire()
+    pacer.throttled()
+    clock.now += THROTTLE_RECUR_STARTS * pacer.interval + 1
+    assert pacer.acquire()
+    pacer.throttled()
+    item = store.get(pace_key(reads.START_SESSION, ACCOUNT, REGION), BUCKET)
+    assert item is not None and "slow_until" not in item
 
 
 def test_a_later_throttle_is_not_shortened_by_an_earlier_one(emulation: EmulatedAws, table_name: str) -> None:
@@ -146,10 +185,20 @@ def test_a_later_throttle_is_not_shortened_by_an_earlier_one(emulation: Emulated
     pacer = _pacer(store, clock)
     key = pace_key(reads.START_SESSION, ACCOUNT, REGION)
     pacer.throttled()
+    assert pacer.acquire()
+    pacer.throttled()  # recurs: slowed
     latest = store.get(key, BUCKET)
-    assert latest is not None
-    clock.now -= 10  # a sandbox whose throttle came (or whose clock reads) earlier
-    pacer.throttled()
+    assert latest is not None and "slow_until" in latest
+    # A sandbox whose throttle came (or whose clock reads) earlier records a shorter cooldown and
+    # an earlier next start: neither moves back.
+    earlier = clock.now - 10
+    store.record_throttle(
+        reads.START_SESSION, ACCOUNT, REGION, slow_until=earlier + pacer.cooldown_seconds,
+        next_tat=earlier + 1, expires_at=int(earlier) + 60,
+    )  # fmt: skip
+    store.record_throttle(
+        reads.START_SESSION, ACCOUNT, REGION, slow_until=None, next_tat=earlier + 1, expires_at=int(earlier) + 60
+    )
     again = store.get(key, BUCKET)
     assert again is not None
     assert (again["slow_until"], again["tat"]) == (latest["slow_until"], latest["tat"])
@@ -241,7 +290,10 @@ def test_a_table_that_cannot_pace_leaves_the_sandbox_pacing_itself(emulation: Em
         for _ in range(3):
             assert pacer.acquire(deadline=clock.now + 10)
             starts.append(round(clock.now - began, 6))
-        pacer.throttled()  # not recorded in the table, still honoured here
+        assert pacer.acquire(deadline=clock.now + 10)  # reserved at 1.0, started at 1.5
+        pacer.throttled()  # a lone throttle at 1.5: not recorded in the table, still honoured here
+        pacer.throttled()  # the call was reserved before the first: the same bunching, no slowdown
+        # Pushed back one interval from the throttle, the configured pace kept.
         assert pacer.acquire() and round(clock.now - began, 6) == 2.0
     finally:
         emulation.faults.set_faults([])

@@ -21,7 +21,7 @@ import hyperpod_nccl
 from hyperpod_nccl.checks import discover
 from hyperpod_nccl.collectors.node_probes import assemble, rate_limited_source
 from hyperpod_nccl.models.node_probe import NodeProbeResult, ProbePlan, ProbeTarget
-from hyperpod_nccl.pacing import THROTTLE_COOLDOWN_SECONDS, RateLimiter
+from hyperpod_nccl.pacing import THROTTLE_COOLDOWN_STARTS, THROTTLE_RECUR_STARTS, RateLimiter, throttle_recurs
 from hyperpod_nccl.ssm.client import (
     NOT_STARTED_MESSAGE,
     THROTTLE_BACKOFF_MAX_SECONDS,
@@ -44,30 +44,89 @@ def _start_times(limiter: RateLimiter, clock: FakeClock, count: int) -> list[flo
 # --- the in-process pacer adapts to throttling ---------------------------------------------------
 
 
-def test_a_throttle_halves_the_rate_for_the_cooldown_then_the_rate_comes_back() -> None:
+def test_a_lone_throttle_pushes_the_next_start_back_without_slowing_the_pace() -> None:
     clock = FakeClock()
     limiter = RateLimiter(2.0, burst=1, clock=clock, sleep=clock.sleep)
     assert _start_times(limiter, clock, 2) == [0.0, 0.5]
     limiter.throttled()
+    # One interval (0.5 s) from the throttle, then the configured pace: one stray throttle (calls
+    # bunched by jitter) must not hold a whole sweep at half speed.
+    assert _start_times(limiter, clock, 3) == [1.0, 1.5, 2.0]
+
+
+def test_a_recurring_throttle_halves_the_rate_for_the_cooldown_then_the_rate_comes_back() -> None:
+    clock = FakeClock()
+    limiter = RateLimiter(2.0, burst=1, clock=clock, sleep=clock.sleep)
+    assert _start_times(limiter, clock, 2) == [0.0, 0.5]
+    limiter.throttled()
+    assert _start_times(limiter, clock, 1) == [1.0]
+    # This call was reserved after the first throttle pushed the pace back, and throttled anyway.
+    limiter.throttled()
     # Pushed back one slow interval (1 s: twice the 0.5 s) from the throttle, then paced at it.
-    assert _start_times(limiter, clock, 3) == [1.5, 2.5, 3.5]
-    clock.now = 0.5 + THROTTLE_COOLDOWN_SECONDS + 1
+    assert _start_times(limiter, clock, 3) == [2.0, 3.0, 4.0]
+    # The cooldown is counted in configured intervals: 90 of 0.5 s from the recurring throttle.
+    assert limiter.cooldown_seconds == THROTTLE_COOLDOWN_STARTS / 2.0
+    clock.now = 1.0 + limiter.cooldown_seconds + 1
     began = clock.now
     assert [round(t - began, 6) for t in _start_times(limiter, clock, 3)] == [0.0, 0.5, 1.0]
+
+
+def test_throttles_of_calls_reserved_before_the_last_one_do_not_recur() -> None:
+    interval = 1 / 3
+    # Reserved before the previous throttle: the same moment of bunching, not a pace too fast.
+    assert not throttle_recurs(previous=10.0, reserved_at=9.9, now=10.2, interval=interval)
+    # Reserved after it and throttled within the window: the pushed-back pace is still too fast.
+    assert throttle_recurs(previous=10.0, reserved_at=10.4, now=10.5, interval=interval)
+    # Long after it (past THROTTLE_RECUR_STARTS intervals): a new lone throttle.
+    late = 10.0 + THROTTLE_RECUR_STARTS * interval + 0.1
+    assert not throttle_recurs(previous=10.0, reserved_at=late - 0.2, now=late, interval=interval)
+    assert not throttle_recurs(previous=None, reserved_at=10.0, now=10.1, interval=interval)
+    assert not throttle_recurs(previous=10.0, reserved_at=None, now=10.1, interval=interval)
+
+
+def test_each_threads_own_reservation_decides_whether_its_throttle_recurs() -> None:
+    import threading
+
+    clock = FakeClock()
+    limiter = RateLimiter(2.0, burst=1, clock=clock, sleep=clock.sleep)
+
+    def in_other_thread(step: Any) -> None:
+        worker = threading.Thread(target=step)
+        worker.start()
+        worker.join()
+
+    assert limiter.acquire()  # this thread reserves at 0
+    clock.now = 1.0
+    in_other_thread(limiter.acquire)  # the other reserves at 1.0
+    clock.now = 1.1
+    in_other_thread(limiter.throttled)  # the first throttle: pushed back, not slowed
+    clock.now = 1.2
+    limiter.throttled()  # this thread's call was reserved (at 0) before it: the same bunching
+    assert limiter.interval(clock.now) == 0.5
+    clock.now = 1.3
+
+    def reserve_then_throttled() -> None:
+        assert limiter.acquire()  # reserved at 1.3, after the throttle at 1.2: paced with it
+        limiter.throttled()
+
+    in_other_thread(reserve_then_throttled)
+    assert limiter.interval(clock.now) == 1.0
 
 
 def test_a_throttle_empties_the_burst() -> None:
     clock = FakeClock()
     limiter = RateLimiter(3.0, burst=3, clock=clock, sleep=clock.sleep)
     limiter.throttled()
-    # No burst right after AWS said its bucket is empty: the first start waits one slow interval.
-    assert _start_times(limiter, clock, 2) == pytest.approx([2 / 3, 4 / 3])
+    # No burst right after AWS said its bucket is empty: the first start waits one interval.
+    assert _start_times(limiter, clock, 2) == pytest.approx([1 / 3, 2 / 3])
 
 
 def test_a_refused_start_reserves_nothing_even_while_slowed() -> None:
     clock = FakeClock()
     limiter = RateLimiter(1.0, burst=1, clock=clock, sleep=clock.sleep)
+    assert limiter.acquire()
     limiter.throttled()
+    limiter.throttled()  # recurs: reserved at 0, the first throttle at 0
     assert not limiter.acquire(deadline=1.0)
     assert clock.slept == []
     assert limiter.acquire(deadline=2.0) and clock.now == pytest.approx(2.0)

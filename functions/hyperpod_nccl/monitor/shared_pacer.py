@@ -5,8 +5,9 @@ memory paces only its own process, and `mapMaxConcurrency` of them started sessi
 pacer keeps the generic cell rate algorithm's one number, the theoretical arrival time `tat`, in the
 table (`Store.reserve_start`: one conditional UpdateItem per start, no read-modify-write race), so
 every sandbox, and every watched cluster of the stack in the same account and Region, takes its
-starts from the same bucket. `throttled()` records a cooldown every sandbox then honours
-(`Store.record_throttle`). docs/pacing.md has the design and its costs.
+starts from the same bucket. `throttled()` pushes the shared pace back and, when throttles recur
+(`pacing.throttle_recurs` over the table's `last_throttle`), records a cooldown every sandbox then
+honours (`Store.note_throttle`, `Store.record_throttle`). docs/pacing.md has the design and its costs.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from hyperpod_nccl.aws_errors import error_message, is_access_denied
 from hyperpod_nccl.models.findings import DegradedSource
 from hyperpod_nccl.monitor.settings import PACE_RETENTION_SECONDS, MonitorSettings
 from hyperpod_nccl.monitor.store import PaceContended, Store
-from hyperpod_nccl.pacing import PACED_BURST, THROTTLE_COOLDOWN_SECONDS, THROTTLE_SLOWDOWN, RateLimiter
+from hyperpod_nccl.pacing import PACED_BURST, THROTTLE_SLOWDOWN, RateLimiter, cooldown_seconds, throttle_recurs
 
 logger = logging.getLogger(__name__)
 # The one table call a reservation makes (Store.reserve_start).
@@ -53,11 +54,14 @@ class SharedPacer:
     clock: Callable[[], float] = time.time
     deadline_clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
-    cooldown_seconds: float = THROTTLE_COOLDOWN_SECONDS
+    # How long a recurring throttle halves the pace (None: `pacing.cooldown_seconds(rate)`).
+    cooldown: float | None = None
     # Why this sandbox paced itself alone at least once (None while the table served every start).
     unshared: DegradedSource | None = field(default=None, init=False)
     _fallback: RateLimiter | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    # Each thread's last reservation (on `clock`), by which `throttled()` judges a recurrence.
+    _reserved: threading.local = field(default_factory=threading.local, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.rate <= 0:
@@ -68,6 +72,11 @@ class SharedPacer:
     def interval(self) -> float:
         """Seconds between starts at the configured rate."""
         return 1.0 / self.rate
+
+    @property
+    def cooldown_seconds(self) -> float:
+        """How long a recurring throttle halves the pace."""
+        return cooldown_seconds(self.rate) if self.cooldown is None else self.cooldown
 
     @property
     def tolerance(self) -> float:
@@ -106,24 +115,30 @@ class SharedPacer:
             return self._local().acquire(deadline)
         if start is None:
             return False
+        self._reserved.at = now
         wait = start - self.clock()
         if wait > 0:
             self.sleep(wait)
         return True
 
     def throttled(self) -> None:
-        """Tell every sandbox: until `cooldown_seconds` from now each start takes twice the
-        interval, and the next one comes no sooner than one such interval from now (after the burst)."""
+        """Tell every sandbox: the next start comes no sooner than one interval from now (after the
+        burst); when this throttle recurs (`pacing.throttle_recurs`: this thread's call was reserved
+        after the account's previous throttle, and soon after it), each start takes twice the
+        interval until `cooldown_seconds` from now, that first one included."""
         now = self.clock()
-        slow = self.interval * THROTTLE_SLOWDOWN
+        expires_at = self._expires_at(now)
         try:
+            previous = self.store.note_throttle(self.api, self.account, self.region, now=now, expires_at=expires_at)
+            recurs = throttle_recurs(previous, getattr(self._reserved, "at", None), now, self.interval)
+            step = self.interval * (THROTTLE_SLOWDOWN if recurs else 1.0)
             self.store.record_throttle(
                 self.api,
                 self.account,
                 self.region,
-                slow_until=now + self.cooldown_seconds,
-                next_tat=now + self.tolerance + slow,
-                expires_at=self._expires_at(now),
+                slow_until=now + self.cooldown_seconds if recurs else None,
+                next_tat=now + self.tolerance + step,
+                expires_at=expires_at,
             )
         except (ClientError, BotoCoreError) as error:
             logger.warning("throttle of %s not recorded in the table (%s)", self.api, error)
@@ -156,7 +171,7 @@ class SharedPacer:
                     self.burst,
                     clock=self.deadline_clock,
                     sleep=self.sleep,
-                    cooldown_seconds=self.cooldown_seconds,
+                    cooldown=self.cooldown_seconds,
                 )
             return self._fallback
 

@@ -1047,13 +1047,33 @@ class Store:
             state = self._pace_state(pk)
         raise PaceContended(f"the pace of {api} changed under {PACE_RESERVE_TRIES} reservations in a row")
 
+    def note_throttle(self, api: str, account: str, region: str, *, now: float, expires_at: int) -> float | None:
+        """AWS throttled `api` anyway at `now`: keep it as the pace's `last_throttle` and return the
+        previous one (None: the first), by which the caller judges whether throttles recur."""
+        response = self.table.update_item(
+            Key=_key(pace_key(api, account, region), BUCKET),
+            UpdateExpression=f"SET last_throttle = :now, {TTL_ATTRIBUTE} = :ttl",
+            ExpressionAttributeValues={":now": _decimal(now), ":ttl": expires_at},
+            ReturnValues="UPDATED_OLD",
+        )
+        previous: Any = response.get("Attributes", {}).get("last_throttle")
+        return None if previous is None else float(previous)
+
     def record_throttle(
-        self, api: str, account: str, region: str, *, slow_until: float, next_tat: float, expires_at: int
+        self, api: str, account: str, region: str, *, slow_until: float | None, next_tat: float, expires_at: int
     ) -> None:
-        """AWS throttled `api` anyway: every sandbox reserves at the slower pace until `slow_until`
-        (kept if another throttle already set it later), and the bucket's `tat` moves to at least
-        `next_tat` (the next start is pushed back; a `tat` already further stays)."""
+        """Push `api`'s pace back after a throttle: the bucket's `tat` moves to at least `next_tat`
+        (a `tat` already further stays) and, given a `slow_until`, every sandbox reserves at the
+        slower pace until then (kept if another throttle already set it later)."""
         pk = pace_key(api, account, region)
+        push: dict[str, Any] = {
+            "UpdateExpression": f"SET tat = :tat, {TTL_ATTRIBUTE} = :ttl",
+            "ConditionExpression": "attribute_not_exists(tat) OR tat < :tat",
+            "ExpressionAttributeValues": {":tat": _decimal(next_tat), ":ttl": expires_at},
+        }
+        if slow_until is None:
+            self._update_if(pk, BUCKET, **push)
+            return
         values: dict[str, Any] = {":until": _decimal(slow_until), ":ttl": expires_at}
         pushed = self._update_if(
             pk,
@@ -1072,10 +1092,4 @@ class Store:
                 ConditionExpression="attribute_not_exists(slow_until) OR slow_until < :until",
                 ExpressionAttributeValues=values,
             )
-            self._update_if(
-                pk,
-                BUCKET,
-                UpdateExpression=f"SET tat = :tat, {TTL_ATTRIBUTE} = :ttl",
-                ConditionExpression="attribute_not_exists(tat) OR tat < :tat",
-                ExpressionAttributeValues={":tat": _decimal(next_tat), ":ttl": expires_at},
-            )
+            self._update_if(pk, BUCKET, **push)
