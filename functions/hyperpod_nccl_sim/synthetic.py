@@ -134,6 +134,11 @@ class SweepMeasurement(BaseModel):
         default=None, description="state machine: the cluster's first sweep, run before the measured one"
     )
     warm_up_probes_at_once: int | None = Field(default=None, description="what Discover chose for that first sweep")
+    probe_phase_s: float | None = Field(
+        default=None,
+        description="state machine: how long its probe Map ran (the rest of wall_s is the stages before and "
+        "after it: trigger, Discover, Aggregate, Notify)",
+    )
 
     @property
     def throttled_share(self) -> float:
@@ -220,6 +225,7 @@ class _Swept:
     paced_seconds: float = 0.0
     warm_up_wall_s: float | None = None
     warm_up_probes_at_once: int | None = None
+    probe_phase_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -326,6 +332,7 @@ def measure_sweep(
         paced_seconds=round(swept.paced_seconds, 3),
         warm_up_wall_s=None if swept.warm_up_wall_s is None else round(swept.warm_up_wall_s, 3),
         warm_up_probes_at_once=swept.warm_up_probes_at_once,
+        probe_phase_s=None if swept.probe_phase_s is None else round(swept.probe_phase_s, 3),
     )
 
 
@@ -475,7 +482,12 @@ def _measure_state_machine(
         paced_seconds=sum(r.paced_seconds for r in probes),
         warm_up_wall_s=first[0] if first else None,
         warm_up_probes_at_once=first[1] if first else None,
+        probe_phase_s=next((v.seconds for v in run.states if v.name == PROBE_MAP_STATE), None),
     )
+
+
+# The sweep definition's probe Map (sweep.asl.json): the part of a sweep the bound describes.
+PROBE_MAP_STATE = "ProbeNodes"
 
 
 def _probes_at_once(run: Any) -> int:

@@ -18,6 +18,7 @@ from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.node_probe import NodeProbeInventory, NodeProbeResult
 from hyperpod_nccl.monitor.payloads import SweepRef
 from hyperpod_nccl.monitor.settings import (
+    BATCH_IDLE_SLOTS,
     DEFAULT_MAP_MAX_CONCURRENCY,
     EXPECTED_PROBE_SECONDS,
     PROBE_BATCH_SIZE,
@@ -68,10 +69,11 @@ def test_the_percentile_is_the_nearest_rank() -> None:
 @pytest.mark.parametrize("probe_seconds", [0.5, 2.0, 7.3, 20.0, 45.0])
 def test_the_sweep_runs_as_many_probes_as_the_rate_keeps_busy(probe_seconds: float) -> None:
     children = sized_batches_at_once(RATE, probe_seconds, max_batches_at_once=10_000)
-    # Slots >= rate x probe time, and not a whole child more than that.
-    assert children * PROBE_BATCH_SIZE >= RATE * probe_seconds
-    assert (children - 1) * PROBE_BATCH_SIZE < max(RATE * probe_seconds, PROBE_BATCH_SIZE)
-    assert children == max(1, math.ceil(RATE * probe_seconds / PROBE_BATCH_SIZE))
+    busy = RATE * probe_seconds + BATCH_IDLE_SLOTS
+    # Slots >= rate x probe time plus the slots a batch leaves idle, and not a whole child more.
+    assert children * PROBE_BATCH_SIZE >= busy
+    assert (children - 1) * PROBE_BATCH_SIZE < busy
+    assert children == max(1, math.ceil(busy / PROBE_BATCH_SIZE))
 
 
 def test_the_deployed_ceiling_and_one_child_bound_the_sizing() -> None:
