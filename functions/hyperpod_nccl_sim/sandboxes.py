@@ -381,17 +381,17 @@ def run_until(handler: Callable[[Any, Any], Any], payload: Any, context: Any, ti
 def _invoke_on_thread(handler_path: str, body: bytes, context: LambdaContext, timeout: float) -> Answer:
     context.deadline = time.monotonic() + timeout
     try:
-        payload = json.loads(body or b"{}")
-        finished, outcome = run_until(_handler_of(handler_path), payload, context, timeout)
+        handler = _handler_of(handler_path)
     except Exception as error:  # noqa: BLE001 - becomes a Lambda function error, as in AWS
         return Answer(_error(type(error).__name__, str(error)), "Unhandled")
+    # The same runtime as a sandbox's (`_run_handler`), on a thread the timeout can abandon.
+    finished, outcome = run_until(lambda _event, ctx: _run_handler(handler, body, ctx), None, context, timeout)
     if not finished:
         return timed_out_answer(context.aws_request_id, timeout)
-    if isinstance(outcome, Exception):
-        return Answer(_error(type(outcome).__name__, str(outcome)), "Unhandled")
-    if isinstance(outcome, BaseException):
+    if isinstance(outcome, BaseException):  # what the runtime does not catch (SystemExit, ...)
         raise outcome
-    return Answer(json.dumps(outcome, default=str).encode())
+    answer: Answer = outcome
+    return answer
 
 
 __all__ = [
