@@ -61,6 +61,8 @@ READ_TIMEOUT_S = 0.2
 # a wider margin, so that only the held call times out.
 SM_TIMEOUT_DELAY_S = 2.0
 SM_READ_TIMEOUT_S = 1.0
+# The CLI rows' SSM budget per node (test_cli_path_under_fault).
+CLI_SSM_BUDGET_S = 20.0
 NOT_RUN = "—"
 
 
@@ -479,7 +481,11 @@ def test_cli_operations_are_the_recorded_ones(simulate) -> None:  # type: ignore
     [(operation, fault) for operation in CLI_OPERATIONS for fault in FAULTS],
     ids=lambda value: value.name if isinstance(value, Fault) else value,
 )
-def test_cli_path_under_fault(simulate, operation: str, fault: Fault) -> None:  # type: ignore[no-untyped-def]
+def test_cli_path_under_fault(simulate, monkeypatch, operation: str, fault: Fault) -> None:  # type: ignore[no-untyped-def]
+    if operation == "ssm:StartSession":
+        # A throttled start is retried until the node's budget (180 s deployed); a shorter one
+        # that still outlasts the 15 s a transient failure is retried for gives the same cells.
+        ssm_budget(monkeypatch, CLI_SSM_BUDGET_S)
     outcome = _observe(simulate, CLI_OPERATIONS[operation], operation, fault)
     check_cell(CLI_HEADING, operation, fault, outcome)
 

@@ -219,13 +219,18 @@ def hanging_gpu_tools(scenario: Scenario) -> None:
 
 
 def ssm_budget(monkeypatch: Any, seconds: float) -> None:
-    """The SSM budget scaled down for the test (deployed: thresholds.SSM_NODE_BUDGET_SECONDS)."""
+    """The SSM budget scaled down for the test (deployed: thresholds.SSM_NODE_BUDGET_SECONDS); the
+    runner is otherwise the product's own (its paced client, pacer and output limits)."""
     from hyperpod_nccl.collectors import node_probes
-    from hyperpod_nccl.ssm.client import SessionRunner
 
-    monkeypatch.setattr(
-        node_probes, "_runner", lambda ctx: SessionRunner(ssm=ctx.aws.client("ssm"), budget_seconds=seconds)
-    )
+    product_runner = node_probes._runner
+
+    def runner(ctx: Any) -> Any:
+        built = product_runner(ctx)
+        built.budget_seconds = seconds
+        return built
+
+    monkeypatch.setattr(node_probes, "_runner", runner)
 
 
 def open_findings(deployed: Any) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from botocore.config import Config
 
 from hyperpod_nccl import reads
 from hyperpod_nccl.monitor.settings import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, MonitorSettings
@@ -60,9 +61,11 @@ def _let_go(**_: object) -> None:
     _ONE_REQUEST_AT_A_TIME.release()
 
 
-def _sandbox_store(emulation: EmulatedAws, table_name: str) -> Store:
-    """A store with its own session and client, as a separate Lambda sandbox has."""
-    resource: Any = emulation.session(REGION).resource("dynamodb", endpoint_url=emulation.endpoint_url)
+def _sandbox_store(emulation: EmulatedAws, table_name: str, *, attempts: int | None = None) -> Store:
+    """A store with its own session and client, as a separate Lambda sandbox has (`attempts`:
+    botocore's total attempts per call, its default when None)."""
+    config = None if attempts is None else Config(retries={"total_max_attempts": attempts, "mode": "standard"})
+    resource: Any = emulation.session(REGION).resource("dynamodb", endpoint_url=emulation.endpoint_url, config=config)
     events = resource.meta.client.meta.events
     events.register("before-call.dynamodb", _hold)
     for event in ("after-call.dynamodb", "after-call-error.dynamodb"):
@@ -280,7 +283,8 @@ def test_a_deployed_sweep_paces_its_probes_and_its_log_scan_through_the_table(si
 
 def test_a_table_that_cannot_pace_leaves_the_sandbox_pacing_itself(emulation: EmulatedAws, table_name: str) -> None:
     clock = FakeTime()
-    pacer = _pacer(_sandbox_store(emulation, table_name), clock, rate=2.0)
+    # One attempt a call: what is tested is the pacer once the table failed, not botocore's backoff.
+    pacer = _pacer(_sandbox_store(emulation, table_name, attempts=1), clock, rate=2.0)
     emulation.faults.set_faults(
         [FaultSpec(operation="dynamodb:UpdateItem", error_code="ProvisionedThroughputExceededException")]
     )
