@@ -191,6 +191,10 @@ class _Sandbox:
     log_path: str
     log_offset: int = 0
     initialized: bool = False
+    # The pool's close() and an invocation's own end can both discard a sandbox at once; closing
+    # the pipe twice would close a descriptor number another thread may already have reused.
+    _stop_lock: threading.Lock = field(default_factory=threading.Lock)
+    _stopped: bool = False
 
     def forward_logs(self) -> None:
         """Copy what the sandbox logged since the last call to this process's stdout."""
@@ -206,7 +210,11 @@ class _Sandbox:
             sys.stdout.flush()
 
     def stop(self) -> None:
-        """End the process (Lambda discarding the environment) and keep its last log lines."""
+        """End the process (Lambda discarding the environment) and keep its last log lines; once."""
+        with self._stop_lock:
+            if self._stopped:
+                return
+            self._stopped = True
         if self.process.is_alive():
             self.process.kill()
         self.process.join(5)
@@ -245,8 +253,10 @@ class SandboxPool:
             if keep:
                 sandbox.forward_logs()
                 with self._lock:
-                    self._idle.setdefault(handler_path, []).append(sandbox)
-            else:
+                    keep = sandbox in self._all  # not when the pool was closed meanwhile
+                    if keep:
+                        self._idle.setdefault(handler_path, []).append(sandbox)
+            if not keep:
                 sandbox.stop()
                 with self._lock:
                     if sandbox in self._all:

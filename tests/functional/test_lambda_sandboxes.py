@@ -105,3 +105,33 @@ def test_threads_mode_shares_this_process(monkeypatch) -> None:  # type: ignore[
     monkeypatch.setattr(sandbox_handlers, "INVOCATIONS", 41)
     threads = SandboxPool(mode="threads")
     assert json.loads(_invoke(threads, "count", {}).payload)["invocations"] == 42
+
+
+def _invoke_into(answers: list[Any], *args: Any) -> None:
+    answers.append(_invoke(*args))
+
+
+def test_closing_the_pool_while_invocations_run_or_end_raises_nothing_and_leaves_no_process() -> None:
+    # The stack torn down while Lambdas are still running (a sweep whose children were stopped
+    # leaves probes running): the pool's close and each invocation's own end discard the same
+    # sandboxes at once. Some invocations end at their timeout just as close runs, some finish in
+    # time and would go back to the idle list of a pool that is gone.
+    for _ in range(3):
+        pool = SandboxPool()
+        answers: list[Any] = []
+        threads = [
+            threading.Thread(target=_invoke_into, args=(answers, pool, "count", {"hold": 0.4}, timeout))
+            for timeout in (0.3, 0.35, 0.4, 2.0)
+        ]
+        for thread in threads:
+            thread.start()
+        time.sleep(0.3)
+        pool.close()
+        for thread in threads:
+            thread.join(10)
+        assert len(answers) == 4
+        with pool._lock:
+            left = list(pool._all) + [s for idle in pool._idle.values() for s in idle]
+        assert left == []
+        for answer in answers:  # every invocation still gets an answer, whatever it is
+            assert answer.payload
