@@ -38,6 +38,7 @@ from hyperpod_nccl.errors import DiagnosisAborted
 from hyperpod_nccl.handlers import AwsCallFailed
 from hyperpod_nccl.models.findings import Coverage, Finding, Status
 from hyperpod_nccl.models.request import DiagnoseRequest
+from hyperpod_nccl.monitor import lambda_timeouts
 from hyperpod_nccl.monitor.alert_messages import MAX_LISTED_RESOURCES, SNS_MESSAGE_MAX_BYTES, resource_ids
 from hyperpod_nccl.monitor.diff import SweepDiff
 from hyperpod_nccl.monitor.payloads import SweepRef
@@ -787,6 +788,9 @@ def test_timeout_row_aggregate(simulate, monitor, monkeypatch) -> None:  # type:
     assert announced > 2 and len(stored) == announced and set(stored.values()) == {1}
     lock = "lock held" if _lock_held(deployed) else "lock released"
     monkeypatch.undo()
+    # The next sweep runs with Aggregate's deployed timeout: the 4 s above exists to stop the planted
+    # stall quickly, and an unstalled Aggregate on a loaded 2-core machine can take longer than that.
+    deployed.lambda_timeouts["aggregate"] = lambda_timeouts()["aggregate"]
     second = deployed.sweep()
     assert second.status == "SUCCEEDED" and second.output is not None
     again = second.output["aggregate"]["changes"]
