@@ -7,10 +7,11 @@ and neither should import the other to do so. Two pacers implement it:
 - `hyperpod_nccl.monitor.shared_pacer.SharedPacer`: every Lambda sandbox of the monitor, through one
   item of its table (a sandbox shares no memory with another).
 
-Both adapt the same way (`throttle_recurs`, `cooldown_seconds`): AWS throttling a call anyway pushes
-the next start back; a throttle that recurs (another client of the account, a rate set too high)
-also halves the pace for `THROTTLE_COOLDOWN_STARTS` intervals, then the configured rate comes back
-(docs/pacing.md).
+Both adapt the same way (`throttle_recurs`, `slowdown`, `cooldown_seconds`): AWS throttling a call
+anyway pushes the next start back; a throttle that recurs (another client of the account, a rate set
+too high) also lengthens the interval by `THROTTLE_SLOWDOWN_STEP` for `THROTTLE_COOLDOWN_STARTS`
+intervals, once more for each recurrence inside that cooldown (up to `THROTTLE_SLOWDOWN_MAX`), and the
+configured rate comes back after a cooldown without one (docs/pacing.md).
 """
 
 from __future__ import annotations
@@ -28,12 +29,20 @@ from hyperpod_nccl import thresholds
 # left evenly arriving bunched, one moment of jitter) only pushes the next start back: measured,
 # halving the pace for every stray throttle turned a 1.1x sweep into a 1.8x one.
 THROTTLE_RECUR_STARTS = 30
-# How long a recurring throttle halves the pace, in configured intervals (30 s at 3/s): counted in
+# How long a recurring throttle slows the pace, in configured intervals (30 s at 3/s): counted in
 # starts, not seconds, so it holds back the same number of starts at any configured rate (and in
 # the time-scaled benchmark), long enough to outlast a burst from another client of the account.
 THROTTLE_COOLDOWN_STARTS = 90
-# The pace while cooling down, as a multiple of the configured interval (twice: half the rate).
-THROTTLE_SLOWDOWN = 2.0
+# Each recurrence inside a cooldown multiplies the interval by this once more. Graduated, because
+# one fixed step cannot serve both causes: measured, halving the rate at the first recurrence made
+# a 64-node sweep whose only throttles were two stray pairs take 1.54x its bound; a competitor that
+# keeps taking the account's rate recurs again and again and drives the pace down within a few
+# recurrences (1.25, 1.56, 1.95, 2.44, ...).
+THROTTLE_SLOWDOWN_STEP = 1.25
+# The slowest pace, as a multiple of the configured interval (a quarter of the rate): with another
+# client at the account's full rate, half of it is ours to take, and below a quarter a sweep would
+# outlast its cadence long before the competitor's burst ends.
+THROTTLE_SLOWDOWN_MAX = 4.0
 # Our pacers start calls evenly, without a burst. AWS's bucket holds about one second's calls; a
 # client pacing at the full rate AND the full burst leaves it no slack, so calls that arrive a few
 # milliseconds closer together than they left (network jitter) are throttled. Measured against the
@@ -42,8 +51,19 @@ PACED_BURST = 1
 
 
 def cooldown_seconds(rate: float) -> float:
-    """How long a recurring throttle halves a pace of `rate` per second (`THROTTLE_COOLDOWN_STARTS`)."""
+    """How long a recurring throttle slows a pace of `rate` per second (`THROTTLE_COOLDOWN_STARTS`)."""
     return THROTTLE_COOLDOWN_STARTS / rate
+
+
+def slowdown(level: int) -> float:
+    """The interval's multiple at slowdown `level`: the recurring throttles of one cooldown (0: none)."""
+    return min(THROTTLE_SLOWDOWN_MAX, THROTTLE_SLOWDOWN_STEP ** max(0, level))
+
+
+def escalated_level(level: int, still_slowed: bool) -> int:
+    """The slowdown level after a recurring throttle: one more than `level` while its cooldown lasts
+    (`still_slowed`), else the first step again."""
+    return (level if still_slowed else 0) + 1
 
 
 def throttle_recurs(previous: float | None, reserved_at: float | None, now: float, interval: float) -> bool:
@@ -82,7 +102,8 @@ class RateLimiter:
 
     On `throttled()` the next start moves at least one interval past the throttle, after the burst;
     when the throttle recurs (`throttle_recurs`, judged by the calling thread's last reservation) the
-    interval also doubles for `cooldown_seconds` (default: `THROTTLE_COOLDOWN_STARTS` intervals).
+    slowdown goes up a level for `cooldown_seconds` (default: `THROTTLE_COOLDOWN_STARTS` intervals):
+    the interval is `slowdown(level)` times the configured one until the cooldown ends.
     """
 
     def __init__(
@@ -108,6 +129,8 @@ class RateLimiter:
         self._next = clock()
         # Until when throttling slows the pace (the clock's time; -inf: never throttled).
         self._slow_until = float("-inf")
+        # The slowdown level while `_slow_until` lasts (`slowdown`).
+        self._slow_level = 0
         # The last throttle's time (None: never throttled), and each thread's last reservation.
         self._last_throttle: float | None = None
         self._reserved = threading.local()
@@ -119,8 +142,9 @@ class RateLimiter:
         return cls(rate, burst=PACED_BURST)
 
     def interval(self, now: float) -> float:
-        """Seconds between starts at `now`: the configured interval, doubled while cooling down."""
-        return self._interval * THROTTLE_SLOWDOWN if now < self._slow_until else self._interval
+        """Seconds between starts at `now`: the configured interval, `slowdown(level)` times longer
+        while cooling down."""
+        return self._interval * slowdown(self._slow_level) if now < self._slow_until else self._interval
 
     def _wait(self, now: float) -> tuple[float, float]:
         """Seconds until the next start may happen, and the pace marker after it."""
@@ -145,12 +169,13 @@ class RateLimiter:
 
     def throttled(self) -> None:
         """Start again no sooner than one interval from now, after the burst (AWS's bucket is empty:
-        the calls we thought it had room for were not); when the throttle recurs, halve the rate for
-        the cooldown first."""
+        the calls we thought it had room for were not); when the throttle recurs, slow down one level
+        more (from none when the last cooldown has ended) for a new cooldown first."""
         with self._lock:
             now = self._clock()
             reserved_at = getattr(self._reserved, "at", None)
             if throttle_recurs(self._last_throttle, reserved_at, now, self._interval):
+                self._slow_level = escalated_level(self._slow_level, now < self._slow_until)
                 self._slow_until = max(self._slow_until, now + self.cooldown_seconds)
             self._last_throttle = now
             self._next = max(self._next, now + self._tolerance + self.interval(now))

@@ -1,5 +1,5 @@
 """The table-backed pacer every monitor sandbox shares (monitor/shared_pacer.py, Store.reserve_start
-and record_throttle) against the emulated DynamoDB: pacers that share nothing but the table keep the
+escalate_slowdown, push_back_start) against the emulated DynamoDB: pacers that share nothing but the table keep the
 account's rate together, refuse a start past a deadline without reserving it, and slow down together
 when one of them is throttled."""
 
@@ -17,7 +17,7 @@ from hyperpod_nccl import reads
 from hyperpod_nccl.monitor.settings import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, MonitorSettings
 from hyperpod_nccl.monitor.shared_pacer import AccountPace, SharedPacer
 from hyperpod_nccl.monitor.store import BUCKET, Store, pace_key
-from hyperpod_nccl.pacing import PACED_BURST, THROTTLE_RECUR_STARTS
+from hyperpod_nccl.pacing import PACED_BURST, THROTTLE_RECUR_STARTS, slowdown
 from hyperpod_nccl_sim.aws import EmulatedAws
 from hyperpod_nccl_sim.scenario import FaultSpec
 from hyperpod_nccl_sim.serverless import TABLE_NAME, LocalMonitor
@@ -157,8 +157,8 @@ def test_a_recurring_throttle_slows_every_sandbox_for_the_cooldown_then_the_rate
     for pacer in (first, second, other):
         assert pacer.acquire()
         starts.append(round(clock.now - began, 6))
-    # Pushed back one slow interval (1 s, twice the 0.5 s) and paced at it, in every sandbox.
-    assert starts == [2.0, 3.0, 4.0]
+    # Pushed back one slow interval (0.625 s, 1.25 x 0.5 s) and paced at it, in every sandbox.
+    assert starts == [1.625, 2.25, 2.875]
     assert other.cooldown_seconds == pytest.approx(45.0)  # 90 intervals of 0.5 s
     clock.now = began + 1.0 + other.cooldown_seconds + 5
     resumed = clock.now
@@ -191,20 +191,39 @@ def test_a_later_throttle_is_not_shortened_by_an_earlier_one(emulation: Emulated
     assert pacer.acquire()
     pacer.throttled()  # recurs: slowed
     latest = store.get(key, BUCKET)
-    assert latest is not None and "slow_until" in latest
+    assert latest is not None and int(latest["slow_level"]) == 1
     # A sandbox whose throttle came (or whose clock reads) earlier records a shorter cooldown and
-    # an earlier next start: neither moves back.
+    # an earlier next start: neither moves back, and its recurrence still counts.
     earlier = clock.now - 10
-    store.record_throttle(
-        reads.START_SESSION, ACCOUNT, REGION, slow_until=earlier + pacer.cooldown_seconds,
-        next_tat=earlier + 1, expires_at=int(earlier) + 60,
+    step = store.escalate_slowdown(
+        reads.START_SESSION, ACCOUNT, REGION, now=clock.now, until=earlier + pacer.cooldown_seconds,
+        step_at=lambda level: pacer.interval * slowdown(level), expires_at=int(earlier) + 60,
     )  # fmt: skip
-    store.record_throttle(
-        reads.START_SESSION, ACCOUNT, REGION, slow_until=None, next_tat=earlier + 1, expires_at=int(earlier) + 60
-    )
+    store.push_back_start(reads.START_SESSION, ACCOUNT, REGION, next_tat=earlier + 1, expires_at=int(earlier) + 60)
     again = store.get(key, BUCKET)
     assert again is not None
     assert (again["slow_until"], again["tat"]) == (latest["slow_until"], latest["tat"])
+    assert int(again["slow_level"]) == 2 and float(again["slow_step"]) == step == pytest.approx(pacer.interval * 1.5625)
+
+
+def test_every_sandbox_takes_the_slower_step_another_one_recorded(emulation: EmulatedAws, table_name: str) -> None:
+    # Recurrences in two sandboxes of one cooldown add up: the second slows the pace one level more,
+    # and a third sandbox, which never saw a throttle, reserves at that pace.
+    clock = FakeTime()
+    first, second, other = (_pacer(_sandbox_store(emulation, table_name), clock, rate=2.0) for _ in range(3))
+    assert first.acquire()
+    first.throttled()  # lone
+    assert first.acquire()
+    first.throttled()  # recurs: level 1
+    assert second.acquire()
+    second.throttled()  # reserved after the last throttle: recurs, level 2
+    began = clock.now
+    starts = []
+    for _ in range(3):
+        assert other.acquire()
+        starts.append(round(clock.now - began, 6))
+    slow = 0.5 * 1.5625
+    assert starts == pytest.approx([slow, 2 * slow, 3 * slow])
 
 
 def test_many_sandboxes_never_start_more_than_rate_plus_burst_in_any_window(

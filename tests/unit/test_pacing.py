@@ -21,7 +21,14 @@ import hyperpod_nccl
 from hyperpod_nccl.checks import discover
 from hyperpod_nccl.collectors.node_probes import assemble, rate_limited_source
 from hyperpod_nccl.models.node_probe import NodeProbeResult, ProbePlan, ProbeTarget
-from hyperpod_nccl.pacing import THROTTLE_COOLDOWN_STARTS, THROTTLE_RECUR_STARTS, RateLimiter, throttle_recurs
+from hyperpod_nccl.pacing import (
+    THROTTLE_COOLDOWN_STARTS,
+    THROTTLE_RECUR_STARTS,
+    THROTTLE_SLOWDOWN_MAX,
+    RateLimiter,
+    slowdown,
+    throttle_recurs,
+)
 from hyperpod_nccl.ssm.client import (
     NOT_STARTED_MESSAGE,
     THROTTLE_BACKOFF_MAX_SECONDS,
@@ -54,7 +61,7 @@ def test_a_lone_throttle_pushes_the_next_start_back_without_slowing_the_pace() -
     assert _start_times(limiter, clock, 3) == [1.0, 1.5, 2.0]
 
 
-def test_a_recurring_throttle_halves_the_rate_for_the_cooldown_then_the_rate_comes_back() -> None:
+def test_a_recurring_throttle_slows_the_rate_for_the_cooldown_then_the_rate_comes_back() -> None:
     clock = FakeClock()
     limiter = RateLimiter(2.0, burst=1, clock=clock, sleep=clock.sleep)
     assert _start_times(limiter, clock, 2) == [0.0, 0.5]
@@ -62,13 +69,36 @@ def test_a_recurring_throttle_halves_the_rate_for_the_cooldown_then_the_rate_com
     assert _start_times(limiter, clock, 1) == [1.0]
     # This call was reserved after the first throttle pushed the pace back, and throttled anyway.
     limiter.throttled()
-    # Pushed back one slow interval (1 s: twice the 0.5 s) from the throttle, then paced at it.
-    assert _start_times(limiter, clock, 3) == [2.0, 3.0, 4.0]
+    # Pushed back one slow interval (0.625 s: 1.25 x 0.5 s) from the throttle, then paced at it.
+    assert _start_times(limiter, clock, 3) == [1.625, 2.25, 2.875]
     # The cooldown is counted in configured intervals: 90 of 0.5 s from the recurring throttle.
     assert limiter.cooldown_seconds == THROTTLE_COOLDOWN_STARTS / 2.0
     clock.now = 1.0 + limiter.cooldown_seconds + 1
     began = clock.now
     assert [round(t - began, 6) for t in _start_times(limiter, clock, 3)] == [0.0, 0.5, 1.0]
+
+
+def test_throttles_that_keep_recurring_slow_the_pace_step_by_step_to_a_floor() -> None:
+    # A competitor that keeps taking the account's rate: each recurrence inside the cooldown slows
+    # the pace once more, down to a quarter of the rate; a quiet cooldown brings the rate back, and
+    # the next recurrence starts again from the first step.
+    clock = FakeClock()
+    limiter = RateLimiter(1.0, burst=1, clock=clock, sleep=clock.sleep, cooldown=100.0)
+    assert limiter.acquire()
+    limiter.throttled()  # lone
+    intervals = []
+    for _ in range(8):
+        assert limiter.acquire()  # reserved after the last throttle
+        limiter.throttled()  # and throttled anyway: recurs
+        intervals.append(limiter.interval(clock.now))
+    assert intervals == pytest.approx([1.25, 1.5625, 1.953125, 2.44140625, 3.0517578125, 3.814697265625, 4.0, 4.0])
+    assert slowdown(0) == 1.0 and slowdown(50) == THROTTLE_SLOWDOWN_MAX
+    clock.now += 101
+    assert limiter.interval(clock.now) == 1.0
+    for _ in range(2):  # a lone throttle, then one that recurs
+        assert limiter.acquire()
+        limiter.throttled()
+    assert limiter.interval(clock.now) == 1.25
 
 
 def test_throttles_of_calls_reserved_before_the_last_one_do_not_recur() -> None:
@@ -110,7 +140,7 @@ def test_each_threads_own_reservation_decides_whether_its_throttle_recurs() -> N
         limiter.throttled()
 
     in_other_thread(reserve_then_throttled)
-    assert limiter.interval(clock.now) == 1.0
+    assert limiter.interval(clock.now) == 0.625
 
 
 def test_a_throttle_empties_the_burst() -> None:
@@ -129,7 +159,7 @@ def test_a_refused_start_reserves_nothing_even_while_slowed() -> None:
     limiter.throttled()  # recurs: reserved at 0, the first throttle at 0
     assert not limiter.acquire(deadline=1.0)
     assert clock.slept == []
-    assert limiter.acquire(deadline=2.0) and clock.now == pytest.approx(2.0)
+    assert limiter.acquire(deadline=2.0) and clock.now == pytest.approx(1.25)
 
 
 # --- the session runner: throttles retried with full jitter, fed back, bounded by the budget ----

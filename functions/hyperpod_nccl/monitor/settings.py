@@ -107,7 +107,7 @@ LAMBDAS: dict[str, LambdaFunction] = {
         LambdaFunction(
             "collect_logs",
             environment=(FINDINGS_TABLE_ENV, HISTORY_DAYS_ENV, LOG_FILTER_RATE_ENV, ACCOUNT_ID_ENV),
-            # UpdateItem: the account's FilterLogEvents pace (Store.reserve_start, record_throttle).
+            # UpdateItem: the account's FilterLogEvents pace (Store.reserve_start, escalate_slowdown, push_back_start).
             table_actions=("GetItem", "PutItem", "UpdateItem"),
             memory_mb=512,
         ),
@@ -126,7 +126,7 @@ LAMBDAS: dict[str, LambdaFunction] = {
                 START_SESSION_RATE_ENV,
                 ACCOUNT_ID_ENV,
             ),
-            # UpdateItem: the account's StartSession pace (Store.reserve_start, record_throttle).
+            # UpdateItem: the account's StartSession pace (Store.reserve_start, escalate_slowdown, push_back_start).
             table_actions=("GetItem", "PutItem", "UpdateItem"),
             # Waits on one SSM session; about 80-90 MB at rest (BENCHMARKS.md), plus about 4x the node's
             # answer while parsing and storing it, bounded by PROBE_NODE_OUTPUT_MAX_BYTES (16 MiB).

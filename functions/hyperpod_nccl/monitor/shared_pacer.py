@@ -6,8 +6,9 @@ pacer keeps the generic cell rate algorithm's one number, the theoretical arriva
 table (`Store.reserve_start`: one conditional UpdateItem per start, no read-modify-write race), so
 every sandbox, and every watched cluster of the stack in the same account and Region, takes its
 starts from the same bucket. `throttled()` pushes the shared pace back and, when throttles recur
-(`pacing.throttle_recurs` over the table's `last_throttle`), records a cooldown every sandbox then
-honours (`Store.note_throttle`, `Store.record_throttle`). docs/pacing.md has the design and its costs.
+(`pacing.throttle_recurs` over the table's `last_throttle`), raises a graduated slowdown every
+sandbox then honours (`Store.note_throttle`, `Store.escalate_slowdown`, `Store.push_back_start`).
+docs/pacing.md has the design and its costs.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from hyperpod_nccl.aws_errors import error_message, is_access_denied
 from hyperpod_nccl.models.findings import DegradedSource
 from hyperpod_nccl.monitor.settings import PACE_RETENTION_SECONDS, MonitorSettings
 from hyperpod_nccl.monitor.store import PaceContended, Store
-from hyperpod_nccl.pacing import PACED_BURST, THROTTLE_SLOWDOWN, RateLimiter, cooldown_seconds, throttle_recurs
+from hyperpod_nccl.pacing import PACED_BURST, RateLimiter, cooldown_seconds, slowdown, throttle_recurs
 
 logger = logging.getLogger(__name__)
 # The one table call a reservation makes (Store.reserve_start).
@@ -54,7 +55,7 @@ class SharedPacer:
     clock: Callable[[], float] = time.time
     deadline_clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
-    # How long a recurring throttle halves the pace (None: `pacing.cooldown_seconds(rate)`).
+    # How long a recurring throttle slows the pace (None: `pacing.cooldown_seconds(rate)`).
     cooldown: float | None = None
     # Why this sandbox paced itself alone at least once (None while the table served every start).
     unshared: DegradedSource | None = field(default=None, init=False)
@@ -75,7 +76,7 @@ class SharedPacer:
 
     @property
     def cooldown_seconds(self) -> float:
-        """How long a recurring throttle halves the pace."""
+        """How long a recurring throttle slows the pace."""
         return cooldown_seconds(self.rate) if self.cooldown is None else self.cooldown
 
     @property
@@ -106,7 +107,6 @@ class SharedPacer:
                 latest_start=min(latest, now + 86_400),
                 interval=self.interval,
                 tolerance=self.tolerance,
-                slowdown=THROTTLE_SLOWDOWN,
                 expires_at=self._expires_at(now),
             )
         except (ClientError, BotoCoreError, PaceContended) as error:
@@ -124,23 +124,28 @@ class SharedPacer:
     def throttled(self) -> None:
         """Tell every sandbox: the next start comes no sooner than one interval from now (after the
         burst); when this throttle recurs (`pacing.throttle_recurs`: this thread's call was reserved
-        after the account's previous throttle, and soon after it), each start takes twice the
-        interval until `cooldown_seconds` from now, that first one included."""
+        after the account's previous throttle, and soon after it), the account's slowdown goes up a
+        level and each start takes `pacing.slowdown(level)` intervals until `cooldown_seconds` from
+        now, that first one included."""
         now = self.clock()
         expires_at = self._expires_at(now)
         try:
             previous = self.store.note_throttle(self.api, self.account, self.region, now=now, expires_at=expires_at)
-            recurs = throttle_recurs(previous, getattr(self._reserved, "at", None), now, self.interval)
-            step = self.interval * (THROTTLE_SLOWDOWN if recurs else 1.0)
-            self.store.record_throttle(
-                self.api,
-                self.account,
-                self.region,
-                slow_until=now + self.cooldown_seconds if recurs else None,
-                next_tat=now + self.tolerance + step,
-                expires_at=expires_at,
+            step = self.interval
+            if throttle_recurs(previous, getattr(self._reserved, "at", None), now, self.interval):
+                step = self.store.escalate_slowdown(
+                    self.api,
+                    self.account,
+                    self.region,
+                    now=now,
+                    until=now + self.cooldown_seconds,
+                    step_at=lambda level: self.interval * slowdown(level),
+                    expires_at=expires_at,
+                )
+            self.store.push_back_start(
+                self.api, self.account, self.region, next_tat=now + self.tolerance + step, expires_at=expires_at
             )
-        except (ClientError, BotoCoreError) as error:
+        except (ClientError, BotoCoreError, PaceContended) as error:
             logger.warning("throttle of %s not recorded in the table (%s)", self.api, error)
         self._local().throttled()
 

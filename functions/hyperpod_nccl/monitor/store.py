@@ -43,7 +43,8 @@ Keys (pk / sk; `C` = `<region>#<cluster name>`), one line per access pattern, wi
 
 - the pace of an account-wide API shared by every Lambda sandbox (`monitor/shared_pacer.py`, TTL):
   `PACE#<API>#<account>#<region>` / `BUCKET`, holding `tat` (the bucket's theoretical arrival time, epoch
-  seconds) and `slow_until` (`reserve_start`, `record_throttle`)
+  seconds), `last_throttle`, and the slowdown `slow_until` / `slow_level` / `slow_step` (`reserve_start`,
+  `note_throttle`, `push_back_start`, `escalate_slowdown`)
 
 Node and GPU history are keyed by the hardware, not by cluster membership, so a node replaced
 by HyperPod keeps its record and a GPU UUID that reappears is recognised.
@@ -84,6 +85,7 @@ from hyperpod_nccl.monitor.settings import (
     SORT_KEY,
     TTL_ATTRIBUTE,
 )
+from hyperpod_nccl.pacing import escalated_level
 
 if TYPE_CHECKING:
     from botocore.config import Config
@@ -190,7 +192,28 @@ def fingerprint_of(item: Mapping[str, Any]) -> str:
 
 
 class PaceContended(Exception):
-    """`Store.reserve_start` lost PACE_RESERVE_TRIES conditional writes in a row to other sandboxes."""
+    """`Store.reserve_start` (or `escalate_slowdown`) lost PACE_RESERVE_TRIES conditional writes in a
+    row to other sandboxes."""
+
+
+# A pace item's condition for "not slowed at :now" (`_PaceState.slowed` as DynamoDB reads it): an
+# item slowed without a step, written before steps were kept, paces at the configured rate.
+_PACE_NOT_SLOWED = "(attribute_not_exists(slow_until) OR slow_until <= :now OR attribute_not_exists(slow_step))"
+
+
+@dataclass(frozen=True)
+class _PaceState:
+    """A pace item as read: `tat` (None: never used), and the slowdown a recurring throttle set
+    (`slow_until` 0: never; `slow_step` None: not kept, an item from before steps were)."""
+
+    tat: float | None
+    slow_until: float = 0.0
+    slow_level: int = 0
+    slow_step: float | None = None
+
+    def slowed(self, now: float) -> bool:
+        """Whether reservations at `now` step `slow_step`."""
+        return self.slow_until > now and self.slow_step is not None
 
 
 def pace_key(api: str, account: str, region: str) -> str:
@@ -989,56 +1012,65 @@ class Store:
         )
 
     # --- the pace of an account-wide API, shared by every sandbox (monitor/shared_pacer.py) --------
-    def _pace_state(self, pk: str) -> tuple[float | None, float]:
-        """The bucket's `tat` (None: never used) and `slow_until` (0: never throttled), read consistently."""
+    def _pace_state(self, pk: str) -> _PaceState:
+        """The bucket as it is, read consistently."""
         item = self.get(pk, BUCKET) or {}
-        tat = item.get("tat")
-        return (None if tat is None else float(tat)), float(item.get("slow_until") or 0)
+        tat, step = item.get("tat"), item.get("slow_step")
+        return _PaceState(
+            tat=None if tat is None else float(tat),
+            slow_until=float(item.get("slow_until") or 0),
+            slow_level=int(item.get("slow_level") or 0),
+            slow_step=None if step is None else float(step),
+        )
 
     def reserve_start(
         self, api: str, account: str, region: str, *, now: float, latest_start: float, interval: float,
-        tolerance: float, slowdown: float, expires_at: int,
+        tolerance: float, expires_at: int,
     ) -> float | None:  # fmt: skip
         """Reserve the next start of `api`'s pace (the generic cell rate algorithm over one item):
         the epoch second it may start at, never before `now`; None, reserving nothing, when it
         would come after `latest_start`.
 
         Each attempt is one conditional UpdateItem, so two sandboxes never take the same start: a
-        busy bucket (`tat >= now`) moves `tat` one interval on and starts at `tat - tolerance`
+        busy bucket (`tat >= now`) moves `tat` one step on and starts at `tat - tolerance`
         (`tolerance` = (burst - 1) x interval), under the condition that this start is no later than
-        `latest_start`; an idle one (`tat < now`, or none yet) restarts at `now + interval` and
-        starts now. Until its `slow_until` the interval is `slowdown` times longer (`record_throttle`).
-        A failed condition (another sandbox moved the bucket, or the guess of busy and not slowed was
-        wrong) reads the item and tries the branch it shows: a bucket whose next start is already
-        past `latest_start` refuses without writing, which is final because `tat` never decreases.
+        `latest_start`; an idle one (`tat < now`, or none yet) restarts at `now + step` and starts
+        now. The step is `interval`, or the item's own `slow_step` until its `slow_until`
+        (`escalate_slowdown`), read by the update itself. A failed condition (another sandbox moved
+        the bucket, or the guess of busy and not slowed was wrong) reads the item and tries the
+        branch it shows: a bucket whose next start is already past `latest_start` refuses without
+        writing, which is final because `tat` never decreases.
         """
         pk = pace_key(api, account, region)
-        state: tuple[float | None, float] | None = None  # unknown: guess busy, not slowed (the usual case)
+        state: _PaceState | None = None  # unknown: guess busy, not slowed (the usual case)
         for _ in range(PACE_RESERVE_TRIES):
-            tat, slow_until = state if state is not None else (now, 0.0)
-            slowed = slow_until > now
-            step = interval * slowdown if slowed else interval
-            pace = "slow_until > :now" if slowed else "(attribute_not_exists(slow_until) OR slow_until <= :now)"
+            current = state if state is not None else _PaceState(tat=now)
             values: dict[str, Any] = {":now": _decimal(now), ":ttl": expires_at}
+            if current.slowed(now):
+                step, pace = "slow_step", "slow_until > :now AND attribute_exists(slow_step)"
+            else:
+                values[":step"] = _decimal(interval)
+                step, pace = ":step", _PACE_NOT_SLOWED
+            tat = current.tat
             if tat is not None and tat >= now:
                 if tat - tolerance > latest_start:
                     return None
-                values.update({":step": _decimal(step), ":latest": _decimal(latest_start + tolerance)})
+                values[":latest"] = _decimal(latest_start + tolerance)
                 moved = self._update_if(
                     pk,
                     BUCKET,
-                    UpdateExpression=f"SET tat = tat + :step, {TTL_ATTRIBUTE} = :ttl",
+                    UpdateExpression=f"SET tat = tat + {step}, {TTL_ATTRIBUTE} = :ttl",
                     ConditionExpression=f"tat >= :now AND tat <= :latest AND {pace}",
                     ExpressionAttributeValues=values,
                 )
                 if moved is not None:
-                    return max(now, float(moved["tat"] - values[":step"]) - tolerance)
+                    taken = moved["slow_step"] if step == "slow_step" else values[":step"]
+                    return max(now, float(moved["tat"] - taken) - tolerance)
             else:
-                values[":next"] = _decimal(now + step)
                 started = self._update_if(
                     pk,
                     BUCKET,
-                    UpdateExpression=f"SET tat = :next, {TTL_ATTRIBUTE} = :ttl",
+                    UpdateExpression=f"SET tat = :now + {step}, {TTL_ATTRIBUTE} = :ttl",
                     ConditionExpression=f"(attribute_not_exists(tat) OR tat < :now) AND {pace}",
                     ExpressionAttributeValues=values,
                 )
@@ -1059,37 +1091,52 @@ class Store:
         previous: Any = response.get("Attributes", {}).get("last_throttle")
         return None if previous is None else float(previous)
 
-    def record_throttle(
-        self, api: str, account: str, region: str, *, slow_until: float | None, next_tat: float, expires_at: int
-    ) -> None:
-        """Push `api`'s pace back after a throttle: the bucket's `tat` moves to at least `next_tat`
-        (a `tat` already further stays) and, given a `slow_until`, every sandbox reserves at the
-        slower pace until then (kept if another throttle already set it later)."""
-        pk = pace_key(api, account, region)
-        push: dict[str, Any] = {
-            "UpdateExpression": f"SET tat = :tat, {TTL_ATTRIBUTE} = :ttl",
-            "ConditionExpression": "attribute_not_exists(tat) OR tat < :tat",
-            "ExpressionAttributeValues": {":tat": _decimal(next_tat), ":ttl": expires_at},
-        }
-        if slow_until is None:
-            self._update_if(pk, BUCKET, **push)
-            return
-        values: dict[str, Any] = {":until": _decimal(slow_until), ":ttl": expires_at}
-        pushed = self._update_if(
-            pk,
+    def push_back_start(self, api: str, account: str, region: str, *, next_tat: float, expires_at: int) -> None:
+        """After a throttle, no start of `api` before `next_tat`: the bucket's `tat` moves there
+        (a `tat` already further stays: it never moves back)."""
+        self._update_if(
+            pace_key(api, account, region),
             BUCKET,
-            UpdateExpression=f"SET tat = :tat, slow_until = :until, {TTL_ATTRIBUTE} = :ttl",
-            ConditionExpression="(attribute_not_exists(tat) OR tat < :tat) AND "
-            "(attribute_not_exists(slow_until) OR slow_until < :until)",
-            ExpressionAttributeValues={**values, ":tat": _decimal(next_tat)},
+            UpdateExpression=f"SET tat = :tat, {TTL_ATTRIBUTE} = :ttl",
+            ConditionExpression="attribute_not_exists(tat) OR tat < :tat",
+            ExpressionAttributeValues={":tat": _decimal(next_tat), ":ttl": expires_at},
         )
-        if pushed is None:
-            # One of the two is already further: move the other alone, each only forward.
-            self._update_if(
+
+    def escalate_slowdown(
+        self, api: str, account: str, region: str, *, now: float, until: float, step_at: Callable[[int], float],
+        expires_at: int,
+    ) -> float:  # fmt: skip
+        """A recurring throttle at `now`: `api`'s slowdown goes up a level (from none when the last
+        cooldown has ended) and lasts until at least `until`; every sandbox's reservation then steps
+        `step_at(level)` seconds. Returns that step. Optimistic like `reserve_start`: each attempt
+        writes only if the item is still as read, so concurrent recurrences each count once and
+        neither `slow_until` nor the level moves back."""
+        pk = pace_key(api, account, region)
+        for _ in range(PACE_RESERVE_TRIES):
+            current = self._pace_state(pk)
+            slowed = current.slowed(now)
+            level = escalated_level(current.slow_level, slowed)
+            step = step_at(level)
+            values: dict[str, Any] = {
+                ":level": level,
+                ":step": _decimal(step),
+                ":until": _decimal(max(until, current.slow_until) if slowed else until),
+                ":ttl": expires_at,
+            }
+            if slowed:
+                values.update({":was_level": current.slow_level, ":was_until": _decimal(current.slow_until)})
+                unchanged = "slow_until = :was_until AND slow_level = :was_level"
+            else:
+                values[":now"] = _decimal(now)
+                unchanged = _PACE_NOT_SLOWED
+            written = self._update_if(
                 pk,
                 BUCKET,
-                UpdateExpression=f"SET slow_until = :until, {TTL_ATTRIBUTE} = :ttl",
-                ConditionExpression="attribute_not_exists(slow_until) OR slow_until < :until",
+                UpdateExpression="SET slow_level = :level, slow_step = :step, slow_until = :until, "
+                f"{TTL_ATTRIBUTE} = :ttl",
+                ConditionExpression=unchanged,
                 ExpressionAttributeValues=values,
             )
-            self._update_if(pk, BUCKET, **push)
+            if written is not None:
+                return step
+        raise PaceContended(f"the slowdown of {api} changed under {PACE_RESERVE_TRIES} writes in a row")
