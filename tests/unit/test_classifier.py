@@ -7,17 +7,22 @@ from __future__ import annotations
 import json
 import re
 import time
-from pathlib import Path
+from typing import Any
 
 import pytest
 
 from hyperpod_nccl import references
 from hyperpod_nccl.classifier import Catalog, Scanner, load_catalog, scan_lines, scan_text
 from hyperpod_nccl.classifier.scanner import parse_timestamp, trigger_set
+from tests.log_corpus import catalog_without, held_out, in_sample, source_key
 
-CORPUS = json.loads((Path(__file__).parents[1] / "data/log_corpus/corpus.json").read_text(encoding="utf-8"))
-FAILURES = [e for e in CORPUS["excerpts"] if e["cls"] != "healthy"]
-HEALTHY = [e for e in CORPUS["excerpts"] if e["cls"] == "healthy"]
+FAILURES = [e for e in in_sample() if e["cls"] != "healthy"]
+HEALTHY = [e for e in in_sample() if e["cls"] == "healthy"]
+
+
+def url_is_aws_doc(excerpt: dict[str, Any]) -> bool:
+    """The in-sample corpus's pages are all AWS's documentation."""
+    return bool(excerpt["url"].startswith("https://docs.aws.amazon.com/") and excerpt["source"] == "AWS documentation")
 
 
 def _ids(text: str) -> list[str]:
@@ -45,21 +50,67 @@ def test_real_healthy_chatter_gives_no_finding(excerpt: dict[str, str]) -> None:
     assert _ids(excerpt["text"]) == []
 
 
-def test_corpus_has_provenance_for_every_excerpt() -> None:
+def _assert_provenance(excerpt: dict[str, Any]) -> None:
     # An issue thread (repo, issue number), a file of a public repository pinned to a commit (the url
-    # points at the line), or an AWS documentation page with the date it was read.
-    for excerpt in CORPUS["excerpts"]:
-        url = excerpt["url"]
-        if "issue" in excerpt:
-            assert url.startswith(f"https://github.com/{excerpt['repo']}/") and excerpt["issue"] > 0, url
-        elif excerpt.get("commit"):
-            assert re.fullmatch(r"[0-9a-f]{40}", excerpt["commit"]), url
-            assert url.startswith(f"https://github.com/{excerpt['repo']}/blob/{excerpt['commit']}/{excerpt['path']}")
-        else:
-            assert url.startswith("https://docs.aws.amazon.com/") and excerpt["source"] == "AWS documentation"
-            assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", excerpt["retrieved"]) and excerpt["note"], url
-        assert excerpt["text"] and (excerpt["cls"] == "healthy") == (excerpt["expect_ref"] is None), url
+    # points at the line), or a documentation page with the site and the date it was read.
+    url = excerpt["url"]
+    if "issue" in excerpt:
+        assert url.startswith(f"https://github.com/{excerpt['repo']}/") and excerpt["issue"] > 0, url
+    elif excerpt.get("commit"):
+        assert re.fullmatch(r"[0-9a-f]{40}", excerpt["commit"]), url
+        assert url.startswith(f"https://github.com/{excerpt['repo']}/blob/{excerpt['commit']}/{excerpt['path']}")
+    else:
+        assert url.startswith("https://") and excerpt["source"], url
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", excerpt["retrieved"]), url
+    assert excerpt["text"] and (excerpt["cls"] == "healthy") == (excerpt["expect_ref"] is None), url
+    if excerpt["cls"] != "healthy":
+        assert excerpt["cls"] in load_catalog().classes, url
+        assert isinstance(getattr(references, excerpt["expect_ref"]), references.Reference), url
+
+
+def test_corpus_has_provenance_for_every_excerpt() -> None:
+    for excerpt in in_sample():
+        _assert_provenance(excerpt)
+        if not excerpt.get("issue") and not excerpt.get("commit"):
+            assert url_is_aws_doc(excerpt) and excerpt["note"], excerpt["url"]
     assert len(HEALTHY) >= 50
+
+
+def test_held_out_excerpts_have_provenance_and_come_from_new_sources() -> None:
+    # Held out means never seen when the catalog was written: no source shared with the in-sample
+    # corpus (a thread is one source whatever URL form names it).
+    seen = {source_key(e["url"]) for e in in_sample()}
+    for excerpt in held_out():
+        _assert_provenance(excerpt)
+        assert source_key(excerpt["url"]) not in seen, excerpt["url"]
+
+
+def test_leaving_a_source_out_drops_the_signatures_written_from_it() -> None:
+    # The cross-validation's mechanism: a signature that cites an excerpt's source never scores it.
+    excerpt = next(e for e in FAILURES if e["cls"] == "efa" and e.get("issue"))
+    catalog = load_catalog()
+    [hit, *_] = [h for h in scan_text(excerpt["text"] + "\n").hits if h.cls == "efa"]
+    cited = catalog.model_copy(
+        update={
+            "signatures": [
+                s.model_copy(update={"written_from": [excerpt["url"]]}) if s.id == hit.id else s
+                for s in catalog.signatures
+            ]
+        }
+    )
+    thread = source_key(excerpt["url"])
+    assert thread == f"{excerpt['repo'].lower()}#{excerpt['issue']}"
+    assert hit.id not in {h.id for h in scan_text(excerpt["text"] + "\n", catalog_without(thread, cited)).hits}
+    assert hit.id in {h.id for h in scan_text(excerpt["text"] + "\n", catalog_without("other/repo#1", cited)).hits}
+
+
+def test_source_key_names_a_thread_a_file_or_a_page() -> None:
+    assert source_key("https://github.com/NVIDIA/nccl/issues/12#issuecomment-3") == "nvidia/nccl#12"
+    assert source_key("https://github.com/NVIDIA/nccl/pull/12") == "nvidia/nccl#12"
+    assert source_key("https://github.com/a/b/blob/0123/src/x.c#L5") == source_key(
+        "https://github.com/a/b/blob/main/src/x.c"
+    )
+    assert source_key("https://docs.aws.amazon.com/x/y.html#z") == "https://docs.aws.amazon.com/x/y.html"
 
 
 def test_every_positive_excerpt_contains_a_cloudwatch_filter_term() -> None:
@@ -329,14 +380,14 @@ def test_nccl_versions_differing_between_ranks_are_flagged_once() -> None:
 
 
 def test_streaming_in_small_blocks_gives_the_same_result() -> None:
-    text = "\n".join(e["text"] for e in CORPUS["excerpts"]) + "\n"
+    text = "\n".join(e["text"] for e in in_sample()) + "\n"
     whole = scan_text(text)
     scanner = Scanner()
     for start in range(0, len(text), 97):  # lines split across blocks
         scanner.feed_text(text[start : start + 97])
     pieces = scanner.finish()
     assert [(h.id, h.count) for h in pieces.hits] == [(h.id, h.count) for h in whole.hits]
-    assert pieces.lines_scanned == whole.lines_scanned == len(CORPUS["excerpts"])
+    assert pieces.lines_scanned == whole.lines_scanned == len(in_sample())
 
 
 def test_adversarial_megabyte_lines_do_not_backtrack() -> None:
@@ -406,7 +457,7 @@ def _unfiltered_ids(line: str) -> set[str]:
 
 
 def test_the_prefilter_never_changes_a_classification() -> None:
-    lines = [e["text"] for e in CORPUS["excerpts"]] + [line for case in SIGNATURE_CASES.values() for line in case]
+    lines = [e["text"] for e in in_sample()] + [line for case in SIGNATURE_CASES.values() for line in case]
     for line in lines:
         scanned = {hit.id for hit in scan_text(line + "\n").hits if hit.id != "nccl_version_drift"}
         assert scanned == _unfiltered_ids(line), line

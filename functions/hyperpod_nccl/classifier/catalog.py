@@ -55,7 +55,21 @@ class Signature(BaseModel):
     split_by: str | None = None
     # Produced by cross-line analysis (the version drift), not by patterns.
     synthetic: bool = False
+    # The public sources (issue threads, files, pages: their URLs) whose lines this signature was
+    # written from. The classifier benchmark's cross-validation never scores an excerpt of one of
+    # them with this signature, so a line cannot vouch for the pattern written from it. Empty for
+    # the signatures written before this was recorded: all of them from the in-sample corpus
+    # (tests/data/log_corpus/corpus.json), which is why that corpus's score is reported as in-sample.
+    written_from: list[str] = Field(default_factory=list)
     kind: Literal["failure"] = "failure"
+
+    @field_validator("written_from")
+    @classmethod
+    def _urls(cls, value: list[str]) -> list[str]:
+        for url in value:
+            if not url.startswith("https://"):
+                raise ValueError(f"written_from {url!r} must be the https URL of the source")
+        return value
 
     @field_validator("reference")
     @classmethod
