@@ -209,8 +209,57 @@ SIGNATURE_CASES: dict[str, tuple[str, str]] = {
         "cudaDriverVersion 12040",
     ),
     "nccl_warn": (
+        "host:1:1 [0] NCCL WARN Trees/rings search took too long",
         "host:1:1 [0] NCCL WARN NET/OFI GDR disabled on GDR-supported instance type p4d.24xlarge",
-        "NCCL INFO ok",
+    ),
+    # Signatures mined from the emitters' sources (tests/data/emitter_formats/ has every format).
+    "ofi_warn": (
+        "host:1:1 [0] NCCL WARN NET/OFI GDR disabled on GDR-supported instance type p4d.24xlarge",
+        "host:1:1 [0] NCCL INFO NET/OFI GDR disabled on GDR-supported instance type p4d.24xlarge",
+    ),
+    "c10d_store_connection_lost": (
+        "torch.distributed.DistNetworkError: Failed to recv, got 0 bytes. Connection was likely closed. "
+        "Did the remote server shutdown or crash?",
+        "[I socket.cpp:787] [c10d] The client socket has connected to [master-0]:29500",
+    ),
+    "cuda_driver_runtime_mismatch": (
+        "CUDA error 35 (cudaErrorInsufficientDriver) at init",
+        "CUDA Driver Version: 12.4, CUDA Runtime Version: 12.4",
+    ),
+    "cuda_runtime_error": ("RuntimeError: CUDA error: invalid argument", "CUDA available: True"),
+    "efa_peer_unreachable": (
+        "* This error indicates that the security group on either this instance or the peer instance",
+        "NCCL INFO NET/OFI Selected provider is efa, fabric is efa-direct",
+    ),
+    "ib_async_fatal_event": (
+        "ip-10-1-2-3:1234:5678 [0] transport/net_ib.cc:199 NCCL WARN NET/IB : mlx5_1:1 "
+        "Got async error event: port error",
+        "ip-10-1-2-3:1234:5678 [0] NCCL INFO NET/IB : Using [0]mlx5_1:1/IB ; OOB eth0:10.1.2.3<0>",
+    ),
+    "nccl_config_mismatch": (
+        "ip-10-1-2-3:1234:5678 [0] enqueue.cc:1848 NCCL WARN Error : no algorithm/protocol available",
+        "ip-10-1-2-3:1234:5678 [0] NCCL INFO NCCL_ALGO set by environment to Ring",
+    ),
+    "nccl_topology_graph": (
+        "NCCL WARN XML Parse : Unexpected EOF",
+        "NCCL INFO XML topology loaded from /var/run/topo.xml",
+    ),
+    "nccl_version_check": (
+        "ip-10-1-2-3:1234:5678 [0] misc/cudawrap.cc:191 NCCL WARN Retrieve cuMulticastCreate failed with 0 status 2",
+        "ip-10-1-2-3:1234:5678 [0] NCCL INFO cudaDriverVersion 12040",
+    ),
+    "net_device_count_mismatch": (
+        "ip-10-1-2-3:1234:5678 [0] init.cc:1339 (initTransportsRank) NCCL WARN Detected mixed local Net device counts "
+        "across ranks (min 0, max 32). Set NCCL_IGNORE_NET_MISMATCH=1 to continue.",
+        "ip-10-1-2-3:1234:5678 [0] NCCL INFO NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)",
+    ),
+    "nvrm_init_failed": (
+        "[   27.812345] NVRM: GPU 0000:3b:00.0: RmInitAdapter failed! (0x62:0x55:2477)",
+        "[   27.812345] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.90.07",
+    ),
+    "nvswitch_fabric_error": (
+        "Detected fatal NvSwitch SXID 24007",
+        "nvidia-fabricmanager: Successfully configured all the available NVSwitches",
     ),
     "nccl_error_generic": ("RuntimeError: NCCL error: something odd happened", "nccl errors: 0"),
     "tcp_fallback": (

@@ -387,7 +387,9 @@ def _c(
 
 
 # First match wins: specific signatures before the catch-all of the same check.
-_HARDWARE_LINES = ("xid", "gpu_fallen_off_bus", "ecc_uncorrectable", "nvlink_error")
+_HARDWARE_LINES = (
+    "xid", "gpu_fallen_off_bus", "ecc_uncorrectable", "nvlink_error", "nvswitch_fabric_error", "nvrm_init_failed",
+)  # fmt: skip
 # A job's own output (its training and NCCL streams) gathers every rank's lines: a GPU error there
 # is the job's report of a fault somewhere, not evidence about the node whose stream holds it.
 _JOB_OUTPUT = ("training", "nccl")
@@ -410,11 +412,15 @@ OWN_CAUSE_SIGNATURES = frozenset(
         "nccl_internal_error",
         "nccl_invalid_usage",  # the program's rank/device mapping
         "nccl_warn",
+        "ofi_warn",  # any other aws-ofi-nccl / libfabric EFA warning: the EFA configuration section
         "nccl_error_generic",
         "gpu_oom",  # the model does not fit the GPU (not a container killed for host memory)
         "cuda_visible_devices",  # the launcher's device mapping
         "neuron_unrecoverable",  # Trainium / Inferentia, not an NVIDIA GPU
         "nvls_topology",  # NVLS / multicast support of the node's NVSwitch fabric
+        "nccl_topology_graph",  # the topology search itself (graph/*.cc)
+        "ib_async_fatal_event",  # a fatal event of the node's RDMA device: its hardware section
+        "net_device_count_mismatch",  # some ranks got fewer EFA devices than others
     }
 )
 
@@ -431,17 +437,18 @@ CLASSIFICATION: tuple[Classify, ...] = (
     # hardware, wherever the node or its agent saw it; in a job's gathered output, the job's report of it
     *_log("gpu_error_in_job_output", *_HARDWARE_LINES, streams=_JOB_OUTPUT),
     *_log("gpu_hardware", "xid", hardware_xid=True),
-    *_log("gpu_hardware", "gpu_fallen_off_bus", "ecc_uncorrectable", "nvlink_error"),
+    *_log("gpu_hardware", "gpu_fallen_off_bus", "ecc_uncorrectable", "nvlink_error", "nvswitch_fabric_error"),
+    *_log("gpu_hardware", "nvrm_init_failed"),  # the driver could not bring the GPU up
     # the health-monitoring agent's own lines: the same fault `logs.hma_detections` reports
     *_log("gpu_hardware", "hma_detection", "hma_node_health_event"),
     *_log("node_unhealthy", "hyperpod_deep_health_check", "hyperpod_node_action"),
     *_log("gpu_memory_health", "row_remap", "dcgm_failure"),
-    *_log("cuda_fault", "cuda_illegal_access", "nccl_cuda_error"),
+    *_log("cuda_fault", "cuda_illegal_access", "nccl_cuda_error", "cuda_runtime_error"),
     *_log("gpu_p2p", "peer_access"),
     *_log("lifecycle_script", "lifecycle_failure"),
     # the network between ranks, and the rendezvous before it
-    *_log("peer_connection_failed", "nccl_connect_failed", "ib_completion_error"),
-    *_log("rendezvous_failed", "c10d_store", "rendezvous_failure", "c10d_connect_failed"),
+    *_log("peer_connection_failed", "nccl_connect_failed", "ib_completion_error", "efa_peer_unreachable"),
+    *_log("rendezvous_failed", "c10d_store", "c10d_store_connection_lost", "rendezvous_failure", "c10d_connect_failed"),
     *_log("tcp_fallback", "tcp_fallback"),
     *_log("efa_plugin_missing", "ofi_plugin_missing"),
     # memory the transports need
@@ -449,7 +456,15 @@ CLASSIFICATION: tuple[Classify, ...] = (
     *_log("node_shared_memory_state", "shm_stale"),
     # hangs, versions, the job's end
     *_log("collective_hang", "watchdog_timeout", "watchdog_stuck", "comm_abort", "nccl_remote_error"),
-    *_log("version_mismatch", "nccl_version_mismatch", "nccl_version_drift", "cuda_alignment"),
+    *_log(
+        "version_mismatch",
+        "nccl_version_mismatch",
+        "nccl_version_check",
+        "nccl_version_drift",
+        "cuda_alignment",
+        "cuda_driver_runtime_mismatch",
+    ),
+    *_log("nccl_settings", "nccl_config_mismatch"),  # NCCL_ALGO / NCCL_PROTO / NCCL_IB_HCA the node cannot serve
     *_log("pod_memory", "host_oom_kill"),
     *_log("pod_crash", "pod_crashloop"),
     *_log("slurm_job", "slurm_job_failure"),
