@@ -39,7 +39,15 @@ def pod_logs(inv: Inventory) -> Iterator[Finding]:
         pod = pods.get((log.namespace, log.pod))
         resources = pod_resources(k8s, pod) if pod else []
         which = f"{log.namespace}/{log.pod} [{log.container}{', previous' if log.previous else ''}]"
-        for finding in hits_to_findings(pod_logs, scan_lines(log.lines).hits, resources):
+        result = scan_lines(log.lines)
+        if result.success_markers:
+            # The original's success markers: what this container says of itself, beside any failure.
+            yield pod_logs.passed(
+                f"{which}: printed {', '.join(repr(m) for m in result.success_markers)}",
+                resources=resources,
+                fields={"signature": f"success@{log.container}" + ("/previous" if log.previous else "")},
+            )
+        for finding in hits_to_findings(pod_logs, result.hits, resources):
             found += 1
             finding.title = f"{which}: {finding.title}"
             # One container's current and previous logs are separate findings of the same pod.

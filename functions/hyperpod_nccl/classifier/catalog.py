@@ -183,6 +183,9 @@ class Catalog(BaseModel):
     # Case-sensitive quoted terms for CloudWatch FilterLogEvents: one call per term, so that only
     # candidate lines cross the network (every positive corpus line contains one; see the tests).
     cloudwatch_terms: list[str] = Field(default_factory=list)
+    # Lines a healthy run prints on success (the original tool's markers: "AllReduce SUCCESS"),
+    # matched case-insensitively as substrings; a log that prints one gets a PASS line for it.
+    success_markers: list[str] = Field(default_factory=list)
     classes: dict[str, FailureClass]
     signatures: list[Signature]
 

@@ -83,6 +83,8 @@ class ScanResult(BaseModel):
     bytes_scanned: int = 0
     # NCCL version banner → how many lines announced it (input to the cross-source drift check).
     nccl_versions: dict[str, int] = Field(default_factory=dict)
+    # The catalog's success markers the input printed ("AllReduce SUCCESS"), in catalog order.
+    success_markers: list[str] = Field(default_factory=list)
 
     def by_id(self, signature_id: str) -> list[SignatureHit]:
         """The hits of one signature (several when it is split, e.g. per Xid code)."""
@@ -229,6 +231,9 @@ class Scanner:
             gated = VERSION_KEYWORD not in keywords and all(requires for _, _, requires in admitted)
             words = {word for _, _, requires in admitted for word in requires}
             self._info_gate[trigger] = tuple(sorted(words)) if gated else None
+        # Lower-cased success marker → its catalog spelling; searched in each block at C speed.
+        self._markers = {marker.lower().encode(): marker for marker in self.catalog.success_markers}
+        self._markers_seen: set[str] = set()
         self._groups: dict[tuple[str, str], _Group] = {}
         self._versions: dict[str, int] = {}
         self._version_lines: dict[str, str] = {}
@@ -292,6 +297,7 @@ class Scanner:
         self._lines += 1
         self._bytes += len(raw) + 1
         lowered = raw[:MAX_MATCH_BYTES].lower()
+        self._note_markers(lowered)
         found = [k for k in self._keywords if k in lowered]
         if found:
             self._classify(raw.rstrip(b"\r\n"), lowered, found, timestamp)
@@ -327,6 +333,7 @@ class Scanner:
         # candidate line start (offset in `block`) → the triggers found on that line
         candidates: dict[int, list[bytes]] = {}
         lowered = block.lower()
+        self._note_markers(lowered)
         for trigger in self._info_triggers:
             _collect(lowered, trigger, candidates, None)
         # Non-INFO lines (and over-long ones, whose INFO marker may lie beyond the head) joined
@@ -427,6 +434,11 @@ class Scanner:
             self._versions[version] = self._versions.get(version, 0) + 1
             self._version_lines.setdefault(version, scrub(line[:EVIDENCE_CHARS]))
 
+    def _note_markers(self, lowered: bytes) -> None:
+        for marker, spelling in self._markers.items():
+            if spelling not in self._markers_seen and marker in lowered:
+                self._markers_seen.add(spelling)
+
     # ------------------------------------------------------------------ output
     def finish(self) -> ScanResult:
         """Flush the carried-over partial line and return the grouped result."""
@@ -439,7 +451,11 @@ class Scanner:
             hits.append(drift)
         hits.sort(key=lambda h: (h.priority.rank, self._order.get(h.id, 0), -h.count))
         return ScanResult(
-            hits=hits, lines_scanned=self._lines, bytes_scanned=self._bytes, nccl_versions=dict(self._versions)
+            hits=hits,
+            lines_scanned=self._lines,
+            bytes_scanned=self._bytes,
+            nccl_versions=dict(self._versions),
+            success_markers=[m for m in self.catalog.success_markers if m in self._markers_seen],
         )
 
 

@@ -78,6 +78,7 @@ def render_json(source: str, result: ScanResult) -> str:
     document = {
         "source": source,
         "lines": result.lines_scanned,
+        "success_markers": result.success_markers,
         "findings": [_finding_json(hit) for hit in result.hits],
     }
     return json.dumps(document, sort_keys=False)
@@ -87,6 +88,8 @@ def render_text(source: str, result: ScanResult) -> str:
     """The [FAIL]/→ pointer style of diagnose, with root cause and read-only next commands."""
     catalog = load_catalog()
     out = [f"== {source} ({result.lines_scanned} lines) =="]
+    if result.success_markers:
+        out.append(f"[PASS] the log printed {', '.join(repr(m) for m in result.success_markers)}")
     if not result.hits:
         out.append("[PASS] no NCCL/EFA/CUDA/driver failure signature found")
         return "\n".join(map(one_line, out))
