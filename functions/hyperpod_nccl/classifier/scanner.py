@@ -179,6 +179,95 @@ def parse_timestamp(line: str) -> str | None:
     return None
 
 
+_Admitted = tuple[int, Signature, tuple[bytes, ...]]
+
+
+@dataclass(frozen=True)
+class _Prefilter:
+    """Everything a scanner derives from its catalog, built once per catalog (`_prefilter`): building
+    it costs tens of milliseconds, which a scanner per log stream or per file would pay each time."""
+
+    order: dict[str, int]
+    keywords: tuple[bytes, ...]
+    # keyword → the signatures it admits (catalog order, context words), for INFO lines (True) and others
+    admitted: dict[bool, dict[bytes, list[_Admitted]]]
+    info_triggers: tuple[bytes, ...]
+    other_triggers: tuple[bytes, ...]
+    keywords_of: dict[bytes, tuple[bytes, ...]]
+    info_gate: dict[bytes, tuple[bytes, ...] | None]
+    # Lower-cased success marker → its catalog spelling.
+    markers: dict[bytes, str]
+
+
+# The catalogs whose prefilter is built, by identity (the catalog is kept, so its id is not reused):
+# the shipped one for the life of the process, and a few others (tests, the benchmark's
+# leave-one-source-out catalogs) at a time.
+_PREFILTERS: dict[int, tuple[Catalog, _Prefilter]] = {}
+_PREFILTERS_KEPT = 8
+
+
+def _prefilter(catalog: Catalog) -> _Prefilter:
+    """`catalog`'s prefilter tables, built on first use."""
+    cached = _PREFILTERS.get(id(catalog))
+    if cached is not None and cached[0] is catalog:
+        return cached[1]
+    tables = _build_prefilter(catalog)
+    if len(_PREFILTERS) >= _PREFILTERS_KEPT:
+        _PREFILTERS.pop(next(iter(_PREFILTERS)))
+    _PREFILTERS[id(catalog)] = (catalog, tables)
+    return tables
+
+
+def _build_prefilter(catalog: Catalog) -> _Prefilter:
+    order = {s.id: i for i, s in enumerate(catalog.signatures)}
+    matchable = [s for s in catalog.signatures if not s.synthetic]
+    by_keyword: dict[bytes, list[Signature]] = {}
+    for signature in matchable:
+        for keyword in signature.keywords:
+            by_keyword.setdefault(keyword.encode(), []).append(signature)
+    by_keyword.setdefault(VERSION_KEYWORD, [])  # version banners feed the drift analysis
+    keywords = tuple(sorted(by_keyword))
+    # INFO lines get their own shorter lists since only allow_info signatures apply to them.
+    admitted: dict[bool, dict[bytes, list[_Admitted]]] = {
+        is_info: {
+            keyword: [
+                (order[s.id], s, tuple(word.encode() for word in s.requires))
+                for s in sigs
+                if s.allow_info or not is_info
+            ]
+            for keyword, sigs in by_keyword.items()
+        }
+        for is_info in (False, True)
+    }
+    # Keywords that can matter on an INFO line (allow_info signatures, the version banner) are
+    # searched in the whole block; the rest only in the non-INFO lines.
+    info_keywords = {VERSION_KEYWORD} | {keyword.encode() for s in matchable if s.allow_info for keyword in s.keywords}
+    info_triggers = trigger_set(tuple(info_keywords))
+    uncovered = tuple(k for k in keywords if not any(t in k for t in info_triggers))
+    other_triggers = trigger_set(uncovered)
+    # A trigger found on a line stands for every keyword that contains it.
+    keywords_of = {trigger: tuple(k for k in keywords if trigger in k) for trigger in info_triggers + other_triggers}
+    # On an INFO line, a trigger whose signatures all need context words ("fail" → EFA, NVLS)
+    # is dropped at once unless one of those words is there: INFO chatter with a common error
+    # word ("Failed to find ncclCollNetPlugin symbol") then costs one substring test.
+    info_gate: dict[bytes, tuple[bytes, ...] | None] = {}
+    for trigger, found in keywords_of.items():
+        entries = [entry for keyword in found for entry in admitted[True][keyword]]
+        gated = VERSION_KEYWORD not in found and all(requires for _, _, requires in entries)
+        words = {word for _, _, requires in entries for word in requires}
+        info_gate[trigger] = tuple(sorted(words)) if gated else None
+    return _Prefilter(
+        order=order,
+        keywords=keywords,
+        admitted=admitted,
+        info_triggers=info_triggers,
+        other_triggers=other_triggers,
+        keywords_of=keywords_of,
+        info_gate=info_gate,
+        markers={marker.lower().encode(): marker for marker in catalog.success_markers},
+    )
+
+
 class Scanner:
     """Incremental scanner; feed text with `feed_text`/`feed_binary`/`feed_line`, then call `finish()`.
 
@@ -188,51 +277,15 @@ class Scanner:
 
     def __init__(self, catalog: Catalog | None = None) -> None:
         self.catalog = catalog or load_catalog()
-        self._order = {s.id: i for i, s in enumerate(self.catalog.signatures)}
-        matchable = [s for s in self.catalog.signatures if not s.synthetic]
-        by_keyword: dict[bytes, list[Signature]] = {}
-        for signature in matchable:
-            for keyword in signature.keywords:
-                by_keyword.setdefault(keyword.encode(), []).append(signature)
-        by_keyword.setdefault(VERSION_KEYWORD, [])  # version banners feed the drift analysis
-        self._keywords = tuple(sorted(by_keyword))
-        # keyword → the signatures it admits (catalog order, context words); INFO lines get their
-        # own shorter lists since only allow_info signatures apply to them.
-        self._admitted: dict[bool, dict[bytes, list[tuple[int, Signature, tuple[bytes, ...]]]]] = {
-            is_info: {
-                keyword: [
-                    (self._order[s.id], s, tuple(word.encode() for word in s.requires))
-                    for s in sigs
-                    if s.allow_info or not is_info
-                ]
-                for keyword, sigs in by_keyword.items()
-            }
-            for is_info in (False, True)
-        }
-        # Keywords that can matter on an INFO line (allow_info signatures, the version banner) are
-        # searched in the whole block; the rest only in the non-INFO lines.
-        info_keywords = {VERSION_KEYWORD} | {
-            keyword.encode() for s in matchable if s.allow_info for keyword in s.keywords
-        }
-        self._info_triggers = trigger_set(tuple(info_keywords))
-        uncovered = tuple(k for k in self._keywords if not any(t in k for t in self._info_triggers))
-        self._other_triggers = trigger_set(uncovered)
-        # A trigger found on a line stands for every keyword that contains it.
-        self._keywords_of = {
-            trigger: tuple(k for k in self._keywords if trigger in k)
-            for trigger in self._info_triggers + self._other_triggers
-        }
-        # On an INFO line, a trigger whose signatures all need context words ("fail" → EFA, NVLS)
-        # is dropped at once unless one of those words is there: INFO chatter with a common error
-        # word ("Failed to find ncclCollNetPlugin symbol") then costs one substring test.
-        self._info_gate: dict[bytes, tuple[bytes, ...] | None] = {}
-        for trigger, keywords in self._keywords_of.items():
-            admitted = [entry for keyword in keywords for entry in self._admitted[True][keyword]]
-            gated = VERSION_KEYWORD not in keywords and all(requires for _, _, requires in admitted)
-            words = {word for _, _, requires in admitted for word in requires}
-            self._info_gate[trigger] = tuple(sorted(words)) if gated else None
-        # Lower-cased success marker → its catalog spelling; searched in each block at C speed.
-        self._markers = {marker.lower().encode(): marker for marker in self.catalog.success_markers}
+        tables = _prefilter(self.catalog)
+        self._order = tables.order
+        self._keywords = tables.keywords
+        self._admitted = tables.admitted
+        self._info_triggers = tables.info_triggers
+        self._other_triggers = tables.other_triggers
+        self._keywords_of = tables.keywords_of
+        self._info_gate = tables.info_gate
+        self._markers = tables.markers
         self._markers_seen: set[str] = set()
         self._groups: dict[tuple[str, str], _Group] = {}
         self._versions: dict[str, int] = {}
