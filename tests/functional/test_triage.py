@@ -1,5 +1,6 @@
-"""`hyperpod-nccl triage`: text and JSON output, several inputs, stdin, healthy input, and
-unreadable or binary inputs reported without hiding the others."""
+"""`hyperpod-nccl triage`: text and JSON output, several inputs, stdin, healthy input, unreadable
+or binary inputs reported without hiding the others, the error text given as an argument, empty
+input, the prompt on a terminal, `--fail-on`, and the way back to `diagnose`."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def test_json_lines_one_object_per_input(cli, tmp_path: Path) -> None:  # type: 
     assert by_id["watchdog_timeout"]["fields"]["timeout_ms"] == 600000
     assert by_id["gpu_oom"]["reference"] == {"file": "debugging-guide.md", "section": "11"}
     assert by_id["gpu_oom"]["count"] == 1 and by_id["gpu_oom"]["class"] == "gpu_oom"
-    assert second == {"source": str(healthy), "lines": 2, "findings": []}
+    assert second == {"source": str(healthy), "lines": 2, "success_markers": [], "findings": []}
 
 
 def test_unreadable_and_binary_inputs_are_named_and_the_rest_reported(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -77,3 +78,54 @@ def test_stdin_is_the_default_input(cli, monkeypatch: pytest.MonkeyPatch) -> Non
     [finding] = document["findings"]
     assert finding["id"] == "nccl_system_error" and finding["fields"]["nccl_code"] == "ncclSystemError"
     assert finding["reference"] == {"file": "node-debugger.md", "section": "F"}
+
+
+class _Terminal(io.TextIOWrapper):
+    """stdin as a person's terminal: a TTY, with what they pasted before Ctrl-D."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_an_argument_that_names_no_file_is_the_error_text_itself(cli) -> None:  # type: ignore[no-untyped-def]
+    run = cli("triage", "NCCL WARN NET/OFI fi_getinfo failed: No data available (-61)")
+    assert run.code == 0
+    assert "== text argument (1 lines) ==" in run.stdout
+    assert "→ references/debugging-guide.md § 6" in run.stdout  # EFA configuration
+    explicit = cli("triage", "--format", "json", "-e", WATCHDOG.strip(), "-e", "all good")
+    first, second = (json.loads(line) for line in explicit.stdout.splitlines())
+    assert first["source"] == "-e text" and first["findings"][0]["id"] == "watchdog_timeout"
+    assert second["findings"] == []
+
+
+def test_a_mistyped_file_name_is_unreadable_not_classified_as_text(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    for name in (str(tmp_path / "trian.log"), "worker-3.log", "logs.gz"):
+        run = cli("triage", name)
+        assert run.code == 1 and f"{name}: cannot read" in run.stderr, name
+        assert run.stdout == ""
+
+
+def test_empty_input_says_no_input(cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))
+    run = cli("triage")
+    assert run.code == 0 and "[SKIP] no input: nothing was classified" in run.stdout
+    assert "[PASS]" not in run.stdout
+
+
+def test_a_terminal_is_asked_to_paste_the_error(cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(sys, "stdin", _Terminal(io.BytesIO(WATCHDOG.encode())))
+    run = cli("triage")
+    assert "paste the error, then Ctrl-D" in run.stderr
+    assert "[FAIL] P0 NCCL collective timed out (watchdog)" in run.stdout
+
+
+def test_fail_on_exits_3_at_or_above_the_priority_and_points_back_to_diagnose(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "train.log"
+    log.write_text(HEALTHY + WATCHDOG, encoding="utf-8")
+    failing = cli("triage", "--fail-on", "P1", str(log))
+    assert failing.code == 3
+    assert failing.stdout.rstrip().endswith("hyperpod-nccl diagnose --cluster <NAME> --region <REGION>")
+    generic = cli("triage", "--fail-on", "P0", "-e", "host:1:1 [0] NCCL WARN Trees/rings search took too long")
+    assert generic.code == 0  # a P2 finding is below P0
+    healthy = cli("triage", "--fail-on", "P2", "-e", HEALTHY)
+    assert healthy.code == 0 and "diagnose --cluster" not in healthy.stdout

@@ -2,11 +2,18 @@
 
     hyperpod-nccl triage train.log worker-3.log        # several files
     kubectl logs <POD> | hyperpod-nccl triage -        # stdin (also the default)
-    hyperpod-nccl triage --format json *.log           # one JSON object per input, per line
+    hyperpod-nccl triage "NCCL WARN NET/OFI fi_getinfo failed"   # the error text itself
+    hyperpod-nccl triage -e "Watchdog caught collective operation timeout"
+    hyperpod-nccl triage --format json --fail-on P1 *.log      # one JSON object per input, per line
 
-Nothing is contacted: the input is classified locally with the same catalog as the CloudWatch
-scan and the pod-log check. Exit 0 when every input was read (healthy or not); 1 when an input
-could not be read or is not text (the others are still reported).
+An argument that names no file is classified as the error text itself, unless it looks like a path
+(a `/`, or a log file's extension, and no spaces): a mistyped file name is reported as unreadable,
+never classified as text. Nothing is contacted: the input is classified locally with the same
+catalog as the CloudWatch scan and the pod-log check.
+
+Exit codes: 0 when every input was read (healthy or not); 1 when an input could not be read or is
+not text (the others are still reported); 3 with `--fail-on P0|P1|P2` when a finding at or above
+that priority was found.
 """
 
 from __future__ import annotations
@@ -15,11 +22,14 @@ import argparse
 import gzip
 import io
 import json
+import re
 import sys
+from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from hyperpod_nccl.classifier import Scanner, ScanResult, SignatureHit, hit_status, load_catalog
-from hyperpod_nccl.cli.exit_codes import EXIT_OK, EXIT_PREREQUISITE
+from hyperpod_nccl.cli.exit_codes import EXIT_FAIL_ON, EXIT_OK, EXIT_PREREQUISITE, most_severe
+from hyperpod_nccl.models.findings import Priority
 from hyperpod_nccl.sanitize import one_line
 
 NAME = "triage"
@@ -32,10 +42,31 @@ class NotText(Exception):
     """The input is a binary blob, not a log."""
 
 
+# An argument that is meant as a file even when none is there: a path, or a log file's name.
+_PATH_LIKE = re.compile(r"^\S*(?:/\S*|\.(?:log|txt|out|err|gz|json|jsonl))$", re.IGNORECASE)
+STDIN_PROMPT = "paste the error, then Ctrl-D (or give a file, '-', or -e TEXT)"
+DIAGNOSE_HINT = "→ to check the cluster itself: hyperpod-nccl diagnose --cluster <NAME> --region <REGION>"
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     """Declare triage's arguments."""
-    parser.add_argument("files", nargs="*", metavar="FILE", help="log files to classify; '-' or nothing reads stdin")
+    parser.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE|TEXT",
+        help="log files to classify; '-' or nothing reads stdin; an argument that names no file (and does "
+        "not look like a path) is classified as the error text itself",
+    )
+    parser.add_argument(
+        "-e", "--error", action="append", default=[], metavar="TEXT", help="classify TEXT itself (repeatable)"
+    )
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
+    parser.add_argument(
+        "--fail-on",
+        action="append",
+        choices=[p.value for p in Priority],
+        help=f"exit {EXIT_FAIL_ON} when a finding at or above this priority was found (as diagnose)",
+    )
 
 
 def _is_binary(head: bytes) -> bool:
@@ -88,6 +119,9 @@ def render_text(source: str, result: ScanResult) -> str:
     """The [FAIL]/→ pointer style of diagnose, with root cause and read-only next commands."""
     catalog = load_catalog()
     out = [f"== {source} ({result.lines_scanned} lines) =="]
+    if not result.bytes_scanned:
+        out.append("[SKIP] no input: nothing was classified")
+        return "\n".join(map(one_line, out))
     if result.success_markers:
         out.append(f"[PASS] the log printed {', '.join(repr(m) for m in result.success_markers)}")
     if not result.hits:
@@ -117,28 +151,53 @@ def render_text(source: str, result: ScanResult) -> str:
     return "\n".join(map(one_line, out))
 
 
+def _inputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    """Each input as (its name, the text to classify) with text None for a file or stdin ('-')."""
+    inputs: list[tuple[str, str | None]] = []
+    for name in args.files or ([] if args.error else ["-"]):
+        if name == "-" or Path(name).exists() or _PATH_LIKE.match(name):
+            inputs.append((name, None))
+        else:
+            inputs.append(("text argument", name))
+    inputs.extend(("-e text", text) for text in args.error)
+    return inputs
+
+
+def _scan(name: str, text: str | None) -> ScanResult:
+    if text is not None:
+        return scan_binary(io.BytesIO(text.encode("utf-8", errors="replace")), name)
+    if name == "-":
+        if sys.stdin.isatty():
+            sys.stderr.write(f"hyperpod-nccl triage: {STDIN_PROMPT}\n")
+        return scan_binary(sys.stdin.buffer, "-")
+    with open(name, "rb") as handle:
+        return scan_binary(handle, name)
+
+
 def run(args: argparse.Namespace) -> int:
     """Classify each input and print its report; unreadable inputs get a one-line error."""
-    sources = args.files or ["-"]
-    failed = False
-    for index, name in enumerate(sources):
+    codes = [EXIT_OK]
+    found: list[SignatureHit] = []
+    for index, (name, text) in enumerate(_inputs(args)):
         try:
-            if name == "-":
-                result = scan_binary(sys.stdin.buffer, "-")
-            else:
-                with open(name, "rb") as handle:
-                    result = scan_binary(handle, name)
+            result = _scan(name, text)
         except NotText as error:
             sys.stderr.write(f"hyperpod-nccl triage: {one_line(str(error))}\n")
-            failed = True
+            codes.append(EXIT_PREREQUISITE)
             continue
         except (OSError, EOFError) as error:  # missing, unreadable, a directory, a truncated gzip
             reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
             sys.stderr.write(f"hyperpod-nccl triage: {one_line(name)}: cannot read ({one_line(reason)})\n")
-            failed = True
+            codes.append(EXIT_PREREQUISITE)
             continue
+        found.extend(result.hits)
         if args.format == "json":
             sys.stdout.write(render_json(name, result) + "\n")
         else:
             sys.stdout.write(("\n" if index else "") + render_text(name, result) + "\n")
-    return EXIT_PREREQUISITE if failed else EXIT_OK
+    if found and args.format == "text":
+        sys.stdout.write(f"\n{DIAGNOSE_HINT}\n")
+    wanted = [Priority(value) for value in args.fail_on or []]
+    if wanted and any(hit.priority.rank <= max(wanted, key=lambda p: p.rank).rank for hit in found):
+        codes.append(EXIT_FAIL_ON)
+    return most_severe(codes)
