@@ -20,13 +20,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from hyperpod_nccl import references
-from hyperpod_nccl.classifier import ScanResult, load_catalog, scan_stream, scan_text
+from hyperpod_nccl.classifier import load_catalog, scan_stream, scan_text
 from tests.log_corpus import Excerpt, catalog_without, held_out, in_sample, source_key
 
 TITLE = "Log classifier (corpus scores, throughput vs grep)"
-LOG_MEGABYTES = 32
+LOG_MEGABYTES = 8
 REPEATS = 3
 FAILURE_EVERY = 500  # one failure line per this many lines: a realistic, mostly-INFO log
+SMALL_FILES = 10_000
 
 
 def corpus_scores(excerpts: Iterable[Excerpt], *, leave_source_out: bool) -> str:
@@ -72,10 +73,15 @@ def _grep_patterns() -> list[str]:
     out = []
     for signature in load_catalog().signatures:
         for pattern in signature.patterns:
-            ere = re.sub(r"\(\?P<\w+>", "(", pattern).replace("(?:", "(")
-            # Bounded gaps are how the scanner stays linear; grep's DFA explodes on them, so grep
-            # gets the unbounded `.*` form it handles at full speed (slightly broader matching).
-            ere = re.sub(r"\.\{0,\d+\}", ".*", ere)
+            # A gap that may not cross its own anchor, `(?:(?!X).){0,N}`, is a bounded gap to grep.
+            ere = re.sub(r"\(\?:\(\?!(?:[^()]|\([^()]*\))*\)\.\)", ".", pattern)
+            ere = re.sub(r"\(\?<?[!=][^()]*\)", "", ere)  # other lookarounds: ERE has none (broader)
+            ere = re.sub(r"\(\?P<\w+>", "(", ere).replace("(?:", "(")
+            # Bounded repeats are how the scanner stays linear; grep's DFA explodes on them, so grep
+            # gets the unbounded `*` / `+` forms it handles at full speed (slightly broader matching).
+            ere = re.sub(r"\{0,\d+\}[?+]?", "*", ere)
+            ere = re.sub(r"\{[1-9]\d*,\d+\}[?+]?", "+", ere)
+            ere = re.sub(r"([*+])[?+]", r"\1", ere)  # lazy and possessive forms: ERE has neither
             ere = ere.replace(r"\d", "[0-9]").replace(r"\s", "[[:space:]]")
             out.append(ere)
     return out
@@ -119,41 +125,105 @@ def _cpu_now() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+def _job_log(path: Path, megabytes: int) -> int:
+    """Write one job's log: NCCL init chatter, then long runs of near-identical step lines from
+    every rank (what a training job prints for hours), and its failure at the end."""
+    chatter = [e["text"] for e in in_sample() if e["cls"] == "healthy"][:40]
+    failures = [e["text"] for e in in_sample() if e["cls"] == "timeout"][:3]
+    target = megabytes << 20
+    written = 0
+    with path.open("w", encoding="utf-8") as handle:
+        for line in chatter:
+            handle.write(line + "\n")
+            written += len(line) + 1
+        step = 0
+        while written < target:
+            step += 1
+            for rank in range(8):
+                line = (
+                    f"[rank{rank}]:[I1206 10:{step // 60 % 60:02d}:{step % 60:02d}.{rank:06d}] step {step} "
+                    f"loss {2.5 - step * 1e-6:.4f} grad_norm {0.8 + rank * 0.01:.3f} lr 3.0e-04 tokens/s 41{rank}0"
+                )
+                handle.write(line + "\n")
+                written += len(line) + 1
+        for line in failures:
+            handle.write(line + "\n")
+            written += len(line) + 1
+    return written
+
+
+def _small_files(directory: Path, count: int) -> int:
+    """Write `count` small logs (a pod's tail each: a few hundred lines of mixed chatter)."""
+    chatter = [e["text"] for e in in_sample() if e["cls"] == "healthy"]
+    failures = [e["text"] for e in in_sample() if e["cls"] != "healthy"]
+    rng = random.Random(11)
+    written = 0
+    for index in range(count):
+        lines = [rng.choice(chatter) for _ in range(20)] + ([rng.choice(failures)] if index % 10 == 0 else [])
+        text = "\n".join(lines) + "\n"
+        (directory / f"pod-{index:05d}.log").write_text(text, encoding="utf-8")
+        written += len(text.encode("utf-8"))
+    return written
+
+
+def _side_by_side(name: str, files: list[Path], size: int, patterns: Path, grep: str | None) -> str:
+    """One table row: the scanner (a fresh Scanner per file, as triage and the log checks build
+    them) and grep over the same files, CPU time best of REPEATS, in this run."""
+
+    def scan() -> None:
+        for file in files:
+            with file.open("rb") as handle:
+                scan_stream(handle)
+
+    ours = _best_cpu_seconds(scan)
+    row = f"| {name} | {size / 1e6:.0f} MB in {len(files):,} file(s) | {ours:.2f} s ({size / ours / 1e6:.0f} MB/s) |"
+    if grep is None:
+        return row + " grep not found | |"
+    command = [grep, "-E", "-i", "-c", "-f", str(patterns), *map(str, files)]
+    probe = subprocess.run([*command[:6], str(files[0])], capture_output=True, check=False)
+    if probe.returncode not in (0, 1):
+        return row + f" grep rejected the patterns: {probe.stderr.decode(errors='replace')[:120]} | |"
+    if len(files) > 1:  # one grep over the directory, not one process per file
+        command = [grep, "-E", "-i", "-r", "-c", "-f", str(patterns), str(files[0].parent)]
+    theirs = _best_cpu_seconds(lambda: subprocess.run(command, capture_output=True, check=False))
+    return row + f" {theirs:.2f} s ({size / theirs / 1e6:.0f} MB/s) | **{theirs / ours:.2f}x** |"
+
+
 def throughput() -> str:
-    """MB/s of the scanner and of grep on the same generated file, and the ratio."""
+    """The scanner against `grep -E -i -f` with the same patterns on three inputs, side by side."""
     grep = shutil.which("grep")
     with tempfile.TemporaryDirectory() as tmp:
-        log = Path(tmp) / "mixed.log"
-        size = _mixed_log(log, LOG_MEGABYTES)
-        results: list[ScanResult] = []
-
-        def scan() -> None:
-            with log.open("rb") as handle:
-                results.append(scan_stream(handle))
-
-        ours = _best_cpu_seconds(scan)
-        result = results[-1]
-        rows = [
-            f"| tool | CPU seconds (best of {REPEATS}) | MB/s |",
-            "|---|---|---|",
-            f"| hyperpod-nccl scanner | {ours:.2f} | {size / ours / 1e6:.0f} |",
-        ]
-        if grep is None:
-            return "\n".join([*rows, "", "grep not found: ratio not measured."])
-        patterns = Path(tmp) / "patterns.txt"
+        root = Path(tmp)
+        patterns = root / "patterns.txt"
         patterns.write_text("\n".join(_grep_patterns()) + "\n", encoding="utf-8")
-        command = [grep, "-E", "-i", "-c", "-f", str(patterns), str(log)]
-        theirs = _best_cpu_seconds(lambda: subprocess.run(command, capture_output=True, check=False))
-        rows.append(f"| grep -E -i -f (same patterns) | {theirs:.2f} | {size / theirs / 1e6:.0f} |")
-    ratio = theirs / ours
+        mixed, job, small = root / "mixed.log", root / "job.log", root / "small"
+        small.mkdir()
+        rows = [
+            "| input | size | scanner, CPU (best of 3) | grep -E -i -f, CPU (best of 3) | ratio |",
+            "|---|---|---|---|---|",
+            _side_by_side("shuffled mixed log", [mixed], _mixed_log(mixed, LOG_MEGABYTES), patterns, grep),
+            _side_by_side("one job's log", [job], _job_log(job, LOG_MEGABYTES), patterns, grep),
+            _side_by_side("small files", *_small_set(small), patterns, grep),
+        ]
     return "\n".join(
         [
             *rows,
             "",
-            f"{size / 1e6:.0f} MB mixed log ({result.lines_scanned} lines, 1 failure line per {FAILURE_EVERY}); "
-            f"{len(result.hits)} signatures hit. Throughput ratio scanner/grep: **{ratio:.2f}x** (target ≥ 0.3x).",
+            f"The mixed log has 1 failure line per {FAILURE_EVERY} of shuffled corpus chatter; the job's log is "
+            "long runs of near-identical step lines from 8 ranks; the small files are "
+            f"{SMALL_FILES:,} pod tails of 20-21 lines. grep gets every bounded repeat as `*` / `+` (its DFA "
+            "explodes on bounded repeats). Both sides read the same catalog: with its several hundred patterns "
+            "grep's DFA itself slows down on varied lines, so the ratio says as much about grep as about the "
+            "scanner; on the job's log the scanner pays one pass per prefilter trigger (several hundred since "
+            "the emitter-mined signatures), which grep's single DFA pass does not. Targets (issue 16): job's "
+            "log >= 0.5x, mixed log >= 1x, small files >= 0.5x.",
         ]
     )
+
+
+def _small_set(directory: Path) -> tuple[list[Path], int]:
+    size = _small_files(directory, SMALL_FILES)
+    return sorted(directory.iterdir()), size
 
 
 def run() -> str:
