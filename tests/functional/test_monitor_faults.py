@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from hyperpod_nccl.monitor.payloads import SweepState
@@ -185,10 +186,11 @@ def test_a_lost_permission_alerts_once_even_on_a_healthy_cluster(simulate, monit
 # helpers: an Aggregate, a ProbeNode and a CloudWatch scan each stopped by Lambda.)
 
 
-def stall_aggregate_at(monkeypatch: Any, call: int) -> list[int]:
+def stall_aggregate_at(monkeypatch: Any, call: int, on_stall: Callable[[], None] | None = None) -> list[int]:
     """Make the Aggregate hang in its `call`-th FINDING item write (`Store.record_finding_seen`:
     its first findings writes, after the diff was stored) until the emulated Lambda ends it at
-    its timeout; later calls (the failure recorder's) run normally. Returns the calls seen.
+    its timeout; later calls (the failure recorder's) run normally. `on_stall` runs as the stall
+    begins. Returns the calls seen.
     A patch of the product's code in this process: the monitor must run `sandboxes="threads"`."""
     from hyperpod_nccl.monitor.store import Store
     from hyperpod_nccl_sim.sandboxes import frozen_event
@@ -201,6 +203,8 @@ def stall_aggregate_at(monkeypatch: Any, call: int) -> list[int]:
         if frozen is not None and threading.current_thread().name.endswith("-aggregate"):
             calls.append(len(calls) + 1)
             if len(calls) == call:
+                if on_stall is not None:
+                    on_stall()
                 frozen.wait(60)  # until the emulated Lambda ended this invocation
         return original(store, *args, **kwargs)
 

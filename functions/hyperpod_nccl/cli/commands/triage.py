@@ -22,7 +22,6 @@ import argparse
 import gzip
 import io
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any, BinaryIO, cast
@@ -42,8 +41,8 @@ class NotText(Exception):
     """The input is a binary blob, not a log."""
 
 
-# An argument that is meant as a file even when none is there: a path, or a log file's name.
-_PATH_LIKE = re.compile(r"^\S*(?:/\S*|\.(?:log|txt|out|err|gz|json|jsonl))$", re.IGNORECASE)
+# An argument meant as a file even when none is there: no spaces, and a `/` or a log file's extension.
+_LOG_EXTENSIONS = (".log", ".txt", ".out", ".err", ".gz", ".json", ".jsonl")
 STDIN_PROMPT = "paste the error, then Ctrl-D (or give a file, '-', or -e TEXT)"
 DIAGNOSE_HINT = "→ to check the cluster itself: hyperpod-nccl diagnose --cluster <NAME> --region <REGION>"
 
@@ -151,11 +150,15 @@ def render_text(source: str, result: ScanResult) -> str:
     return "\n".join(map(one_line, out))
 
 
+def _looks_like_a_path(argument: str) -> bool:
+    return not any(c.isspace() for c in argument) and ("/" in argument or argument.lower().endswith(_LOG_EXTENSIONS))
+
+
 def _inputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     """Each input as (its name, the text to classify) with text None for a file or stdin ('-')."""
     inputs: list[tuple[str, str | None]] = []
     for name in args.files or ([] if args.error else ["-"]):
-        if name == "-" or Path(name).exists() or _PATH_LIKE.match(name):
+        if name == "-" or Path(name).exists() or _looks_like_a_path(name):
             inputs.append((name, None))
         else:
             inputs.append(("text argument", name))
