@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from hyperpod_nccl.classifier import Scanner, ScanResult, SignatureHit, hit_status, load_catalog
+from hyperpod_nccl.cli.commands.diagnose import fail_on_exit
 from hyperpod_nccl.cli.exit_codes import EXIT_FAIL_ON, EXIT_OK, EXIT_PREREQUISITE, most_severe
 from hyperpod_nccl.models.findings import Priority
 from hyperpod_nccl.sanitize import one_line
@@ -200,7 +201,5 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(("\n" if index else "") + render_text(name, result) + "\n")
     if found and args.format == "text":
         sys.stdout.write(f"\n{DIAGNOSE_HINT}\n")
-    wanted = [Priority(value) for value in args.fail_on or []]
-    if wanted and any(hit.priority.rank <= max(wanted, key=lambda p: p.rank).rank for hit in found):
-        codes.append(EXIT_FAIL_ON)
+    codes.append(fail_on_exit(args, lambda p: any(hit.priority.rank <= p.rank for hit in found), partial=False))
     return most_severe(codes)
