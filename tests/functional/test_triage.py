@@ -49,7 +49,33 @@ def test_json_lines_one_object_per_input(cli, tmp_path: Path) -> None:  # type: 
     assert by_id["watchdog_timeout"]["fields"]["timeout_ms"] == 600000
     assert by_id["gpu_oom"]["reference"] == {"file": "debugging-guide.md", "section": "11"}
     assert by_id["gpu_oom"]["count"] == 1 and by_id["gpu_oom"]["class"] == "gpu_oom"
-    assert second == {"source": str(healthy), "lines": 2, "success_markers": [], "findings": []}
+    assert second == {"source": str(healthy), "lines": 2, "success_markers": [], "findings": [], "resolved": []}
+
+
+def test_one_finding_per_cause_and_what_a_later_line_settled_is_said(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # NCCL's generic result code under the socket line that says why; a c10d connect retry that
+    # connected afterwards (issue 16, points 3 and 4).
+    log = tmp_path / "rank0.log"
+    log.write_text(
+        "[W1206 socket.cpp:663] [c10d] The client socket has failed to connect to [node-0]:29500 "
+        "(errno: 111 - Connection refused).\n"
+        "[I1206 socket.cpp:811] [c10d] The client socket has connected to [node-0]:29500 on [node-1]:50312.\n"
+        "node-1:1234:1300 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.1.0.7<43251> "
+        "failed : Software caused connection abort\n"
+        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error "
+        "(run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3\n",
+        encoding="utf-8",
+    )
+    text = cli("triage", str(log)).stdout
+    assert text.count("[FAIL]") == 1, text
+    assert "explains: NCCL system error (socket, EFA, driver or device) — 1 line(s)" in text
+    assert "unhandled system error" in text
+    assert "[INFO] " in text and "settled by a later line" in text
+    document = json.loads(cli("triage", "--format", "json", str(log)).stdout)
+    (finding,) = document["findings"]
+    assert finding["id"] == "nccl_connect_failed"
+    assert [folded["id"] for folded in finding["folded"]] == ["nccl_system_error"]
+    assert [settled["id"] for settled in document["resolved"]] == ["c10d_connect_failed"]
 
 
 def test_unreadable_and_binary_inputs_are_named_and_the_rest_reported(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from hyperpod_nccl import references
-from hyperpod_nccl.classifier import Catalog, Scanner, load_catalog, scan_lines, scan_text
+from hyperpod_nccl.classifier import Catalog, Scanner, hits_to_findings, load_catalog, scan_lines, scan_text
 from hyperpod_nccl.classifier.scanner import parse_timestamp, trigger_set
 from tests.log_corpus import catalog_without, held_out, in_sample, source_key
 
@@ -27,6 +27,11 @@ def url_is_aws_doc(excerpt: dict[str, Any]) -> bool:
 
 def _ids(text: str) -> list[str]:
     return [hit.id for hit in scan_text(text + "\n").hits]
+
+
+def _ids_with_folded(text: str) -> list[str]:
+    """Every signature the text matched, the generic ones folded under a cause included."""
+    return [hit_id for hit in scan_text(text + "\n").hits for hit_id in (hit.id, *(f.id for f in hit.folded))]
 
 
 def _source(excerpt: dict[str, str]) -> str:
@@ -502,13 +507,15 @@ def _unfiltered_ids(line: str) -> set[str]:
             signature.compiled_exclude and signature.compiled_exclude.search(head)
         ):
             (generic if signature.generic else matched).add(signature.id)
+    if any(rule.compiled.search(head) for rule in load_catalog().healthy if not rule.resolves):
+        return set()  # a healthy line rule: the line is a notice, not a failure
     return matched or generic
 
 
 def test_the_prefilter_never_changes_a_classification() -> None:
     lines = [e["text"] for e in in_sample()] + [line for case in SIGNATURE_CASES.values() for line in case]
     for line in lines:
-        scanned = {hit.id for hit in scan_text(line + "\n").hits if hit.id != "nccl_version_drift"}
+        scanned = {hit_id for hit_id in _ids_with_folded(line) if hit_id != "nccl_version_drift"}
         assert scanned == _unfiltered_ids(line), line
     # The same lines in one block (the block search, the INFO split) give the same hits per line.
     together = scan_text("\n".join(lines) + "\n")
@@ -520,6 +527,10 @@ def test_the_prefilter_never_changes_a_classification() -> None:
     for hit in together.hits:
         if hit.id != "nccl_version_drift":  # split signatures (Xid per code) have several hits
             counted[hit.id] = counted.get(hit.id, 0) + hit.count
+        for folded in hit.folded:
+            counted[folded.id] = counted.get(folded.id, 0) + folded.count
+    for settled in together.resolved:  # settled by a later success line: read, not reported
+        counted[settled.id] = counted.get(settled.id, 0) + settled.count
     assert counted == expected
 
 
@@ -857,3 +868,53 @@ def test_hyperpod_health_records_yield_their_fields() -> None:
     )
     [fault] = scan_text(event + "\n").by_id("hyperpod_node_action")
     assert fault.fields["node"] == "hyperpod-i-03d315d8cef22bd25"
+
+
+# --- one finding per cause: generic errors fold under the line that names the cause (issue 16, pt 4)
+_SOCKET_CAUSE = (
+    "host:1:1 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.1.0.7<43251> failed : "
+    "Software caused connection abort"
+)
+_SYSTEM_ERROR = (
+    "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, "
+    "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3"
+)
+_WATCHDOG = SIGNATURE_CASES["watchdog_timeout"][0]
+
+
+def test_a_generic_error_folds_under_the_cause_of_the_same_input() -> None:
+    hits = scan_text(f"{_SYSTEM_ERROR}\n{_SOCKET_CAUSE}\n").hits
+    assert [hit.id for hit in hits] == ["nccl_connect_failed"]
+    (cause,) = hits
+    assert [folded.id for folded in cause.folded] == ["nccl_system_error"]
+    assert cause.folded[0].evidence == [_SYSTEM_ERROR]
+    # the job failed: the cause takes the more urgent priority of the two
+    assert cause.priority is min(
+        load_catalog().by_id("nccl_connect_failed").priority,
+        load_catalog().by_id("nccl_system_error").priority,
+        key=lambda p: p.rank,
+    )
+
+
+def test_a_generic_error_alone_or_beside_an_outcome_stays_its_own_finding() -> None:
+    assert _ids(_SYSTEM_ERROR) == ["nccl_system_error"]
+    # A watchdog timeout says how the job ended, not why: nothing folds under it.
+    both = scan_text(f"{_SYSTEM_ERROR}\n{_WATCHDOG}\n").hits
+    assert sorted(hit.id for hit in both) == ["nccl_system_error", "watchdog_timeout"]
+    assert all(not hit.folded for hit in both)
+
+
+def test_folding_stays_inside_one_input() -> None:
+    # Two inputs (two streams, two files): each is classified on its own terms.
+    assert _ids(_SYSTEM_ERROR) == ["nccl_system_error"]
+    assert _ids(_SOCKET_CAUSE) == ["nccl_connect_failed"]
+
+
+def test_a_folded_hit_reaches_the_finding_with_its_line() -> None:
+    from hyperpod_nccl.checks.logs import log_signatures
+
+    (finding,) = hits_to_findings(log_signatures, scan_text(f"{_SYSTEM_ERROR}\n{_SOCKET_CAUSE}\n").hits)
+    assert finding.fields["folded"] == "nccl_system_error"
+    assert finding.fields["signature"] == "nccl_connect_failed"
+    assert _SYSTEM_ERROR in finding.evidence
+    assert "explains" in finding.detail

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from hyperpod_nccl.classifier import load_catalog, scan_text
+from hyperpod_nccl.classifier import Catalog, load_catalog, scan_text
+from hyperpod_nccl.classifier.catalog import HealthyRule
 
 FORMATS_DIR = Path(__file__).resolve().parents[1] / "data" / "emitter_formats"
 EMITTERS = {path.stem: json.loads(path.read_text(encoding="utf-8")) for path in sorted(FORMATS_DIR.glob("*.json"))}
@@ -62,3 +63,54 @@ def test_every_emitter_file_has_examples_and_healthy_lines() -> None:
     assert set(EMITTERS) == {"nccl", "pytorch", "efa", "cuda", "cluster"}
     for name, emitter in EMITTERS.items():
         assert emitter["emitter"] and emitter["examples"] and emitter["healthy"], name
+
+
+# --- healthy rules (issue 16, point 3): each shown by what its emitter prints ------------------
+LINE_RULES = [rule for rule in load_catalog().healthy if not rule.resolves]
+CONTEXT_RULES = [rule for rule in load_catalog().healthy if rule.resolves]
+
+
+def _without(rule_id: str) -> Catalog:
+    catalog = load_catalog()
+    return catalog.model_copy(update={"healthy": [r for r in catalog.healthy if r.id != rule_id]})
+
+
+def test_there_are_both_kinds_of_healthy_rule() -> None:
+    assert LINE_RULES and CONTEXT_RULES
+
+
+@pytest.mark.parametrize("rule", LINE_RULES, ids=lambda rule: rule.id)
+def test_a_healthy_line_rule_quiets_a_line_its_emitter_prints_that_would_otherwise_be_a_finding(
+    rule: HealthyRule,
+) -> None:
+    lines = [line for _, line in HEALTHY if rule.compiled.search(line)]
+    assert lines, f"{rule.id}: no healthy emitter line shows it"
+    for line in lines:
+        assert scan_text(line + "\n").hits == [], line
+    # the rule is what quiets them: without it they are findings
+    assert all(scan_text(line + "\n", _without(rule.id)).hits for line in lines)
+
+
+@pytest.mark.parametrize("rule", CONTEXT_RULES, ids=lambda rule: rule.id)
+def test_a_success_line_settles_the_failures_printed_before_it_and_never_those_after(rule: HealthyRule) -> None:
+    successes = [line for _, line in HEALTHY if rule.compiled.search(line)]
+    failures = [e["line"] for _, e in EXAMPLES if e["signature"] in rule.resolves]
+    assert successes and failures, f"{rule.id}: needs a success line and a failure it settles"
+    for failure in failures:
+        for success in successes:
+            settled = scan_text(f"{failure}\n{success}\n")
+            assert not {hit.id for hit in settled.hits} & set(rule.resolves), failure
+            assert {(r.id, r.rule) for r in settled.resolved} & {(s, rule.id) for s in rule.resolves}
+            later = scan_text(f"{success}\n{failure}\n")
+            assert {hit.id for hit in later.hits} & set(rule.resolves), f"a failure after {success!r} must stand"
+            assert later.resolved == []
+
+
+def test_a_success_line_settles_across_block_boundaries() -> None:
+    # The failure in one block, the success line a megabyte of INFO chatter later.
+    (rule,) = [r for r in CONTEXT_RULES if r.id == "c10d_client_connected"]
+    failure = next(e["line"] for _, e in EXAMPLES if e["signature"] == "c10d_connect_failed")
+    success = next(line for _, line in HEALTHY if rule.compiled.search(line))
+    chatter = "ip-10-1-2-3:1234:1234 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n" * 20_000
+    result = scan_text(f"{failure}\n{chatter}{success}\n")
+    assert [r.id for r in result.resolved] == ["c10d_connect_failed"] and result.hits == []

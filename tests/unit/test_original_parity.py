@@ -334,3 +334,21 @@ def test_a_pod_log_with_a_success_marker_gets_a_pass_line_for_that_pod() -> None
     findings = list(CHECKS["k8s.pod_logs"].run(inventory(kubernetes=KubernetesInventory(pods=[], logs=logs))))
     passes = [f for f in findings if f.status is Status.PASS]
     assert [f.title for f in passes if "printed" in f.title] == ["ml/train-0 [pytorch]: printed 'Training complete'"]
+
+
+def test_a_pod_log_failure_settled_by_a_later_line_is_an_info_line_not_a_finding() -> None:
+    refused = (
+        "[W1206 socket.cpp:663] [c10d] The client socket has failed to connect to [node-0]:29500 "
+        "(errno: 111 - Connection refused)."
+    )
+    connected = "[I1206 socket.cpp:811] [c10d] The client socket has connected to [node-0]:29500 on [node-1]:50312."
+    logs = [
+        ContainerLog(namespace="ml", pod="train-0", container="pytorch", lines=[refused, connected]),
+        ContainerLog(namespace="ml", pod="train-1", container="pytorch", lines=[connected, refused]),
+    ]
+    findings = list(CHECKS["k8s.pod_logs"].run(inventory(kubernetes=KubernetesInventory(pods=[], logs=logs))))
+    by_pod = {pod: [f for f in findings if f.title.startswith(f"ml/{pod} ")] for pod in ("train-0", "train-1")}
+    assert [f.status for f in by_pod["train-0"]] == [Status.INFO]
+    assert "settled by a later line" in by_pod["train-0"][0].title
+    # the refusal after the connection stands
+    assert [f.status for f in by_pod["train-1"]] == [Status.FAIL]

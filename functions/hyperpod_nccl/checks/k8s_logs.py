@@ -47,6 +47,14 @@ def pod_logs(inv: Inventory) -> Iterator[Finding]:
                 resources=resources,
                 fields={"signature": f"success@{log.container}" + ("/previous" if log.previous else "")},
             )
+        for settled in result.resolved:
+            # Read and settled by a later line of the same log (a retry that connected): said, not reported.
+            yield pod_logs.info(
+                f"{which}: {settled.title}: {settled.count} line(s) settled by a later line",
+                detail=settled.why,
+                resources=resources,
+                fields={"signature": f"settled:{settled.id}@{log.container}" + ("/previous" if log.previous else "")},
+            )
         for finding in hits_to_findings(pod_logs, result.hits, resources):
             found += 1
             finding.title = f"{which}: {finding.title}"

@@ -11,15 +11,45 @@ import json
 import re
 from functools import cached_property, lru_cache
 from importlib import resources
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from hyperpod_nccl import references
 from hyperpod_nccl.models.findings import Priority
 from hyperpod_nccl.references import Reference
 
 CATALOG_FILE = "signatures.json"
+
+
+def _https_urls(value: list[str]) -> list[str]:
+    for url in value:
+        if not url.startswith("https://"):
+            raise ValueError(f"written_from {url!r} must be the https URL of the source")
+    return value
+
+
+def _lower_ascii(value: list[str]) -> list[str]:
+    # ASCII: the scanner lower-cases raw bytes with the (ASCII-only) bytes.lower().
+    for keyword in value:
+        if keyword != keyword.lower() or not keyword.strip() or not keyword.isascii():
+            raise ValueError(f"keyword {keyword!r} must be non-empty lower-case ASCII")
+    return value
+
+
+def _compiling(value: list[str]) -> list[str]:
+    for pattern in value:
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise ValueError(f"pattern {pattern!r} does not compile: {error}") from error
+    return value
+
+
+# The field types both kinds of catalog entry share, validated the same way.
+SourceUrls = Annotated[list[str], AfterValidator(_https_urls)]
+Keywords = Annotated[list[str], AfterValidator(_lower_ascii)]
+Patterns = Annotated[list[str], AfterValidator(_compiling)]
 
 
 class Signature(BaseModel):
@@ -34,22 +64,31 @@ class Signature(BaseModel):
     reference: str  # a constant name of hyperpod_nccl.references, e.g. "DBG_TCP_FALLBACK"
     # Lower-case ASCII literals; a line is only tried against this signature when one of them occurs
     # (so every pattern must contain one: they are the scanner's prefilter).
-    keywords: list[str] = Field(default_factory=list)
+    keywords: Keywords = Field(default_factory=list)
     # Optional context words (lower-case ASCII): when given, one of them must occur as well. For
     # signatures whose keywords are common error words ("fail", "error") but whose patterns all
     # name a subject ("net/ofi", "nvls"), so that ordinary failure chatter skips their regexes.
-    requires: list[str] = Field(default_factory=list)
-    patterns: list[str] = Field(default_factory=list)
+    requires: Keywords = Field(default_factory=list)
+    patterns: Patterns = Field(default_factory=list)
     # A line matching any of these is not this failure (benign INFO wording, another class).
-    exclude: list[str] = Field(default_factory=list)
+    exclude: Patterns = Field(default_factory=list)
     # Applied to matching lines only; named groups become fields.
-    extract: list[str] = Field(default_factory=list)
+    extract: Patterns = Field(default_factory=list)
     # Constant facts of the signature (e.g. the NCCL error code it stands for).
     fields: dict[str, str] = Field(default_factory=dict)
     # Healthy NCCL logs are mostly "NCCL INFO" lines; most signatures ignore those lines.
     allow_info: bool = False
-    # Generic signatures only count when no specific signature matched the same line.
+    # Generic signatures only count when no specific signature matched the same line (and, like
+    # `folds`, are folded under a specific hit of the same input).
     generic: bool = False
+    # An error code that says something failed, not what ("unhandled system error", "internal
+    # error"): when the same input (an excerpt, a log stream, a pod's log) also has a hit that names
+    # a cause (a network, a version, a memory registration line), this hit is folded under it and
+    # the finding takes that cause's class and section (`fold_generic_hits`).
+    folds: bool = False
+    # The line says how a job or a collective ended (a timeout, an abort, a task's exit), not why:
+    # nothing is folded under it (the verdict explains outcomes by the causes it finds).
+    outcome: bool = False
     case_sensitive: bool = False
     # Group hits by this extracted field too (one hit per Xid code, per HMA reason).
     split_by: str | None = None
@@ -60,41 +99,14 @@ class Signature(BaseModel):
     # them with this signature, so a line cannot vouch for the pattern written from it. Empty for
     # the signatures written before this was recorded: all of them from the in-sample corpus
     # (tests/data/log_corpus/corpus.json), which is why that corpus's score is reported as in-sample.
-    written_from: list[str] = Field(default_factory=list)
+    written_from: SourceUrls = Field(default_factory=list)
     kind: Literal["failure"] = "failure"
-
-    @field_validator("written_from")
-    @classmethod
-    def _urls(cls, value: list[str]) -> list[str]:
-        for url in value:
-            if not url.startswith("https://"):
-                raise ValueError(f"written_from {url!r} must be the https URL of the source")
-        return value
 
     @field_validator("reference")
     @classmethod
     def _known_reference(cls, value: str) -> str:
         if not isinstance(getattr(references, value, None), Reference):
             raise ValueError(f"unknown reference constant {value!r} (see hyperpod_nccl/references.py)")
-        return value
-
-    @field_validator("keywords", "requires")
-    @classmethod
-    def _lower_keywords(cls, value: list[str]) -> list[str]:
-        # ASCII: the scanner lower-cases raw bytes with the (ASCII-only) bytes.lower().
-        for keyword in value:
-            if keyword != keyword.lower() or not keyword.strip() or not keyword.isascii():
-                raise ValueError(f"keyword {keyword!r} must be non-empty lower-case ASCII")
-        return value
-
-    @field_validator("patterns", "exclude", "extract")
-    @classmethod
-    def _compiles(cls, value: list[str]) -> list[str]:
-        for pattern in value:
-            try:
-                re.compile(pattern)
-            except re.error as error:
-                raise ValueError(f"pattern {pattern!r} does not compile: {error}") from error
         return value
 
     @model_validator(mode="after")
@@ -165,6 +177,37 @@ def group_fields(match: re.Match[str]) -> dict[str, str]:
     return out
 
 
+class HealthyRule(BaseModel):
+    """What an emitter prints on a healthy run although it reads like a failure, from its own source.
+
+    Two forms. A *line rule* (`resolves` empty): the line itself is healthy, a notice the program
+    prints at warning level on purpose (an option the operator enabled, a deprecated setting), so no
+    failure signature is recorded for it. A *context rule*: a success line that settles earlier
+    failures of the same input (an excerpt, a stream): the listed signatures' hits are dropped when
+    this line comes after their last line (a c10d client that connected after retrying, a network
+    plugin found after NCCL tried other names and API versions, an NCCL warning during an init that
+    completed). A failure printed after the success line stands.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    why: str
+    # Lower-case ASCII literals, one of which every matching line contains (the scanner searches
+    # them in whole blocks for context rules).
+    keywords: Keywords = Field(min_length=1)
+    patterns: Patterns = Field(min_length=1)
+    resolves: list[str] = Field(default_factory=list)
+    # The emitter's source files (pinned to the commit read) that print the line and show it harmless.
+    written_from: SourceUrls = Field(min_length=1)
+    case_sensitive: bool = False
+
+    @cached_property
+    def compiled(self) -> re.Pattern[str]:
+        """All patterns as one alternation."""
+        return _compile_alternation(self.patterns, self.case_sensitive)
+
+
 class FailureClass(BaseModel):
     """What a failure class means and the read-only commands that confirm it."""
 
@@ -188,6 +231,8 @@ class Catalog(BaseModel):
     success_markers: list[str] = Field(default_factory=list)
     classes: dict[str, FailureClass]
     signatures: list[Signature]
+    # Lines that read like failures but are not, or that settle earlier failures (`HealthyRule`).
+    healthy: list[HealthyRule] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _unique(self) -> Catalog:
@@ -198,6 +243,13 @@ class Catalog(BaseModel):
             seen.add(signature.id)
             if signature.cls not in self.classes:
                 raise ValueError(f"signature {signature.id}: class {signature.cls!r} is not described in `classes`")
+        for rule in self.healthy:
+            if rule.id in seen:
+                raise ValueError(f"duplicate id {rule.id}")
+            seen.add(rule.id)
+            unknown = [signature_id for signature_id in rule.resolves if signature_id not in seen]
+            if unknown:
+                raise ValueError(f"healthy rule {rule.id} resolves unknown signatures {unknown}")
         return self
 
     def by_id(self, signature_id: str) -> Signature:

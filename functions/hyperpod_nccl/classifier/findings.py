@@ -36,6 +36,10 @@ def hits_to_findings(
         if hit.first_seen:
             seen = f"; first {hit.first_seen}" + (f", last {hit.last_seen}" if hit.last_seen != hit.first_seen else "")
         facts = ", ".join(f"{k}={v}" for k, v in hit.fields.items() if v not in (None, ""))
+        if hit.folded:
+            # The generic errors this cause explains: named, and their last line kept as evidence.
+            explained = ", ".join(f"{folded.title} ({folded.count})" for folded in hit.folded)
+            facts = "; ".join(filter(None, [facts, f"explains {explained}"]))
         out.append(
             check.finding(
                 hit_status(hit),
@@ -43,7 +47,7 @@ def hits_to_findings(
                 priority=hit.priority,
                 reference=hit.reference,
                 detail=(facts + seen).strip("; "),
-                evidence=hit.evidence,
+                evidence=[*hit.evidence, *(folded.evidence[-1] for folded in hit.folded if folded.evidence)],
                 resources=about,
                 fields={
                     "signature": hit.id,
@@ -51,6 +55,7 @@ def hits_to_findings(
                     "count": hit.count,
                     "first_seen": hit.first_seen,
                     "last_seen": hit.last_seen,
+                    **({"folded": ",".join(folded.id for folded in hit.folded)} if hit.folded else {}),
                     **hit.fields,
                 },
             )

@@ -31,9 +31,9 @@ from typing import BinaryIO, TypeVar
 from pydantic import BaseModel, Field
 
 from hyperpod_nccl import xid as xid_facts
-from hyperpod_nccl.classifier.catalog import Catalog, Signature, group_fields, load_catalog
+from hyperpod_nccl.classifier.catalog import Catalog, HealthyRule, Signature, group_fields, load_catalog
 from hyperpod_nccl.models.findings import Priority
-from hyperpod_nccl.models.logs import SignatureHit
+from hyperpod_nccl.models.logs import FoldedHit, SignatureHit
 from hyperpod_nccl.models.node_probe import canonical_pci_bus_id
 from hyperpod_nccl.redaction import scrub
 from hyperpod_nccl.references import NODE_GPU, NODE_HARDWARE, NODE_ROW_REMAP, Reference
@@ -46,6 +46,9 @@ EVIDENCE_CHARS = 500
 MAX_FIELD_VALUES = 16
 MAX_SPLIT_GROUPS = 64
 BLOCK_BYTES = 1 << 20
+# A block full of lines that carry a context rule's keyword but not its success wording is
+# searched backwards this many lines per keyword at most.
+SUCCESS_LOOKBACK = 64
 # A line end that never comes (a `\r`-only progress bar, a binary blob) must not grow the carried
 # partial line without bound: past this many bytes the rest of the line is counted, not kept.
 # (Only its first MAX_MATCH_BYTES are ever matched.)
@@ -86,9 +89,26 @@ class ScanResult(BaseModel):
     # The catalog's success markers the input printed ("AllReduce SUCCESS"), in catalog order.
     success_markers: list[str] = Field(default_factory=list)
 
+    # Failures a later success line of the same input settled (`HealthyRule.resolves`): not hits,
+    # but said, so that a reader sees what was read and why it is not reported.
+    resolved: list[ResolvedHit] = Field(default_factory=list)
+
     def by_id(self, signature_id: str) -> list[SignatureHit]:
         """The hits of one signature (several when it is split, e.g. per Xid code)."""
         return [hit for hit in self.hits if hit.id == signature_id]
+
+
+class ResolvedHit(BaseModel):
+    """The lines of one signature that a later success line settled (a retry that connected)."""
+
+    id: str
+    title: str
+    count: int
+    rule: str
+    why: str
+
+
+ScanResult.model_rebuild()
 
 
 @dataclass
@@ -99,9 +119,12 @@ class _Group:
     values: dict[str, list[str]] = field(default_factory=dict)
     first_seen: str | None = None
     last_seen: str | None = None
+    # Offset in the input of the start of the group's last line (against context rules' success lines).
+    last_position: int = -1
 
-    def add(self, line: str, fields: dict[str, str], timestamp: str | None) -> None:
+    def add(self, line: str, fields: dict[str, str], timestamp: str | None, position: int) -> None:
         self.count += 1
+        self.last_position = max(self.last_position, position)
         self.evidence.append(line[:EVIDENCE_CHARS])
         for name, value in fields.items():
             bucket = self.values.setdefault(name, [])
@@ -197,6 +220,15 @@ class _Prefilter:
     info_gate: dict[bytes, tuple[bytes, ...] | None]
     # Lower-cased success marker → its catalog spelling.
     markers: dict[bytes, str]
+    # Signatures whose hits fold under a cause (`generic` or `folds`), and those no hit folds
+    # under (the folding ones themselves and `outcome` lines).
+    folding: frozenset[str]
+    not_causes: frozenset[str]
+    # Healthy line rules, and context rules with the lower-cased keywords searched for their lines.
+    healthy_lines: tuple[HealthyRule, ...]
+    context_rules: tuple[tuple[HealthyRule, tuple[bytes, ...]], ...]
+    # signature id → the context rules that settle it
+    settled_by: dict[str, tuple[HealthyRule, ...]]
 
 
 # The catalogs whose prefilter is built, by identity (the catalog is kept, so its id is not reused):
@@ -265,6 +297,17 @@ def _build_prefilter(catalog: Catalog) -> _Prefilter:
         keywords_of=keywords_of,
         info_gate=info_gate,
         markers={marker.lower().encode(): marker for marker in catalog.success_markers},
+        folding=frozenset(s.id for s in catalog.signatures if s.generic or s.folds),
+        not_causes=frozenset(s.id for s in catalog.signatures if s.generic or s.folds or s.outcome),
+        healthy_lines=tuple(rule for rule in catalog.healthy if not rule.resolves),
+        context_rules=tuple(
+            (rule, tuple(keyword.encode() for keyword in rule.keywords)) for rule in catalog.healthy if rule.resolves
+        ),
+        settled_by={
+            signature.id: tuple(rule for rule in catalog.healthy if signature.id in rule.resolves)
+            for signature in catalog.signatures
+            if any(signature.id in rule.resolves for rule in catalog.healthy)
+        },
     )
 
 
@@ -286,6 +329,11 @@ class Scanner:
         self._keywords_of = tables.keywords_of
         self._info_gate = tables.info_gate
         self._markers = tables.markers
+        self._folding, self._not_causes = tables.folding, tables.not_causes
+        self._healthy_lines, self._context_rules = tables.healthy_lines, tables.context_rules
+        self._settled_by = tables.settled_by
+        # context rule id → offset of the start of its last success line
+        self._settled_at: dict[str, int] = {}
         self._markers_seen: set[str] = set()
         self._groups: dict[tuple[str, str], _Group] = {}
         self._versions: dict[str, int] = {}
@@ -347,13 +395,15 @@ class Scanner:
     def feed_line(self, line: str, timestamp: str | None = None) -> None:
         """Scan one line; `timestamp` overrides the one parsed from the text (CloudWatch events)."""
         raw = line.encode("utf-8", errors="replace")
+        position = self._bytes
         self._lines += 1
         self._bytes += len(raw) + 1
         lowered = raw[:MAX_MATCH_BYTES].lower()
         self._note_markers(lowered)
+        self._note_success_lines(raw, lowered, position)
         found = [k for k in self._keywords if k in lowered]
         if found:
-            self._classify(raw.rstrip(b"\r\n"), lowered, found, timestamp)
+            self._classify(raw.rstrip(b"\r\n"), lowered, found, timestamp, position)
 
     def feed_lines(self, lines: Iterable[str]) -> None:
         """Scan lines, batching them into blocks so the keyword search runs at C speed."""
@@ -379,6 +429,7 @@ class Scanner:
     # ------------------------------------------------------------------ core
     def _scan_block(self, block: bytes) -> None:
         """Classify a block of whole lines (it ends with a newline)."""
+        base = self._bytes
         self._lines += block.count(b"\n")
         self._bytes += len(block)
         lines = block.split(b"\n")
@@ -387,6 +438,7 @@ class Scanner:
         candidates: dict[int, list[bytes]] = {}
         lowered = block.lower()
         self._note_markers(lowered)
+        self._note_success_lines(block, lowered, base)
         for trigger in self._info_triggers:
             _collect(lowered, trigger, candidates, None)
         # Non-INFO lines (and over-long ones, whose INFO marker may lie beyond the head) joined
@@ -414,9 +466,30 @@ class Scanner:
                     if keyword in head and keyword not in found:
                         found.append(keyword)
             if found:
-                self._classify(block[start:end].rstrip(b"\r"), head, found, None)
+                self._classify(block[start:end].rstrip(b"\r"), head, found, None, base + start)
 
-    def _classify(self, raw: bytes, lowered: bytes, keywords: list[bytes], timestamp: str | None) -> None:
+    def _note_success_lines(self, text: bytes, lowered: bytes, base: int) -> None:
+        """Record where the last success line of each context rule in `text` (whole lines, or one
+        line) starts, `base` being the offset of `text` in the input."""
+        for rule, keywords in self._context_rules:
+            for keyword in keywords:
+                end = len(lowered)
+                for _ in range(SUCCESS_LOOKBACK):
+                    at = lowered.rfind(keyword, 0, end)
+                    if at < 0:
+                        break
+                    start = lowered.rfind(b"\n", 0, at) + 1
+                    stop = lowered.find(b"\n", at)
+                    stop = len(text) if stop < 0 else stop
+                    line = text[start : min(stop, start + MAX_MATCH_BYTES)].decode("utf-8", errors="replace")
+                    if rule.compiled.search(line):
+                        self._settled_at[rule.id] = max(self._settled_at.get(rule.id, -1), base + start)
+                        break
+                    end = start
+
+    def _classify(
+        self, raw: bytes, lowered: bytes, keywords: list[bytes], timestamp: str | None, position: int
+    ) -> None:
         """Try the signatures admitted by `keywords` (found in `lowered`, the lower-cased head)."""
         head_bytes = raw[:MAX_MATCH_BYTES]
         admitted = self._admitted[INFO_MARKER in head_bytes]
@@ -449,10 +522,14 @@ class Scanner:
             if exclude is not None and exclude.search(head):
                 continue
             (generic if signature.generic else matched).append((signature, group_fields(match)))
+        if (matched or generic) and any(rule.compiled.search(head) for rule in self._healthy_lines):
+            return  # a notice its emitter prints on purpose (a healthy line rule)
         for signature, fields in matched or generic:
-            self._record(signature, head, fields, timestamp)
+            self._record(signature, head, fields, timestamp, position)
 
-    def _record(self, signature: Signature, line: str, fields: dict[str, str], timestamp: str | None) -> None:
+    def _record(
+        self, signature: Signature, line: str, fields: dict[str, str], timestamp: str | None, position: int
+    ) -> None:
         # The line becomes evidence here, whoever fed the scanner (triage reads the operator's
         # files as they are): what is kept carries no secret.
         line = scrub(line)
@@ -478,7 +555,7 @@ class Scanner:
                 group = self._groups.get(key)
             if group is None:
                 group = self._groups[key] = _Group(signature)
-        group.add(line, values, timestamp or parse_timestamp(line))
+        group.add(line, values, timestamp or parse_timestamp(line), position)
 
     def _record_version(self, line: str) -> None:
         match = _VERSION_BANNER.search(line)
@@ -498,18 +575,74 @@ class Scanner:
         if self._pending:
             pending, self._pending = self._pending, b""
             self._scan_block(pending + b"\n")
-        hits = [_to_hit(group) for group in self._groups.values()]
+        groups, resolved = self._settle(list(self._groups.values()))
+        hits = [_to_hit(group) for group in groups]
         drift = version_drift_hit(self._versions, list(self._version_lines.values()), self.catalog)
         if drift is not None:
             hits.append(drift)
-        hits.sort(key=lambda h: (h.priority.rank, self._order.get(h.id, 0), -h.count))
+        order = self._order
+
+        def urgency(hit: SignatureHit) -> tuple[int, int, int]:
+            return hit.priority.rank, order.get(hit.id, 0), -hit.count
+
+        hits.sort(key=urgency)
+        # Folding may raise a cause to its generic line's priority: sorted again after it.
+        hits = sorted(fold_generic_hits(hits, self._folding, self._not_causes), key=urgency)
         return ScanResult(
             hits=hits,
             lines_scanned=self._lines,
             bytes_scanned=self._bytes,
             nccl_versions=dict(self._versions),
             success_markers=[m for m in self.catalog.success_markers if m in self._markers_seen],
+            resolved=resolved,
         )
+
+    def _settle(self, groups: list[_Group]) -> tuple[list[_Group], list[ResolvedHit]]:
+        """`groups` less those a context rule's success line came after, and what those were."""
+        kept: list[_Group] = []
+        resolved: list[ResolvedHit] = []
+        for group in groups:
+            signature = group.signature
+            rule = next(
+                (
+                    rule
+                    for rule in self._settled_by.get(signature.id, ())
+                    if self._settled_at.get(rule.id, -1) > group.last_position
+                ),
+                None,
+            )
+            if rule is None:
+                kept.append(group)
+            else:
+                resolved.append(
+                    ResolvedHit(id=signature.id, title=signature.title, count=group.count, rule=rule.id, why=rule.why)
+                )
+        return kept, resolved
+
+
+def fold_generic_hits(
+    hits: list[SignatureHit], folding: frozenset[str], not_causes: frozenset[str]
+) -> list[SignatureHit]:
+    """`hits` (most urgent first) with every hit of a `folding` signature folded under the most
+    urgent hit that names a cause (any signature outside `not_causes`), when the input has one.
+
+    "unhandled system error" says that NCCL failed, the socket or EFA line beside it says why: one
+    finding, with the cause's class and section, the generic lines kept under it (`folded`), and the
+    more urgent of the two priorities (the job did fail). Without a cause in the input the generic
+    hits stay as they are. One input (an excerpt, a stream, a pod's log) is one scope: lines of
+    different streams are never folded together here (the verdict relates those).
+    """
+    cause = next((hit for hit in hits if hit.id not in not_causes), None)
+    generic = [hit for hit in hits if hit.id in folding]
+    if cause is None or not generic:
+        return hits
+    folded = [
+        FoldedHit(id=hit.id, cls=hit.cls, title=hit.title, count=hit.count, evidence=hit.evidence[-2:])
+        for hit in generic
+    ]
+    urgent = min([cause, *generic], key=lambda hit: hit.priority.rank).priority
+    merged = cause.model_copy(update={"folded": [*cause.folded, *folded], "priority": urgent})
+    return [merged if hit is cause else hit for hit in hits if hit.id not in folding]
 
 
 def _to_hit(group: _Group) -> SignatureHit:

@@ -42,6 +42,16 @@ def stream_identity(stream: str) -> tuple[StreamKind, str | None, str | None]:
 FLOOD_TERMS_KEPT = 10
 
 
+class FoldedHit(BaseModel):
+    """A generic error (an NCCL result code, a bare warning) folded under the hit that names its cause."""
+
+    id: str
+    cls: str
+    title: str
+    count: int = 0
+    evidence: list[str] = Field(default_factory=list)
+
+
 class SignatureHit(BaseModel):
     """All lines of one input that matched one failure signature, grouped."""
 
@@ -55,6 +65,8 @@ class SignatureHit(BaseModel):
     fields: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
     first_seen: str | None = None
     last_seen: str | None = None
+    # The generic errors of the same input that this hit explains (`classifier.fold_generic_hits`).
+    folded: list[FoldedHit] = Field(default_factory=list)
 
 
 class HmaDetection(BaseModel):

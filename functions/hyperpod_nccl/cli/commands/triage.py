@@ -101,6 +101,7 @@ def _finding_json(hit: SignatureHit) -> dict[str, object]:
         "last_seen": hit.last_seen,
         "evidence": hit.evidence,
         "fields": hit.fields,
+        "folded": [folded.model_dump() for folded in hit.folded],
     }
 
 
@@ -111,6 +112,7 @@ def render_json(source: str, result: ScanResult) -> str:
         "lines": result.lines_scanned,
         "success_markers": result.success_markers,
         "findings": [_finding_json(hit) for hit in result.hits],
+        "resolved": [settled.model_dump() for settled in result.resolved],
     }
     return json.dumps(document, sort_keys=False)
 
@@ -124,6 +126,11 @@ def render_text(source: str, result: ScanResult) -> str:
         return "\n".join(map(one_line, out))
     if result.success_markers:
         out.append(f"[PASS] the log printed {', '.join(repr(m) for m in result.success_markers)}")
+    # Failures a later success line settled are read and said, never silently dropped.
+    out.extend(
+        f"[INFO] {settled.title}: {settled.count} line(s) settled by a later line ({settled.why})"
+        for settled in result.resolved
+    )
     if not result.hits:
         out.append("[PASS] no NCCL/EFA/CUDA/driver failure signature found")
         return "\n".join(map(one_line, out))
@@ -142,6 +149,9 @@ def render_text(source: str, result: ScanResult) -> str:
         if facts:
             out.append(f"       facts: {facts}")
         out.extend(f"       | {line[:200]}" for line in hit.evidence[-3:])
+        for folded in hit.folded:  # the generic errors this cause explains
+            out.append(f"       explains: {folded.title} — {folded.count} line(s)")
+            out.extend(f"       | {line[:200]}" for line in folded.evidence[-1:])
         if failure_class and failure_class.confirm:
             out.append("       next (read-only):")
             out.extend(f"         {command}" for command in failure_class.confirm)
