@@ -57,8 +57,42 @@ XID_TABLE: dict[int, XidInfo] = {
     )
 }
 
-# "NVRM: Xid (PCI:0000:53:00): 79, pid=..., GPU has fallen off the bus."
-XID_LINE = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9A-Fa-f:.]+)\): (?P<code>\d+)")
+# The driver's kernel lines, from its own format strings (NVIDIA/open-gpu-kernel-modules 595.45.04,
+# df1c9a3; facts only). Every shape is tested with a line built from its format
+# (tests/unit/test_probe_driver_faults.py).
+_BUS = r"[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-9A-Fa-f])?"
+# src/nvidia/src/kernel/gpu/rc/kernel_rc.c, XID_PRINT_WITH_ATTR:
+#   "NVRM: Xid (PCI:%04x:%02x:%02x[ GPU-I:%02u[ GPU-CI:%02u]]): %d, [pid=%s, name=%s, ]%s"
+# (the GPU-I / GPU-CI attribution when the fault belongs to a MIG instance).
+XID_LINE = re.compile(
+    rf"NVRM: Xid \((?:PCI:)?(?P<bus>{_BUS})(?: GPU-I:(?P<gpu_instance>\d{{1,3}}))?"
+    r"(?: GPU-CI:(?P<compute_instance>\d{1,3}))?\): (?P<code>\d{1,5})"
+)
+# src/common/nvswitch/kernel/inc/common_nvswitch.h, NVSWITCH_PRINT_SXID:
+#   "nvidia-%s: SXid (PCI:%04x:%02x:%02x.%x): %05d, " + the message, which for link and chiplet
+#   errors starts "Fatal, " or "Non-fatal, " (kernel/inc/intr_nvswitch.h: "Fatal, Link %02d %s").
+SXID_LINE = re.compile(
+    rf"nvidia-(?P<switch>[\w-]{{1,32}}): SXid \(PCI:(?P<bus>{_BUS})\): (?P<code>\d{{1,5}})"
+    r"(?:, (?P<severity>Fatal|Non-fatal))?(?:, Link (?P<link>\d{1,3}))?"
+)
+# "GPU has fallen off the bus" printed without an Xid line of its own:
+# - src/nvidia/arch/nvalloc/unix/src/osinit.c, NV_DEV_PRINTF: "NVRM: GPU %04x:%02x:%02x.%x: GPU has fallen off the bus."
+# - older drivers' one line, "NVRM: GPU at 0000:01:00.0 has fallen off the bus." (a real report, see the test);
+FALLEN_OFF_THE_BUS_LINE = re.compile(rf"NVRM: GPU (?:at (?:PCI:)?)?(?P<bus>{_BUS}):? (?:GPU )?has fallen off the bus")
+# - src/nvidia/arch/nvalloc/unix/src/osapi.c, one message over three kernel lines:
+#   "NVRM: The NVIDIA GPU %04x:%02x:%02x.%x" / "NVRM: (PCI ID: %04x:%04x) installed in this system has" /
+#   "NVRM: fallen off the bus and is not responding to commands." Only the first names the GPU. Ending a
+#   line with the address, or with "installed in this system has" (reports show other driver releases
+#   wrapping the message there), is this message alone: the driver's other "The NVIDIA GPU" messages go
+#   on ("... is not supported"). Any of them opens a candidate for the last line, which names no GPU.
+FALLEN_OFF_FIRST_LINE = re.compile(
+    rf"NVRM: The NVIDIA GPU (?P<bus>{_BUS})"
+    r"(?: \(PCI ID: [0-9A-Fa-f]{4}:[0-9A-Fa-f]{4}\) installed in this system has)?\s*$"
+)
+GPU_MESSAGE_OPENING = re.compile(rf"NVRM: The NVIDIA GPU (?P<bus>{_BUS})")
+FALLEN_OFF_LAST_LINE = re.compile(r"NVRM: fallen off the bus and is not responding to commands")
+# nverror.h: ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS; the driver logs the same event as Xid 79.
+FALLEN_OFF_THE_BUS_XID = 79
 
 
 def xid_info(code: int) -> XidInfo:

@@ -24,6 +24,7 @@ class XidSpec(_Strict):
     message: str = ""
     pid: int = Field(default=48213, ge=1, description="the process the driver names (pid=...)")
     process: str = Field(default="python3", pattern=r"^\S+$", description="its name (name=...)")
+    count: int = Field(default=1, ge=1, le=100_000, description="how many times the kernel printed it (a storm)")
 
 
 class SessionFaultSpec(_Strict):

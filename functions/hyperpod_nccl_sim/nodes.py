@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections import Counter
 from typing import Any
 
 from hyperpod_nccl import instance_types
@@ -18,6 +19,7 @@ from hyperpod_nccl.hang.flight_recorder import DEFAULT_DUMP_PREFIX
 from hyperpod_nccl.probe import script
 from hyperpod_nccl.probe.sections import NodeSection, SlurmSection, begin_line, end_line
 from hyperpod_nccl.ssm.client import RC_MARKER
+from hyperpod_nccl.xid import XID_LINE
 from hyperpod_nccl_sim.aws import (
     EmulatedAws,
     SessionRefused,
@@ -52,6 +54,13 @@ _COUNTERS = ("rx_drops", "retrans_timeout_events", "unresponsive_remote_events",
 
 def _section(name: str, body: list[str], rc: int = 0) -> list[str]:
     return [begin_line(name), *body, end_line(name, rc)]
+
+
+def _counted_faults(lines: list[str]) -> list[str]:
+    """The probe's fault counts of `lines`: each Xid line's "NVRM: Xid (PCI:…): code", sorted and
+    counted as `uniq -c` prints them."""
+    counts = Counter(match.group(0) for line in lines if (match := XID_LINE.search(line)))
+    return [f"{counts[key]:7d} {key}" for key in sorted(counts)]
 
 
 def _value(behaviour: NodeBehaviour, field: str) -> str:
@@ -95,7 +104,7 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
                 f"CUDA Version                              : {_value(behaviour, 'cuda_version')}",
             ],
         )
-        xid_lines = []
+        xid_lines: list[str] = []
         for xid in behaviour.xids:
             bus = buses[xid.gpu][4:].rsplit(".", 1)[0].lower()
             text = xid.message or {
@@ -104,11 +113,13 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
                 63: "Row Remapper: New row marked for remapping, reset gpu to activate.",
                 74: "NVLink: fatal error detected on link 4",
             }.get(xid.code, "Graphics Exception")
-            xid_lines.append(
-                f"[Tue Mar  3 10:41:07 2026] NVRM: Xid (PCI:{bus}): {xid.code}, pid={xid.pid}, name={xid.process}, {text}"
-            )
-        out += _section(NodeSection.XID_DMESG, xid_lines, rc=0)
+            line = f"[Tue Mar  3 10:41:07 2026] NVRM: Xid (PCI:{bus}): {xid.code}, pid={xid.pid}, name={xid.process}, {text}"
+            xid_lines.extend([line] * xid.count)
+        # As the probe prints them: the newest 50 lines, and every fault counted (`grep -o | sort | uniq -c`).
+        out += _section(NodeSection.XID_DMESG, xid_lines[-50:], rc=0)
         out += _section(NodeSection.XID_JOURNAL, [], rc=0)
+        out += _section(NodeSection.XID_COUNTS_DMESG, _counted_faults(xid_lines), rc=0)
+        out += _section(NodeSection.XID_COUNTS_JOURNAL, [], rc=0)
         remap = []
         for i in range(gpus):
             pending = 1 if i in behaviour.remap_pending_gpus else 0
@@ -143,9 +154,9 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
             NodeSection.TOPOLOGY,
         ):
             out += _section(name, ["bash: line 1: nvidia-smi: command not found"], rc=127)
-        out += _section(NodeSection.XID_DMESG, [], rc=0) + _section(
-            NodeSection.DCGM_HEALTH, ["bash: line 1: dcgmi: command not found"], rc=127
-        )
+        out += _section(NodeSection.XID_DMESG, [], rc=0)
+        out += _section(NodeSection.XID_COUNTS_DMESG, [], rc=0)
+        out += _section(NodeSection.DCGM_HEALTH, ["bash: line 1: dcgmi: command not found"], rc=127)
     acs = [
         f"{0x10 + i:02x}:00.0 PCI bridge: Broadcom / LSI PEX890xx PCIe Gen 5 Switch (rev b0)\n\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-"
         for i in range(behaviour.acs_enabled)

@@ -44,6 +44,9 @@ ALLOWED = {
     # the dump listing on stdin (no -o).
     "dd",
     "sort",
+    # `uniq -c` counts the driver's fault lines per GPU and code (never with operands: its second
+    # one is an output file, see NO_OPERANDS).
+    "uniq",
     # EFA latency (original probe 34): `fi_pingpong` only between a server and a client on the
     # node itself (loopback, see LOOPBACK_ONLY); it sends a few hundred small test messages and
     # changes no state. `sleep` gives the background server time to listen.
@@ -100,7 +103,9 @@ NO_TIMEOUT_NEEDED = SHELL_WORDS | SCRIPT_FUNCTIONS
 # server address they may be given.
 LOOPBACK_ONLY = {"fi_pingpong": ({"-p", "-e", "-I", "-S", "-B", "-P", "-d", "-m", "-s"}, "127.0.0.1")}
 # Stream filters that only read their stdin, so end when their producer (under timeout) ends.
-STDIN_FILTERS = {"grep", "head", "tail", "tr", "sort"}
+STDIN_FILTERS = {"grep", "head", "tail", "tr", "sort", "uniq"}
+# Filters that must read stdin alone: an operand would be an input file, or an output file to write.
+NO_OPERANDS = {"uniq"}
 # Options of these tools that take the next word as their value (a runtime value may follow them).
 OPTION_VALUES = {"find": {"-name", "-uid", "-regex"}, "fi_pingpong": {"-p"}}
 
@@ -209,6 +214,8 @@ def test_scripts_use_only_allowlisted_read_only_commands(role: str) -> None:
             assert required & set(args), f"{tool} {args} lacks a read-only subcommand"
         if tool == "dd":
             assert not [a for a in args if a.startswith(DD_FORBIDDEN_PREFIXES)], f"dd {args} writes"
+        if tool in NO_OPERANDS:
+            assert _positional(args, set()) == [], f"{tool} {args} names a file"
 
 
 _EXPANSION = re.compile(r"\$[{A-Za-z_0-9(?@#]")  # `$name`, `${...}`, `$1`, `$((...))`; not a regex's `$`
@@ -262,6 +269,8 @@ def test_the_checker_rejects_a_state_changing_command() -> None:
     assert redirect_targets("cat x > /etc/passwd\n") == ["/etc/passwd"]
     assert "reboot" not in ALLOWED | BUILTINS
     assert "-r" in ARGUMENT_RULES["nvidia-smi"][1] and "-F" in ARGUMENT_RULES["iptables"][1]
+    # uniq's second operand is a file it writes.
+    assert "uniq" in NO_OPERANDS and _positional(["-c", "in", "out"], set()) == ["in", "out"]
     # fi_pingpong may only be pointed at the node itself.
     assert _positional(["-p", "efa", "-I", "100", "10.1.0.7"], LOOPBACK_ONLY["fi_pingpong"][0]) == ["10.1.0.7"]
     assert _positional(["-p", "efa", "-e", "rdm", "127.0.0.1"], LOOPBACK_ONLY["fi_pingpong"][0]) == ["127.0.0.1"]

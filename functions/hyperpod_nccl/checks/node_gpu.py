@@ -38,7 +38,11 @@ def gpu_xid(inv: Inventory) -> Iterator[Finding]:
             gpu = gpu_by_bus.get(event.bus_id)
             info = xid_info(event.code)
             where = f"GPU {gpu.index} serial {gpu.serial}" if gpu else f"PCI {event.bus_id}"
-            evidence.append(f"Xid {event.code} ({info.name}; {info.category}, action {info.action}) on {where}")
+            if event.gpu_instance is not None:  # the driver attributed it to a MIG instance
+                where += f" (MIG GPU-I {event.gpu_instance}"
+                where += f", GPU-CI {event.compute_instance})" if event.compute_instance is not None else ")"
+            times = f" x{event.count}" if event.count > 1 else ""
+            evidence.append(f"Xid {event.code}{times} ({info.name}; {info.category}, action {info.action}) on {where}")
         commands = []
         if action == "replace":
             commands.append(replace(inv, result))
@@ -54,10 +58,69 @@ def gpu_xid(inv: Inventory) -> Iterator[Finding]:
             resources=[node_resource(result)],
             suggested_commands=commands,
             # One code is a number, several a comma list (the classifier's rule for a field's values).
-            fields={"xid_codes": codes[0] if len(codes) == 1 else ",".join(map(str, codes)), "action": action},
+            fields={
+                "xid_codes": codes[0] if len(codes) == 1 else ",".join(map(str, codes)),
+                "action": action,
+                # how many lines the kernel printed per code, over the probe's whole window
+                "xid_lines": ",".join(f"{code}:{sum(x.count for x in probe.xids if x.code == code)}" for code in codes),
+            },
         )
     if clean:
         yield gpu_xid.passed(f"no Xid in the kernel log of {clean} GPU node(s)")
+
+
+@check(
+    id="node.nvswitch_sxid",
+    title="NVSwitch SXid errors on the node",
+    priority=Priority.P0,
+    reference=NODE_GPU,
+    source="node_probes",
+)
+def nvswitch_sxid(inv: Inventory) -> Iterator[Finding]:
+    """NVSwitch faults the switch driver logged (p4d, p4de, p5, p5en and p6 route every GPU-to-GPU
+    byte through their NVSwitches). A fatal SXid leaves the node's NVLink fabric unusable until the
+    switches are reset: drain, then reboot (replace if it recurs). Non-fatal ones were corrected:
+    reported with their counts, since a link that keeps erring is wearing out."""
+    clean = 0
+    for result, probe in probed_nodes(inv):
+        if not probe.sxids:
+            clean += probe.gpu_present is True
+            continue
+        fatal = [event for event in probe.sxids if event.fatal]
+        evidence = []
+        for event in probe.sxids[:8]:
+            kind = {True: "fatal", False: "non-fatal", None: "no severity given"}[event.fatal]
+            links = f", link(s) {', '.join(map(str, event.links))}" if event.links else ""
+            times = f" x{event.count}" if event.count > 1 else ""
+            evidence.append(f"SXid {event.code}{times} ({kind}) on {event.switch} (PCI {event.bus_id}){links}")
+        evidence += [event.line for event in (fatal or probe.sxids)[:3]]
+        codes = sorted({event.code for event in (fatal or probe.sxids)})
+        fields: dict[str, str | int | float | bool | None] = {
+            "sxid_codes": codes[0] if len(codes) == 1 else ",".join(map(str, codes)),
+            "action": "reboot" if fatal else "none",
+        }
+        if fatal:
+            yield nvswitch_sxid.fail(
+                f"fatal SXid {', '.join(map(str, codes))} on {node_label(result)} → reboot",
+                detail="the NVSwitch fabric of the node stays down until its switches are reset: drain the node, "
+                "then reboot it; replace it if the SXid recurs",
+                evidence=evidence,
+                resources=[node_resource(result)],
+                suggested_commands=[reboot(inv, result)],
+                fields=fields,
+            )
+        else:
+            yield nvswitch_sxid.warn(
+                f"non-fatal SXid {', '.join(map(str, codes))} on {node_label(result)}",
+                priority=Priority.P2,
+                detail="corrected by the switch; a link that keeps erring is degrading: watch the counts, and "
+                "replace the node if they grow",
+                evidence=evidence,
+                resources=[node_resource(result)],
+                fields=fields,
+            )
+    if clean:
+        yield nvswitch_sxid.passed(f"no SXid in the kernel log of {clean} GPU node(s)")
 
 
 @check(

@@ -98,11 +98,33 @@ class GpuInfo(BaseModel):
 
 
 class XidEvent(BaseModel):
-    """One `NVRM: Xid` kernel log line."""
+    """The Xid lines of one GPU (or MIG instance) and code in the kernel log: counted, the last kept.
+
+    "GPU has fallen off the bus" printed without an Xid line of its own is Xid 79 here (the driver's
+    code for that event)."""
 
     bus_id: PciBusId
     code: int
     line: str
+    # How many times the kernel log (or the journal's window, whichever holds more) printed it.
+    count: int = Field(default=1, ge=1)
+    # The MIG GPU instance and compute instance the driver attributed it to, when it did.
+    gpu_instance: int | None = None
+    compute_instance: int | None = None
+
+
+class SXidEvent(BaseModel):
+    """The SXid lines of one NVSwitch and code (`nvidia-nvswitchN: SXid (PCI:…): code, Fatal, Link …`)."""
+
+    switch: str
+    bus_id: PciBusId
+    code: int
+    # True / False when the message says "Fatal" / "Non-fatal"; None when it says neither (thermal,
+    # firmware and other messages).
+    fatal: bool | None = None
+    links: list[int] = Field(default_factory=list)
+    line: str
+    count: int = Field(default=1, ge=1)
 
 
 class RemappedRows(BaseModel):
@@ -216,6 +238,7 @@ class NodeProbeData(BaseModel):
     gpu_query_ok: bool | None = None
     gpus: list[GpuInfo] = Field(default_factory=list)
     xids: list[XidEvent] = Field(default_factory=list)
+    sxids: list[SXidEvent] = Field(default_factory=list)
     remapped_rows: list[RemappedRows] = Field(default_factory=list)
     dcgm_overall: str | None = None
     dcgm_incidents: list[str] = Field(default_factory=list)

@@ -26,13 +26,26 @@ begin cuda_version
 timeout 20 nvidia-smi -q 2>&1 | grep -E 'CUDA Version|Driver Version' | head -n 2
 end cuda_version "${PIPESTATUS[0]}"
 
+# The GPU and NVSwitch drivers' fault lines (shapes from their format strings, hyperpod_nccl/xid.py):
+# Xid lines (MIG-attributed ones too), SXid lines, and "fallen off the bus" in its one-line and
+# three-line forms. The newest lines are kept as evidence ...
 begin xid_dmesg
-timeout 10 dmesg -T 2>&1 | grep -E 'NVRM: Xid|fallen off the bus' | tail -n 50
+timeout 10 dmesg -T 2>&1 | grep -E 'NVRM: Xid \(|: SXid \(PCI:|NVRM: .*fallen off the bus|NVRM: The NVIDIA GPU |NVRM: (\(PCI ID: [0-9a-fA-F:]+\) )?installed in this system has$' | tail -n 50
 end xid_dmesg "${PIPESTATUS[0]}"
 
 begin xid_journal
-timeout 15 journalctl -k --no-pager -q --since -24h 2>&1 | grep -E 'NVRM: Xid' | tail -n 50
+timeout 15 journalctl -k --no-pager -q --since -24h 2>&1 | grep -E 'NVRM: Xid \(|: SXid \(PCI:|NVRM: .*fallen off the bus|NVRM: The NVIDIA GPU |NVRM: (\(PCI ID: [0-9a-fA-F:]+\) )?installed in this system has$' | tail -n 50
 end xid_journal "${PIPESTATUS[0]}"
+
+# ... and every fault is counted per GPU (or MIG instance, or switch) and code over the whole window,
+# so that a storm of one Xid in the tail above cannot hide another, and repeats keep their count.
+begin xid_counts_dmesg
+timeout 10 dmesg 2>&1 | grep -oE 'NVRM: Xid \((PCI:)?[0-9a-fA-F:.]+( GPU-I:[0-9]+)?( GPU-CI:[0-9]+)?\): [0-9]+|nvidia-[A-Za-z0-9_-]+: SXid \(PCI:[0-9a-fA-F:.]+\): [0-9]+(, (Fatal|Non-fatal))?|NVRM: GPU (at (PCI:)?)?[0-9a-fA-F:.]+:? (GPU )?has fallen off the bus|NVRM: The NVIDIA GPU [0-9a-fA-F:.]+( \(PCI ID: [0-9a-fA-F:]+\) installed in this system has)?$' | sort | uniq -c | head -n 256
+end xid_counts_dmesg "${PIPESTATUS[0]}"
+
+begin xid_counts_journal
+timeout 15 journalctl -k --no-pager -q --since -24h 2>&1 | grep -oE 'NVRM: Xid \((PCI:)?[0-9a-fA-F:.]+( GPU-I:[0-9]+)?( GPU-CI:[0-9]+)?\): [0-9]+|nvidia-[A-Za-z0-9_-]+: SXid \(PCI:[0-9a-fA-F:.]+\): [0-9]+(, (Fatal|Non-fatal))?|NVRM: GPU (at (PCI:)?)?[0-9a-fA-F:.]+:? (GPU )?has fallen off the bus|NVRM: The NVIDIA GPU [0-9a-fA-F:.]+( \(PCI ID: [0-9a-fA-F:]+\) installed in this system has)?$' | sort | uniq -c | head -n 256
+end xid_counts_journal "${PIPESTATUS[0]}"
 
 begin remapped_rows
 timeout 20 nvidia-smi --query-remapped-rows=gpu_bus_id,remapped_rows.correctable,remapped_rows.uncorrectable,remapped_rows.pending,remapped_rows.failure --format=csv,noheader 2>&1

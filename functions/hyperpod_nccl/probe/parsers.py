@@ -7,7 +7,7 @@ or empty, so a partial output (budget expired mid-probe) still yields what it co
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,12 +28,22 @@ from hyperpod_nccl.models.node_probe import (
     SlurmctldState,
     SlurmNodeState,
     SlurmQueueEntry,
+    SXidEvent,
     Versions,
     XidEvent,
+    canonical_pci_bus_id,
 )
 from hyperpod_nccl.probe.sections import BEGIN_MARKER, END_MARKER, NodeSection, SlurmSection
 from hyperpod_nccl.redaction import scrub
-from hyperpod_nccl.xid import XID_LINE
+from hyperpod_nccl.xid import (
+    FALLEN_OFF_FIRST_LINE,
+    FALLEN_OFF_LAST_LINE,
+    FALLEN_OFF_THE_BUS_LINE,
+    FALLEN_OFF_THE_BUS_XID,
+    GPU_MESSAGE_OPENING,
+    SXID_LINE,
+    XID_LINE,
+)
 
 _BEGIN = re.compile(rf"^{BEGIN_MARKER} (?P<name>[a-z0-9_]+)$")
 _END = re.compile(rf"^{END_MARKER} (?P<name>[a-z0-9_]+) rc=(?P<rc>-?\d*)$")
@@ -148,21 +158,151 @@ def parse_gpu_query(lines: list[str]) -> list[GpuInfo]:
     return gpus
 
 
-def parse_xids(lines: list[str]) -> list[XidEvent]:
-    """Xid events, de-duplicated on (bus, code, message) across dmesg and the journal."""
-    seen: set[tuple[str, int, str]] = set()
-    events = []
-    for line in lines:
-        match = XID_LINE.search(line)
-        if not match:
-            continue
-        message = line[match.start() :]
-        key = (match.group("bus"), int(match.group("code")), message)
-        if key in seen:
-            continue
-        seen.add(key)
-        events.append(XidEvent(bus_id=match.group("bus"), code=int(match.group("code")), line=message[:300]))
-    return events
+# `uniq -c`'s lines: the count, one space, the counted text.
+_COUNTED_LINE = re.compile(r"^\s{0,12}(?P<count>\d{1,9}) (?P<text>.+)$")
+# Distinct faults kept per node: GPUs x codes and switches x codes stay far below it.
+MAX_DRIVER_FAULTS = 256
+_UNKNOWN_GPU = "unknown GPU"
+# A fault: ("xid", bus, GPU instance, compute instance, code) or ("sxid", switch, bus, code, fatal).
+_FaultKey = tuple[Any, ...]
+
+
+# Which print of one event is shown as its evidence, most telling first.
+_SHAPE_RANK = {"xid": 0, "sxid": 0, "fallen_first": 1, "fallen": 2, "fallen_last": 3}
+
+
+@dataclass
+class _Fault:
+    count: int = 0
+    line: str = ""
+    links: set[int] | None = None
+
+
+def _driver_fault(text: str) -> tuple[_FaultKey, str, str, int | None] | None:
+    """(fault, shape, the line from the driver's prefix on, link) of one kernel line, or None.
+
+    `shape` tells apart the driver's prints of one event (an Xid 79 line and the "GPU has fallen off
+    the bus" line beside it are one fall, not two)."""
+    match = XID_LINE.search(text)
+    if match:
+        instance, compute = match.group("gpu_instance"), match.group("compute_instance")
+        key: _FaultKey = (
+            "xid",
+            canonical_pci_bus_id(match.group("bus")),
+            int(instance) if instance else None,
+            int(compute) if compute else None,
+            int(match.group("code")),
+        )
+        return key, "xid", text[match.start() :], None
+    match = SXID_LINE.search(text)
+    if match:
+        severity, link = match.group("severity"), match.group("link")
+        fatal = None if severity is None else severity == "Fatal"
+        key = ("sxid", match.group("switch"), canonical_pci_bus_id(match.group("bus")), int(match.group("code")), fatal)
+        return key, "sxid", text[match.start() :], int(link) if link else None
+    for shape, pattern in (("fallen", FALLEN_OFF_THE_BUS_LINE), ("fallen_first", FALLEN_OFF_FIRST_LINE)):
+        match = pattern.search(text)
+        if match:
+            key = ("xid", canonical_pci_bus_id(match.group("bus")), None, None, FALLEN_OFF_THE_BUS_XID)
+            return key, shape, text[match.start() :].rstrip(), None
+    return None
+
+
+def _tally_driver_faults(lines: list[str], *, counted: bool) -> dict[tuple[_FaultKey, str], _Fault]:
+    """Each (fault, shape) of one source: how often it was printed and its last line."""
+    tally: dict[tuple[_FaultKey, str], _Fault] = {}
+    since_first_line = 99  # lines since the last "The NVIDIA GPU <bus>" (the three-line message)
+    opened: _Fault | None = None  # the fault that line opened, when its shape was certain
+    candidate: tuple[str, str] | None = None  # else that line's GPU and text
+    for raw in lines:
+        count, text = 1, raw
+        if counted:
+            found = _COUNTED_LINE.match(raw)
+            if found is None:
+                continue
+            count, text = int(found.group("count")), found.group("text")
+        since_first_line += 1
+        parsed = _driver_fault(text)
+        if parsed is None:
+            opening = GPU_MESSAGE_OPENING.search(text)
+            if opening is not None:
+                since_first_line, opened = 0, None
+                candidate = (canonical_pci_bus_id(opening.group("bus")), text[opening.start() :].strip())
+                continue
+            last = FALLEN_OFF_LAST_LINE.search(text)
+            if last is None:
+                continue
+            ending = text[last.start() :].strip()
+            if since_first_line <= 2 and opened is not None:
+                opened.line = f"{opened.line} ... {ending}"[:300]
+                continue
+            if since_first_line <= 2 and candidate is not None:
+                bus, first = candidate
+                parsed = (
+                    ("xid", bus, None, None, FALLEN_OFF_THE_BUS_XID),
+                    "fallen_first",
+                    f"{first} ... {ending}",
+                    None,
+                )
+            else:
+                # the message's first line, the one naming the GPU, was cut away: still a fall
+                parsed = (("xid", _UNKNOWN_GPU, None, None, FALLEN_OFF_THE_BUS_XID), "fallen_last", ending, None)
+        key, shape, line, link = parsed
+        fault = tally.get((key, shape))
+        if fault is None:
+            if len(tally) >= MAX_DRIVER_FAULTS:
+                continue
+            fault = tally[(key, shape)] = _Fault(links=set())
+        fault.count += count
+        if not counted or not fault.line:
+            fault.line = line[:300]
+        if shape == "fallen_first":
+            since_first_line, opened, candidate = 0, fault, None
+        if link is not None and fault.links is not None and len(fault.links) < 64:
+            fault.links.add(link)
+    return tally
+
+
+def parse_driver_faults(
+    log_sources: Sequence[list[str]], counted_sources: Sequence[list[str]] = ()
+) -> tuple[list[XidEvent], list[SXidEvent]]:
+    """The GPU driver's Xid and the NVSwitch driver's SXid faults of a node, one event per GPU (or
+    MIG instance, or switch) and code, with how often each was printed.
+
+    `log_sources` are kernel log lines (dmesg, the journal), `counted_sources` the same sources'
+    fault lines counted by `uniq -c` over the whole window (so a storm of one code in the lines'
+    tail cannot hide another). One event printed in several shapes or sources counts once: the
+    count is the highest any shape or source saw, never their sum (dmesg and the journal hold the
+    same events)."""
+    best: dict[_FaultKey, _Fault] = {}
+    # The line shown: a whole kernel line before a counted key, and the Xid line before the other prints.
+    shown: dict[_FaultKey, tuple[int, int]] = {}
+    sources = [(lines, False) for lines in log_sources] + [(lines, True) for lines in counted_sources]
+    for lines, counted in sources:
+        for (key, shape), fault in _tally_driver_faults(lines, counted=counted).items():
+            merged = best.setdefault(key, _Fault(links=set()))
+            merged.count = max(merged.count, fault.count)
+            rank = (int(counted), _SHAPE_RANK.get(shape, len(_SHAPE_RANK)))
+            if fault.line and (key not in shown or rank < shown[key]):
+                merged.line, shown[key] = fault.line, rank
+            if merged.links is not None and fault.links:
+                merged.links |= fault.links
+    falls = [k for k in best if k[0] == "xid" and k[4] == FALLEN_OFF_THE_BUS_XID and k[1] != _UNKNOWN_GPU]
+    if falls:  # the GPU a cut message named is known from another line
+        best.pop(("xid", _UNKNOWN_GPU, None, None, FALLEN_OFF_THE_BUS_XID), None)
+    xids = [
+        XidEvent(bus_id=k[1], code=k[4], gpu_instance=k[2], compute_instance=k[3], count=f.count, line=f.line)
+        for k, f in best.items()
+        if k[0] == "xid"
+    ]
+    sxids = [
+        SXidEvent(
+            switch=k[1], bus_id=k[2], code=k[3], fatal=k[4], count=f.count, line=f.line, links=sorted(f.links or ())
+        )
+        for k, f in best.items()
+        if k[0] == "sxid"
+    ]
+    return xids, sxids
 
 
 # `nvidia-smi -q` (or `-q -d ROW_REMAPPER`): "GPU 00000000:55:00.0" opens a GPU's report and the
@@ -655,12 +795,17 @@ def parse_node_probe(output: str) -> NodeProbeData:
     job = parse_nccl_job(lines(NodeSection.NCCL_JOB))
     if job is not None:
         job.refused = refused_settings(job, sections.get(NodeSection.NCCL_RAS), lines(NodeSection.FLIGHT_RECORDER))
+    xids, sxids = parse_driver_faults(
+        [lines(NodeSection.XID_DMESG), lines(NodeSection.XID_JOURNAL)],
+        [lines(NodeSection.XID_COUNTS_DMESG), lines(NodeSection.XID_COUNTS_JOURNAL)],
+    )
     return NodeProbeData(
         hostname=_first(lines(NodeSection.HOSTNAME)),
         gpu_present=gpu_present,
         gpu_query_ok=None if gpu_query is None or not gpu_present else gpu_query.rc == 0 and bool(gpus),
         gpus=gpus,
-        xids=parse_xids(lines(NodeSection.XID_DMESG) + lines(NodeSection.XID_JOURNAL)),
+        xids=xids,
+        sxids=sxids,
         remapped_rows=parse_remapped_rows(lines(NodeSection.REMAPPED_ROWS)),
         dcgm_overall=dcgm_overall,
         dcgm_incidents=dcgm_incidents,

@@ -28,6 +28,8 @@ class NodeSection(StrEnum):
     CUDA_VERSION = "cuda_version"
     XID_DMESG = "xid_dmesg"
     XID_JOURNAL = "xid_journal"
+    XID_COUNTS_DMESG = "xid_counts_dmesg"
+    XID_COUNTS_JOURNAL = "xid_counts_journal"
     REMAPPED_ROWS = "remapped_rows"
     DCGM_HEALTH = "dcgm_health"
     NVVS_LOG = "nvvs_log"

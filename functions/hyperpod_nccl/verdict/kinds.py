@@ -471,6 +471,8 @@ CLASSIFICATION: tuple[Classify, ...] = (
     # --- every other source ------------------------------------------------------------------
     _c("logs.hma_detections", "gpu_hardware"),
     _c("node.gpu_xid", "gpu_hardware", hardware_xid=True),
+    # a fatal SXid takes the node's NVLink fabric down; a non-fatal one is a cause of its own (P2)
+    _c("node.nvswitch_sxid", "gpu_hardware", field_equals=("action", "reboot")),
     _c("node.gpu_row_remap", "gpu_memory_health"),
     _c("node.gpu_dcgm", "gpu_memory_health"),
     _c("node.efa_devices", "efa_hardware"),
