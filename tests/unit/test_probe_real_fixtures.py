@@ -253,7 +253,8 @@ def test_drained_hyperpod_node_is_named_with_its_instance_id() -> None:
         private_dns_hostname="ip-10-0-1-23.us-west-2.compute.internal",
     )
     [finding] = _run("slurm.node_states", _inventory(slurm=slurm, nodes=[node]))
-    assert finding.status == Status.FAIL
+    # `drain` is sinfo's short form of DRAINED (node_state_string_compact): drained, so a warning
+    assert finding.status == Status.WARN and finding.fields["condition"] == "drained"
     assert finding.title == f"Slurm node ip-10-0-1-23 ({NODE_ID}) is drain: Kill task failed"
     assert {(r.kind, r.id) for r in finding.resources} == {("slurm_node", "ip-10-0-1-23"), ("node", NODE_ID)}
 

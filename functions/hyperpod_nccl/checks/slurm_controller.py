@@ -10,10 +10,10 @@ from hyperpod_nccl.checks._debug_env import debug_gaps
 from hyperpod_nccl.models.findings import Finding, Priority, Resource
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.node_probe import NodeProbeResult, SlurmControllerData
-from hyperpod_nccl.references import OPS_NCCL_ENV, OPS_SLURM, PERF_DEBUG_IMPACT
+from hyperpod_nccl.references import NODE_GPU, OPS_NCCL_ENV, OPS_SLURM, PERF_DEBUG_IMPACT
 from hyperpod_nccl.slurm_hostlist import expand_hostlist
+from hyperpod_nccl.slurm_states import MISSING_GPU_REASON, SlurmCondition, read_state
 
-_BAD_STATES = ("down", "drain", "fail", "not_responding")
 _ASSIGNMENT = re.compile(r"^\s*(?:export\s+)?(?P<name>[A-Z_][A-Z0-9_]*)=(?P<value>.*)$")
 
 
@@ -91,31 +91,71 @@ def controller(inv: Inventory) -> Iterator[Finding]:
     orchestrators=("slurm",),
 )
 def node_states(inv: Inventory) -> Iterator[Finding]:
-    """DOWN/DRAIN nodes fail, DRAINED warns; each names the Slurm node and its instance id."""
+    """Each Slurm node once (sinfo -N prints a node once per partition), its state read as Slurm
+    defines it (`hyperpod_nccl.slurm_states`): down, failing, draining, not responding or registered
+    with fewer resources fail; drained warns; a node slurmctld has not heard from yet, or a state
+    this tool does not know, warns; rebooting, powering or in maintenance is said (INFO). A node
+    Slurm took out because it reported fewer GPUs than configured fails at the GPU section."""
     found = _controller(inv)
     if found is None:
         return
     by_host = _instance_by_host(inv)
-    healthy = 0
+    usable = 0
+    seen: set[str] = set()
     for node in found[1].nodes:
-        state = node.state.lower().rstrip("*~#!%$@^-")
-        if not any(bad in state for bad in _BAD_STATES):
-            healthy += 1
+        if node.name in seen:
+            continue  # the same node in another partition
+        seen.add(node.name)
+        state = read_state(node.state)
+        if state.condition is SlurmCondition.USABLE:
+            usable += 1
             continue
         instance_id = by_host.get(node.name) or by_host.get(node.hostname or "")
         resources = [Resource(kind="slurm_node", id=node.name)]
         if instance_id:
             resources.append(Resource(kind="node", id=instance_id, name=node.name))
         label = f"{node.name} ({instance_id})" if instance_id else node.name
-        finding = node_states.warn if state == "drained" else node_states.fail
-        yield finding(
-            f"Slurm node {label} is {node.state}" + (f": {node.reason}" if node.reason else ""),
-            detail="resume it after fixing the cause, or reboot/replace the instance behind it",
-            resources=resources,
-            fields={"state": node.state, "reason": node.reason, "signature": state},
-        )
-    if healthy:
-        yield node_states.passed(f"{healthy} Slurm node(s) in a usable state")
+        title = f"Slurm node {label} is {node.state}" + (f": {node.reason}" if node.reason else "")
+        fields: dict[str, str | int | float | bool | None] = {
+            "state": node.state,
+            "reason": node.reason,
+            "condition": state.condition.value,
+            "signature": state.base,
+        }
+        missing_gpu = MISSING_GPU_REASON.search(node.reason or "")
+        if missing_gpu:
+            found_gpus, configured = int(missing_gpu.group("found")), int(missing_gpu.group("configured"))
+            yield node_states.fail(
+                title,
+                reference=NODE_GPU,
+                detail=f"slurmd found {found_gpus} of the {configured} GPUs slurm.conf gives the node: a GPU is "
+                "lost (fallen off the bus, or not brought up by the driver); read its Xid lines, then reboot, "
+                "and replace the node if the GPU stays missing",
+                resources=resources,
+                fields={**fields, "gpus_found": found_gpus, "gpus_configured": configured, "cause": "gpu_missing"},
+            )
+        elif state.condition in (SlurmCondition.UNUSABLE, SlurmCondition.DRAINED):
+            finding = node_states.warn if state.condition is SlurmCondition.DRAINED else node_states.fail
+            yield finding(
+                title,
+                detail=f"{state.meaning}. Resume it after fixing the cause, or reboot/replace the instance behind it",
+                resources=resources,
+                fields=fields,
+            )
+        elif state.condition is SlurmCondition.TRANSITION:
+            yield node_states.info(
+                title, detail=f"{state.meaning}: wait and recheck", resources=resources, fields=fields
+            )
+        else:  # undetermined, or a state this tool does not know: never counted as usable
+            yield node_states.warn(
+                title,
+                priority=Priority.P2,
+                detail=f"{state.meaning}: read the node's record with `scontrol show node` on the controller",
+                resources=resources,
+                fields=fields,
+            )
+    if usable:
+        yield node_states.passed(f"{usable} Slurm node(s) in a usable state")
 
 
 # Pending reasons that name a broken node or partition rather than ordinary scheduling.

@@ -485,6 +485,8 @@ CLASSIFICATION: tuple[Classify, ...] = (
     _c("cluster.node_status", "node_unhealthy"),
     _c("k8s.node_ready", "node_unhealthy"),
     _c("k8s.node_health_labels", "node_unhealthy"),
+    # Slurm took the node out because slurmd reported fewer GPUs than configured: a lost GPU
+    _c("slurm.node_states", "gpu_hardware", field_equals=("cause", "gpu_missing")),
     _c("slurm.node_states", "slurm_node_state"),
     _c("node.reachability", "node_unreachable"),
     _c("cluster.node_recovery", "node_recovery_off"),
