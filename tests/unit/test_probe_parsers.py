@@ -150,20 +150,32 @@ def test_sinfo_reason_may_contain_the_field_separator() -> None:
     "lines, expected",
     [
         # The probe's own form: the type first, sizes in bytes.
-        (["Type    1B-blocks    Avail Mounted on", "tmpfs    67108864 67108864 /dev/shm"], ("tmpfs", 64 * 2**20)),
+        (
+            ["Type    1B-blocks    Avail Mounted on", "tmpfs    67108864 67108864 /dev/shm"],
+            ("tmpfs", 64 * 2**20, "/dev/shm"),
+        ),
         # df -h as people paste it (tests/data/probe/slinky_pod_dev_shm_64m.txt): the first column
         # is the mount source, and "64M" is 1024-based.
-        (["Filesystem Size  Used Avail Use% Mounted on", "shm 64M 0 64M 0% /dev/shm"], (None, 64 * 2**20)),
-        (["tmpfs 1.5G 0 1.5G 0% /dev/shm"], (None, 3 * 2**29)),
+        (["Filesystem Size  Used Avail Use% Mounted on", "shm 64M 0 64M 0% /dev/shm"], (None, 64 * 2**20, "/dev/shm")),
+        (["tmpfs 1.5G 0 1.5G 0% /dev/shm"], (None, 3 * 2**29, "/dev/shm")),
         # Plain df counts 1K blocks, df -B1 bytes: the header says which.
-        (["Filesystem 1K-blocks Used Available Use% Mounted on", "tmpfs 65536 0 65536 0% /dev/shm"], (None, 2**26)),
-        (["Filesystem 1B-blocks Used Available Use% Mounted on", "tmpfs 65536 0 65536 0% /dev/shm"], (None, 2**16)),
-        # Another mount, or a size df did not print, is no answer.
-        (["tmpfs 64M 0 64M 0% /run"], (None, None)),
-        (["df: /dev/shm: No such file or directory"], (None, None)),
+        (
+            ["Filesystem 1K-blocks Used Available Use% Mounted on", "tmpfs 65536 0 65536 0% /dev/shm"],
+            (None, 2**26, "/dev/shm"),
+        ),
+        (
+            ["Filesystem 1B-blocks Used Available Use% Mounted on", "tmpfs 65536 0 65536 0% /dev/shm"],
+            (None, 2**16, "/dev/shm"),
+        ),
+        # df names the filesystem holding the path: /dev/shm as a link into /run, or a directory of
+        # the root filesystem, is that mount (its size is what /dev/shm has).
+        (["tmpfs 64M 0 64M 0% /run"], (None, 64 * 2**20, "/run")),
+        (["Type 1B-blocks Avail Mounted on", "overlay 107374182400 53687091200 /"], ("overlay", 100 * 2**30, "/")),
+        # A size df did not print is no answer.
+        (["df: /dev/shm: No such file or directory"], (None, None, None)),
     ],
 )
 def test_dev_shm_size_in_the_probe_form_and_in_df_default_layout(
-    lines: list[str], expected: tuple[str | None, int | None]
+    lines: list[str], expected: tuple[str | None, int | None, str | None]
 ) -> None:
     assert parse_shm(lines) == expected

@@ -72,12 +72,23 @@ def stack(inv: Inventory) -> Iterator[Finding]:
 
 @check(id="node.dev_shm", title="/dev/shm size", priority=Priority.P1, reference=DBG_MEMLOCK_SHM, source="node_probes")
 def dev_shm(inv: Inventory) -> Iterator[Finding]:
-    """< 1 GiB fails (NCCL's shared-memory transport), < 4 GiB warns, non-tmpfs warns."""
+    """< 1 GiB fails (NCCL's shared-memory transport), < 4 GiB warns, non-tmpfs warns, and a /dev/shm
+    that is no mount of its own (it lives on another filesystem) warns."""
     for result, probe in probed_nodes(inv):
         size = probe.shm_size_bytes
         if size is None:
             continue
-        if size < thresholds.NODE_MIN_SHM_BYTES:
+        if probe.shm_mount and probe.shm_mount != "/dev/shm":
+            kind = f" ({probe.shm_fstype})" if probe.shm_fstype else ""
+            yield dev_shm.warn(
+                f"/dev/shm is not a mount of its own on {node_label(result)}: it lives on {probe.shm_mount}{kind}",
+                detail=f"NCCL's shared-memory segments then share {probe.shm_mount}'s {_gib(size)} (and, off tmpfs, "
+                "its disk); mount a tmpfs on /dev/shm",
+                resources=[node_resource(result)],
+                suggested_commands=[suggested.node_dev_shm(inv.region, ssm_target(inv, result), inv.orchestrator)],
+                fields={"shm_bytes": size, "shm_mount": probe.shm_mount},
+            )
+        elif size < thresholds.NODE_MIN_SHM_BYTES:
             yield dev_shm.fail(
                 f"/dev/shm is {_gib(size)} on {node_label(result)}",
                 detail="NCCL's intra-node shared-memory buffers do not fit: bus errors or SHM transport failures",

@@ -262,6 +262,8 @@ class NodeProbeData(BaseModel):
     interfaces: list[NetInterface] = Field(default_factory=list)
     shm_fstype: str | None = None
     shm_size_bytes: int | None = None
+    # The mount that holds /dev/shm ("/dev/shm" itself when it is a mount of its own).
+    shm_mount: str | None = None
     memlock_kib: int | None = None
     memlock_unlimited: bool = False
     stack_kib: int | None = None

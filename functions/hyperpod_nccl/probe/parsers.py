@@ -502,9 +502,12 @@ def _df_human_bytes(value: str) -> int | None:
     return int(float(match["number"]) * _df_unit_bytes(match["unit"])) if match else None
 
 
-def parse_shm(lines: list[str]) -> tuple[str | None, int | None]:
-    """(fs type, size in bytes) of `df -B1 --output=fstype,size,avail,target /dev/shm`.
+def parse_shm(lines: list[str]) -> tuple[str | None, int | None, str | None]:
+    """(fs type, size in bytes, mount point) of `df -B1 --output=fstype,size,avail,target /dev/shm`.
 
+    df prints the filesystem that holds the path: where /dev/shm is no mount of its own (a container
+    without one, a host whose /dev/shm is a directory of the root filesystem or a link into /run),
+    that is another mount, whose size is then what /dev/shm has; the mount point tells them apart.
     df's default layout (`Filesystem Size Used Avail Use% Mounted on`, `df -h` as people paste
     it) is read too: its first column is the mount source, not the type, so the type is None, and
     a plain number counts the blocks its header names (`1K-blocks`, the default, or `1B-blocks`)."""
@@ -513,14 +516,15 @@ def parse_shm(lines: list[str]) -> tuple[str | None, int | None]:
         fields = line.split()
         if fields[:1] == ["Filesystem"] and len(fields) > 1 and (header := _DF_BLOCKS_HEADER.match(fields[1])):
             block = _df_unit_bytes(header["unit"])
-        if len(fields) < 4 or fields[-1] != "/dev/shm":
+        if len(fields) < 4 or not fields[-1].startswith("/"):
             continue
+        mount = fields[-1]
         if len(fields) >= 6 and fields[-2].endswith("%"):
             blocks = _int(fields[1])
-            return None, blocks * block if blocks is not None else _df_human_bytes(fields[1])
+            return None, blocks * block if blocks is not None else _df_human_bytes(fields[1]), mount
         if _int(fields[1]) is not None:
-            return fields[0], _int(fields[1])
-    return None, None
+            return fields[0], _int(fields[1]), mount
+    return None, None, None
 
 
 def _limit(lines: list[str]) -> tuple[int | None, bool]:
@@ -577,7 +581,8 @@ def parse_versions(sections: dict[str, Section], gpus: list[GpuInfo]) -> Version
     return Versions(
         driver=next((g.driver_version for g in gpus if g.driver_version), None)
         or _version_from(r"Driver Version\s*:\s*(\S+)", text(NodeSection.CUDA_VERSION)),
-        cuda=_version_from(r"CUDA Version\s*:\s*(\S+)", text(NodeSection.CUDA_VERSION)),
+        # A number, or nothing: nvidia-smi prints "CUDA Version : Not Found" when no CUDA driver API is there.
+        cuda=_version_from(r"CUDA Version\s*:\s*(\d{1,3}\.\d{1,3}(?:\.\d{1,3})?)\b", text(NodeSection.CUDA_VERSION)),
         nccl=nccl,
         ofi_nccl=_version_from(r"(?:aws-ofi-nccl|libnccl-ofi|nccl-ofi)[-_ ]?v?(\d+\.\d+\.\d+)", installer + "\n" + ofi),
         libfabric=_version_from(r"^libfabric:\s*(\S+)", text(NodeSection.FI_INFO_VERSION)),
@@ -783,7 +788,7 @@ def parse_node_probe(output: str) -> NodeProbeData:
         iommu = bool(re.search(r"\b(intel_iommu|amd_iommu)=on\b", cmdline)) or bool(lines(NodeSection.IOMMU_DMESG))
     fi_domains, fi_error = parse_fi_info(sections.get(NodeSection.FI_INFO_EFA))
     hugepages = dict(re.findall(r"^(\w+):\s+(\d+)", "\n".join(lines(NodeSection.HUGEPAGES)), re.M))
-    shm_type, shm_size = parse_shm(lines(NodeSection.SHM))
+    shm_type, shm_size, shm_mount = parse_shm(lines(NodeSection.SHM))
     memlock, memlock_unlimited = _limit(lines(NodeSection.MEMLOCK))
     stack, stack_unlimited = _limit(lines(NodeSection.STACK))
     remove_ipc = _version_from(r"RemoveIPC\s*=\s*(\S+)", "\n".join(lines(NodeSection.REMOVE_IPC)))
@@ -831,6 +836,7 @@ def parse_node_probe(output: str) -> NodeProbeData:
         interfaces=parse_interfaces(lines(NodeSection.INTERFACES), lines(NodeSection.LINKS)),
         shm_fstype=shm_type,
         shm_size_bytes=shm_size,
+        shm_mount=shm_mount,
         memlock_kib=memlock,
         memlock_unlimited=memlock_unlimited,
         stack_kib=stack,

@@ -1,0 +1,40 @@
+"""The probe's smaller readings (issue 17, point 5): values nvidia-smi prints in words, and a
+/dev/shm that is no mount of its own."""
+
+from __future__ import annotations
+
+from hyperpod_nccl.checks import discover
+from hyperpod_nccl.models.findings import Status
+from hyperpod_nccl.models.node_probe import NodeProbeResult
+from hyperpod_nccl.probe.parsers import parse_node_probe
+from hyperpod_nccl.probe.sections import NodeSection, begin_line, end_line
+from tests.builders import inventory, probed
+
+CHECKS = discover()
+
+
+def _probe(section: str, lines: list[str]):  # type: ignore[no-untyped-def]
+    return parse_node_probe("\n".join([begin_line(section), *lines, end_line(section, 0)]) + "\n")
+
+
+def test_a_cuda_version_in_words_is_no_version() -> None:
+    # nvidia-smi -q without a usable CUDA driver API: "CUDA Version : Not Found" (the issue's text).
+    probe = _probe(NodeSection.CUDA_VERSION, ["Driver Version : 550.127.05", "CUDA Version : Not Found"])
+    assert probe.versions.cuda is None
+    assert _probe(NodeSection.CUDA_VERSION, ["CUDA Version : 12.4"]).versions.cuda == "12.4"
+
+
+def test_a_dev_shm_on_the_root_filesystem_warns_instead_of_going_silent() -> None:
+    # df -B1 --output=fstype,size,avail,target /dev/shm where /dev/shm is a directory of "/"
+    probe = _probe(NodeSection.SHM, ["Type 1B-blocks Avail Mounted on", "overlay 107374182400 53687091200 /"])
+    assert (probe.shm_fstype, probe.shm_size_bytes, probe.shm_mount) == ("overlay", 100 * 2**30, "/")
+    result = NodeProbeResult(
+        instance_id="i-0f1e2d3c4b5a69788",
+        reachable=True,
+        instance_group="worker",
+        instance_type="ml.p5.48xlarge",
+        probe=probe,
+    )
+    (finding,) = CHECKS["node.dev_shm"].run(inventory(node_probes=probed([result])))
+    assert finding.status is Status.WARN and "it lives on / (overlay)" in finding.title
+    assert finding.fields["shm_mount"] == "/"
