@@ -3,9 +3,15 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import time
+from pathlib import Path
+
 from hyperpod_nccl.checks import discover
 from hyperpod_nccl.models.findings import Status
 from hyperpod_nccl.models.node_probe import NodeProbeResult
+from hyperpod_nccl.probe import script
 from hyperpod_nccl.probe.parsers import parse_node_probe
 from hyperpod_nccl.probe.sections import NodeSection, begin_line, end_line
 from tests.builders import inventory, probed
@@ -38,3 +44,24 @@ def test_a_dev_shm_on_the_root_filesystem_warns_instead_of_going_silent() -> Non
     (finding,) = CHECKS["node.dev_shm"].run(inventory(node_probes=probed([result])))
     assert finding.status is Status.WARN and "it lives on / (overlay)" in finding.title
     assert finding.fields["shm_mount"] == "/"
+
+
+def test_the_newest_dcgm_diagnostic_log_is_read(tmp_path: Path) -> None:
+    # The original found the newest nvvs*.log but read a fixed nvvs.log (issue 17, point 7).
+    logs = tmp_path / "dcgm"
+    logs.mkdir()
+    for age, name, line in (
+        (300, "nvvs.log", "old run: Error: GPU 0 FAIL"),
+        (100, "nvvs_20261206.log", "newest run: Error: GPU 3 FAIL pcie"),
+        (10, "nvvs x;y.log", "a name of another shape: never read"),
+    ):
+        path = logs / name
+        path.write_text(f"{line}\n", encoding="utf-8")
+        os.utime(path, (time.time() - age, time.time() - age))
+    text = script("node")
+    block = text[text.index("nvvs_name=\n") : text.index('end nvvs_tail "$nvvs_rc"') + len('end nvvs_tail "$nvvs_rc"')]
+    head = text[: text.index("shopt -s lastpipe") + len("shopt -s lastpipe")]
+    program = head + "\n" + block.replace("/var/log/nvidia-dcgm", str(logs)) + "\n"
+    run = subprocess.run(["bash", "-c", program], capture_output=True, text=True, check=False)
+    probe = parse_node_probe(run.stdout)
+    assert probe.nvvs_failures == ["newest run: Error: GPU 3 FAIL pcie"], run.stdout + run.stderr

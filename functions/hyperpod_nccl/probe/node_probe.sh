@@ -5,6 +5,8 @@ export LC_ALL=C
 export PATH="$PATH:/opt/amazon/efa/bin:/usr/local/cuda/bin:/usr/sbin:/sbin"
 begin() { printf '@@BEGIN %s\n' "$1"; }
 end() { printf '@@END %s rc=%s\n' "$1" "$2"; }
+# `lastpipe` lets `read` at the end of a pipeline set variables without command substitution.
+shopt -s lastpipe
 
 begin kernel
 timeout 5 uname -r 2>&1
@@ -55,13 +57,19 @@ begin dcgm_health
 timeout 20 dcgmi health --check -j 2>&1
 end dcgm_health "$?"
 
+# The newest DCGM diagnostic log (nvvs*.log; a name of that shape only), then its failure lines.
+nvvs_name=
 begin nvvs_log
-timeout 5 ls -t /var/log/nvidia-dcgm/ 2>&1 | grep -E '^nvvs.*\.log$' | head -n 1
-end nvvs_log "${PIPESTATUS[0]}"
+timeout 5 find -P /var/log/nvidia-dcgm -maxdepth 1 -type f -regextype posix-extended -regex '/var/log/nvidia-dcgm/nvvs[A-Za-z0-9_.-]{0,64}\.log' -printf '%T@ %f\n' 2>&1 | sort -rn | head -n 1 | read -r _ nvvs_name
+nvvs_rc=${PIPESTATUS[0]}
+[[ $nvvs_name =~ ^nvvs[A-Za-z0-9_.-]{0,64}\.log$ ]] || nvvs_name=
+if [ -n "$nvvs_name" ]; then printf '%s\n' "$nvvs_name"; fi
+end nvvs_log "$nvvs_rc"
 
 begin nvvs_tail
-timeout 5 tail -n 200 /var/log/nvidia-dcgm/nvvs.log 2>&1 | grep -E 'FAIL|Error|remap' | tail -n 20
-end nvvs_tail "${PIPESTATUS[0]}"
+nvvs_rc=1
+if [ -n "$nvvs_name" ]; then timeout 5 tail -n 200 -- "/var/log/nvidia-dcgm/$nvvs_name" 2>&1 | grep -E 'FAIL|Error|remap' | tail -n 20; nvvs_rc=${PIPESTATUS[0]}; fi
+end nvvs_tail "$nvvs_rc"
 
 begin nvlink
 timeout 20 nvidia-smi nvlink --status 2>&1
@@ -193,8 +201,6 @@ end efa_latency_tcp "$?"
 # is host:port of this node, the Flight Recorder prefix is a plain absolute path, a dump's name is
 # the prefix plus a rank. Values are copied with a length bound and printable ASCII only, and no
 # runtime value ever stands where a command could take it for an option.
-# `lastpipe` lets `read` at the end of a pipeline set variables without command substitution.
-shopt -s lastpipe
 # A plain absolute path: components of [A-Za-z0-9._-] that do not start with `-`, at most 200
 # characters, no empty (`//`), `.` or `..` component. A trailing `/` is kept (a directory prefix).
 re_plain_path='^(/[A-Za-z0-9._][A-Za-z0-9._-]*)+/?$'
