@@ -61,6 +61,38 @@ def efa_devices(inv: Inventory) -> Iterator[Finding]:
 
 
 @check(
+    id="node.efa_driver",
+    title="EFA kernel driver",
+    priority=Priority.P0,
+    reference=DBG_EFA_CONFIG,
+    source="node_probes",
+)
+def efa_driver(inv: Inventory) -> Iterator[Finding]:
+    """EFA devices need the `efa` kernel driver: uverbs devices present while the driver is neither a
+    loaded module (lsmod) nor built in (/sys/module/efa) fail (original probe 15). Nothing is claimed
+    when lsmod did not run."""
+    loaded = 0
+    for result, probe in probed_nodes(inv):
+        driver = "efa" in probe.kernel_modules or probe.versions.efa_module is not None
+        if driver:
+            loaded += 1
+            continue
+        if probe.section_rc(NodeSection.MODULES) is None or not probe.uverbs_devices:
+            continue  # lsmod gave no answer, or no RDMA device to drive
+        yield efa_driver.fail(
+            f"EFA kernel driver not loaded on {node_label(result)} although {probe.uverbs_devices} uverbs "
+            "device(s) exist",
+            detail="libfabric's EFA provider cannot open the devices: NCCL falls back to TCP sockets or fails; "
+            "reinstall the EFA driver (the EFA installer) or reboot into a kernel it was built for",
+            evidence=[f"lsmod: {', '.join(probe.kernel_modules) or 'none of efa, ib_core, ib_uverbs'}"],
+            resources=[node_resource(result)],
+            suggested_commands=[reboot(inv, result)],
+        )
+    if loaded:
+        yield efa_driver.passed(f"EFA kernel driver loaded on {loaded} node(s)")
+
+
+@check(
     id="node.efa_provider",
     title="libfabric EFA provider",
     priority=Priority.P0,

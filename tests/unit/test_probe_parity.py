@@ -1,0 +1,63 @@
+"""Rows of the original script the probe collected but never judged (issue 17, point 7)."""
+
+from __future__ import annotations
+
+from hyperpod_nccl.checks import discover
+from hyperpod_nccl.models.findings import Priority, Status
+from hyperpod_nccl.models.node_probe import NodeProbeResult
+from hyperpod_nccl.probe.parsers import parse_node_probe
+from hyperpod_nccl.probe.sections import NodeSection, begin_line, end_line
+from tests.builders import inventory, probed
+
+CHECKS = discover()
+
+
+def _node(sections: dict[str, tuple[list[str], int]]):  # type: ignore[no-untyped-def]
+    text = "".join(
+        "\n".join([begin_line(name), *lines, end_line(name, rc)]) + "\n" for name, (lines, rc) in sections.items()
+    )
+    result = NodeProbeResult(
+        instance_id="i-0f1e2d3c4b5a69788",
+        reachable=True,
+        instance_group="worker",
+        instance_type="ml.p5.48xlarge",
+        probe=parse_node_probe(text),
+    )
+    return inventory(node_probes=probed([result]))
+
+
+UVERBS = ([f"uverbs{i}" for i in range(32)] + ["rdma_cm"], 0)
+NO_MODULE_FILE = (["cat: /sys/module/efa/version: No such file or directory"], 1)
+
+
+def test_uverbs_devices_without_the_efa_driver_fail() -> None:
+    # original probe 15: `/dev/infiniband/uverbs*` present without the module → FAIL
+    inv = _node(
+        {
+            NodeSection.MODULES: (["nvidia 12345 0", "ib_core 1 0", "ib_uverbs 1 0"], 0),
+            NodeSection.EFA_MODULE_VERSION: NO_MODULE_FILE,
+            NodeSection.UVERBS: UVERBS,
+        }
+    )
+    (finding,) = CHECKS["node.efa_driver"].run(inv)
+    assert (finding.status, finding.priority) == (Status.FAIL, Priority.P0)
+    assert "32 uverbs device(s)" in finding.title and finding.suggested_commands
+
+
+def test_a_loaded_or_built_in_efa_driver_passes() -> None:
+    loaded = _node({NodeSection.MODULES: (["efa 1 0", "ib_core 1 0"], 0), NodeSection.UVERBS: UVERBS})
+    built_in = _node(
+        {
+            NodeSection.MODULES: (["ib_core 1 0"], 0),
+            NodeSection.EFA_MODULE_VERSION: (["2.13.0g"], 0),
+            NodeSection.UVERBS: UVERBS,
+        }
+    )
+    for inv in (loaded, built_in):
+        assert [f.status for f in CHECKS["node.efa_driver"].run(inv)] == [Status.PASS]
+
+
+def test_no_claim_about_the_driver_without_an_answer_from_lsmod() -> None:
+    # lsmod cut off (no section end) or never run: the devices alone say nothing about the driver
+    inv = _node({NodeSection.EFA_MODULE_VERSION: NO_MODULE_FILE, NodeSection.UVERBS: UVERBS})
+    assert CHECKS["node.efa_driver"].run(inv) == []
