@@ -146,17 +146,23 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
             )
         out += _section(NodeSection.TOPOLOGY, topo)
     else:
+        # A node without the NVIDIA tools answers every section all the same, as the script does.
+        no_smi = ["bash: line 1: nvidia-smi: command not found"]
+        out += _section(NodeSection.GPU_LIST, no_smi, rc=127) + _section(NodeSection.GPU_QUERY, no_smi, rc=127)
+        out += _section(NodeSection.CUDA_VERSION, no_smi, rc=127)
         for name in (
-            NodeSection.GPU_LIST,
-            NodeSection.GPU_QUERY,
-            NodeSection.REMAPPED_ROWS,
-            NodeSection.NVLINK,
-            NodeSection.TOPOLOGY,
+            NodeSection.XID_DMESG,
+            NodeSection.XID_JOURNAL,
+            NodeSection.XID_COUNTS_DMESG,
+            NodeSection.XID_COUNTS_JOURNAL,
         ):
-            out += _section(name, ["bash: line 1: nvidia-smi: command not found"], rc=127)
-        out += _section(NodeSection.XID_DMESG, [], rc=0)
-        out += _section(NodeSection.XID_COUNTS_DMESG, [], rc=0)
+            out += _section(name, [], rc=0)
+        out += _section(NodeSection.REMAPPED_ROWS, no_smi, rc=127)
         out += _section(NodeSection.DCGM_HEALTH, ["bash: line 1: dcgmi: command not found"], rc=127)
+        out += _section(
+            NodeSection.NVVS_LOG, ["find: '/var/log/nvidia-dcgm': No such file or directory"], rc=1
+        ) + _section(NodeSection.NVVS_TAIL, [], rc=1)
+        out += _section(NodeSection.NVLINK, no_smi, rc=127) + _section(NodeSection.TOPOLOGY, no_smi, rc=127)
     acs = [
         f"{0x10 + i:02x}:00.0 PCI bridge: Broadcom / LSI PEX890xx PCIe Gen 5 Switch (rev b0)\n\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-"
         for i in range(behaviour.acs_enabled)

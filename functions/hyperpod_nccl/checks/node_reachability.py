@@ -11,6 +11,7 @@ from hyperpod_nccl.checks._node import node_label, node_resource
 from hyperpod_nccl.models.findings import Finding, Priority
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.node_probe import NodeProbeResult
+from hyperpod_nccl.probe.sections import SECTIONS, describe_missing, missing_sections
 from hyperpod_nccl.references import NODE_SSM, OPS_IAM, OPS_SSM_TARGET
 
 
@@ -31,9 +32,12 @@ def reachability(inv: Inventory) -> Iterator[Finding]:
         return
     account_wide: dict[str, list[NodeProbeResult]] = defaultdict(list)
     for result in inv.node_probes.results:
+        if result.reachable:
+            yield from _short_answer(inv, result)
+            continue
         # Skipped nodes were not probed (the StartSession rate left no start for them): a partial
         # source says so; nothing is known of the node, so it is no reachability finding.
-        if result.reachable or result.instance_id in inv.node_probes.skipped_reasons:
+        if result.instance_id in inv.node_probes.skipped_reasons:
             continue
         kind = result.error_kind or "transport"
         if kind in _ACCOUNT_WIDE:
@@ -81,6 +85,30 @@ def reachability(inv: Inventory) -> Iterator[Finding]:
             resources=[node_resource(r) for r in results],
             fields={"error_kind": kind, "signature": kind, "nodes": len(results)},
         )
+
+
+def _short_answer(inv: Inventory, result: NodeProbeResult) -> Iterator[Finding]:
+    """A node that answered with nothing, or with an answer cut off before the script's end (the
+    session closed early, the shell was killed): what was not sent is not known, and says so."""
+    ended = result.ended_sections()
+    parsed = result.slurm if result.role == "slurm_controller" else result.probe
+    if not (parsed and parsed.sections) and result.output_bytes == 0 and result.exit_code is None:
+        return  # no session record to judge (a result built without one)
+    missing = missing_sections(result.role, ended)
+    if not missing:
+        return
+    empty = len(missing) == len(SECTIONS[result.role])
+    what = "an empty answer" if empty else f"a cut-off answer ({describe_missing(missing)})"
+    yield reachability.warn(
+        f"{node_label(result)} gave {what}",
+        reference=NODE_SSM,
+        detail="the session ended before the probe script did: the checks that read the missing sections say "
+        "nothing about this node (they are not passes); probe it again, and look at its SSM agent if it repeats",
+        evidence=[f"{result.output_bytes} byte(s) received", f"exit code: {result.exit_code}"],
+        resources=[node_resource(result)],
+        suggested_commands=[suggested.describe_cluster_node(inv.cluster_name, result.instance_id, inv.region)],
+        fields={"error_kind": "empty_answer" if empty else "cut_off_answer", "missing_sections": len(missing)},
+    )
 
 
 # Failures that are the caller's or the account's, not a node's: (reference, title, fix).

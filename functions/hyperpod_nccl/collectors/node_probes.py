@@ -27,7 +27,7 @@ from hyperpod_nccl.models.findings import DegradedSource
 from hyperpod_nccl.models.node_probe import NodeProbeInventory, NodeProbeResult, ProbePlan, ProbeTarget
 from hyperpod_nccl.probe import documents, script
 from hyperpod_nccl.probe.parsers import parse_node_probe, parse_slurm_controller
-from hyperpod_nccl.probe.sections import SECTIONS
+from hyperpod_nccl.probe.sections import describe_missing, missing_sections
 from hyperpod_nccl.ssm.client import (
     DOCUMENT,
     NOT_STARTED_MESSAGE,
@@ -235,14 +235,7 @@ def rate_limited_source(results: list[NodeProbeResult]) -> DegradedSource | None
 
 def _missing_sections(result: NodeProbeResult) -> str:
     """Which sections of the role's script a cut-off answer lacks (not ended), in script order."""
-    parsed = result.slurm if result.role == "slurm_controller" else result.probe
-    ended = {s.name for s in (parsed.sections if parsed else []) if s.rc is not None}
-    missing = [name for name in SECTIONS[result.role] if name not in ended]
-    if not missing:
-        return "no section missing"
-    if len(missing) == 1:
-        return f"section {missing[0]} missing"
-    return f"sections {missing[0]}..{missing[-1]} missing ({len(missing)})"
+    return describe_missing(missing_sections(result.role, result.ended_sections()))
 
 
 def _attach(result: NodeProbeResult, text: str) -> None:

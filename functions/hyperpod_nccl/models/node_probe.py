@@ -366,6 +366,11 @@ class NodeProbeResult(BaseModel):
     probe: NodeProbeData | None = None
     slurm: SlurmControllerData | None = None
 
+    def ended_sections(self) -> set[str]:
+        """The names of the sections of the answer that ended (`@@END` with a status)."""
+        parsed = self.slurm if self.role == "slurm_controller" else self.probe
+        return {s.name for s in (parsed.sections if parsed else []) if s.rc is not None}
+
 
 class NodeProbeInventory(BaseModel):
     """Results of probing nodes over SSM."""

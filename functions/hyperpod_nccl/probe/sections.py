@@ -99,3 +99,17 @@ def begin_line(name: str) -> str:
 def end_line(name: str, rc: int) -> str:
     """The line that closes section `name`, with its command's exit status."""
     return f"{END_MARKER} {name} rc={rc}"
+
+
+def missing_sections(role: ProbeRole, ended: set[str]) -> list[str]:
+    """The sections of `role`'s script that did not end (absent, or cut off before `@@END`), in order."""
+    return [name for name in SECTIONS[role] if name not in ended]
+
+
+def describe_missing(missing: list[str]) -> str:
+    """`missing` in a few words: "no section missing", "section x missing", "sections a..z missing (n)"."""
+    if not missing:
+        return "no section missing"
+    if len(missing) == 1:
+        return f"section {missing[0]} missing"
+    return f"sections {missing[0]}..{missing[-1]} missing ({len(missing)})"
