@@ -110,6 +110,9 @@ def _measure(nodes: int, probe: float) -> tuple[SweepMeasurement, SweepMeasureme
     print(f"  {nodes} nodes, {probe:g} s probes ...", flush=True)
     cli = measure_sweep(nodes, probe, path="cli", time_scale=TIME_SCALE)
     machine = measure_sweep(nodes, probe, path="state-machine", time_scale=TIME_SCALE, warm_up=True)
+    # Each size as soon as it is measured: the whole section takes the better part of an hour, and
+    # a run stopped half way keeps what it measured in its log.
+    print(f"    CLI {_wall(cli)}, state machine {_wall(machine)}, throttled {_throttled(cli)} / {_throttled(machine)}")
     return cli, machine
 
 
