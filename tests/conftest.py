@@ -15,6 +15,9 @@ from hyperpod_nccl_sim.aws import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, EmulatedAws
 from hyperpod_nccl_sim.runtime import SimulatedCluster
 from hyperpod_nccl_sim.scenario import FaultSpec, Scenario, load_scenario
 
+# The contract that some test reaches every check's FAIL or WARN (tests/check_coverage.py): its hooks.
+from tests.check_coverage import pytest_configure, pytest_configure_node, pytest_sessionfinish  # noqa: F401
+
 # Never let a test reach real AWS with real credentials.
 for _name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
     os.environ.pop(_name, None)

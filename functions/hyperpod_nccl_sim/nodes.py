@@ -460,7 +460,10 @@ def render_slurm_controller(scenario: Scenario, behaviours: NodeBehaviours) -> s
     ctl_host = scenario.hostname(controller).split(".", 1)[0]
     out: list[str] = []
     ping = f"Slurmctld(primary) at {ctl_host} is {'UP' if slurm.slurmctld_up else 'DOWN'}"
-    out += _section(SlurmSection.SLURM_PING, [ping], rc=0 if slurm.slurmctld_up else 1)
+    # As the probe asks: until slurmctld answers UP, at most 3 times, each answer after its attempt line.
+    tries = 1 if slurm.slurmctld_up else 3
+    answers = [line for attempt in range(1, tries + 1) for line in (f"attempt {attempt}", ping)]
+    out += _section(SlurmSection.SLURM_PING, answers, rc=0 if slurm.slurmctld_up else 1)
     out += _section(
         SlurmSection.MUNGE, ["active" if slurm.munge_active else "inactive"], rc=0 if slurm.munge_active else 3
     )

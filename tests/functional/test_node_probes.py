@@ -147,3 +147,18 @@ def test_denied_start_session_names_the_iam_fix(simulate) -> None:
     assert "ssm:StartSession" in denied.detail
     assert len({r.id for r in denied.resources if r.kind == "node"}) == 2
     assert result.coverage.nodes_unreachable == 2
+
+
+def test_without_a_group_marked_as_controller_slurm_is_asked_elsewhere_and_says_so(simulate) -> None:
+    # No group typed Controller or named like one: the Slurm checks must not vanish (original probe:
+    # the first Running node answers scontrol/sinfo/squeue, as any node of the cluster can).
+    def edit(scenario):  # type: ignore[no-untyped-def]
+        for group in scenario.cluster.instance_groups:
+            if group.slurm_node_type == "Controller":
+                group.slurm_node_type, group.name = None, "mgmt"
+
+    sim = simulate("slurm-p5en", edit=edit)
+    result = _diagnose(sim, sample_nodes=1)
+    said = [f for f in result.findings if f.check_id == "slurm.controller" and f.status is Status.INFO]
+    assert said and "typed or named as the Slurm controller" in said[0].detail
+    assert [f for f in result.findings if f.check_id == "slurm.node_states"]

@@ -66,6 +66,7 @@ SHELL_WORDS = {
     "[[",
     "return",
     "continue",
+    "break",
     "exit",
     "cd",
 }

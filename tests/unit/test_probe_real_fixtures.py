@@ -352,7 +352,7 @@ def test_scontrol_ping_with_a_primary_and_three_backups_up() -> None:
     assert [c.state for c in slurm.controllers] == ["UP"] * 4
     [finding] = _run("slurm.controller", _inventory(slurm=slurm))
     assert (finding.status, finding.title) == (Status.PASS, "slurmctld is UP")
-    assert finding.evidence == [slurm.ping_output]
+    assert finding.evidence == [slurm.ping_output, "scontrol ping asked 1 time(s)"]
     assert finding.evidence[0].splitlines()[0] == "Slurmctld(primary) at juju-9cf56a-13 is UP"
 
 

@@ -3,13 +3,18 @@ one finding per node whatever its partitions, and a node drained for a missing G
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from hyperpod_nccl.checks import discover
 from hyperpod_nccl.models.cluster import ClusterNode, ControlPlaneInventory
 from hyperpod_nccl.models.findings import Priority, Status
 from hyperpod_nccl.models.node_probe import NodeProbeResult, SlurmControllerData, SlurmNodeState
-from hyperpod_nccl.probe.parsers import parse_sinfo
+from hyperpod_nccl.probe import script
+from hyperpod_nccl.probe.parsers import parse_sinfo, parse_slurm_controller
 from hyperpod_nccl.references import NODE_GPU, OPS_SLURM
 from hyperpod_nccl.slurm_states import BASE_STATES, FLAGS, SlurmCondition, read_state
 from hyperpod_nccl.verdict.kinds import classify
@@ -194,3 +199,71 @@ def test_a_hostile_state_or_reason_is_data_not_a_command() -> None:
     assert finding.status is Status.WARN and finding.fields["condition"] == "not_understood"
     assert not finding.suggested_commands
     assert SlurmNodeState(name="n1", state="$(reboot)").state == "$(reboot)"  # kept as text, shown escaped
+
+
+# --- the controller's `scontrol ping`: retried, and an empty or missing answer said -----------------
+def _ping_block(path_dir: Path) -> str:
+    text = script("slurm_controller")
+    start, stop = text.index("begin slurm_ping"), text.index('end slurm_ping "$ping_rc"')
+    head = text[: text.index("begin slurm_ping")].split("\n# slurmctld may be")[0]
+    return f'{head}\nexport PATH="{path_dir}:$PATH"\n{text[start:stop]}end slurm_ping "$ping_rc"\n'
+
+
+def _fake(path_dir: Path, name: str, body: str) -> None:
+    tool = path_dir / name
+    tool.write_text(f"#!/bin/bash\n{body}\n", encoding="utf-8")
+    tool.chmod(0o755)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+def test_scontrol_ping_is_asked_again_until_slurmctld_answers(tmp_path: Path) -> None:
+    # slurmctld restarting: DOWN twice, then UP (the probe's own lines, with scontrol and sleep faked)
+    count = tmp_path / "count"
+    _fake(
+        tmp_path,
+        "scontrol",
+        f"n=$(( $(cat {count} 2>/dev/null || echo 0) + 1 )); echo $n > {count}\n"
+        'if [ "$n" -lt 3 ]; then echo "Slurmctld(primary) at ctl is DOWN"; exit 1; fi\n'
+        'echo "Slurmctld(primary) at ctl is UP"',
+    )
+    _fake(tmp_path, "sleep", "exit 0")
+    run = subprocess.run(["bash", "-c", _ping_block(tmp_path)], capture_output=True, text=True, check=False)
+    slurm = parse_slurm_controller(run.stdout)
+    assert slurm.ping_attempts == 3 and [c.state for c in slurm.controllers] == ["UP"], run.stdout + run.stderr
+    (finding,) = CHECKS["slurm.controller"].run(_controller_inventory(slurm))
+    assert finding.status is Status.PASS and "asked 3 time(s)" in finding.evidence[1]
+
+
+def _controller_inventory(slurm: SlurmControllerData):  # type: ignore[no-untyped-def]
+    result = NodeProbeResult(
+        instance_id=CONTROLLER, reachable=True, instance_group="controller", role="slurm_controller", slurm=slurm
+    )
+    return inventory(node_probes=probed([result])).model_copy(update={"orchestrator": "slurm"})
+
+
+def test_a_missing_scontrol_or_an_empty_answer_is_said() -> None:
+    missing = parse_slurm_controller(
+        "@@BEGIN slurm_ping\nattempt 1\nbash: line 1: scontrol: command not found\n@@END slurm_ping rc=127\n"
+    )
+    (finding,) = CHECKS["slurm.controller"].run(_controller_inventory(missing))
+    assert finding.status is Status.INFO and finding.title.startswith("scontrol not found")
+    silent = parse_slurm_controller("@@BEGIN slurm_ping\nattempt 1\nattempt 2\nattempt 3\n@@END slurm_ping rc=1\n")
+    (finding,) = CHECKS["slurm.controller"].run(_controller_inventory(silent))
+    assert finding.status is Status.INFO and "no answer after 3 attempt(s)" in finding.title
+
+
+def _env_findings(lines: list[str]):  # type: ignore[no-untyped-def]
+    return CHECKS["slurm.nccl_env"].run(_controller_inventory(SlurmControllerData(nccl_env=lines)))
+
+
+def test_the_slurm_environment_files_audit() -> None:
+    # original Check 7 [Slurm]: TRACE → P0, INFO → P1, FI_PROVIDER=efa / NCCL_SOCKET_IFNAME missing → warn
+    trace = _env_findings(["export NCCL_DEBUG=TRACE", "export FI_PROVIDER=efa", "export NCCL_SOCKET_IFNAME=^lo"])
+    assert [(f.status, f.priority) for f in trace if f.is_issue] == [(Status.WARN, Priority.P0)]
+    missing = _env_findings(["export NCCL_DEBUG=WARN", "export FI_PROVIDER=tcp"])
+    warned = {f.fields["signature"]: f for f in missing if f.status is Status.WARN}
+    assert set(warned) == {"FI_PROVIDER", "NCCL_SOCKET_IFNAME"}
+    assert "'tcp', not efa" in warned["FI_PROVIDER"].title and warned["FI_PROVIDER"].priority is Priority.P2
+    # nothing in the files: normal (jobs set their own), said as INFO, no warning
+    nothing = _env_findings([])
+    assert [f.status for f in nothing if f.is_issue] == [] and nothing[0].title.startswith("no NCCL/FI variable")

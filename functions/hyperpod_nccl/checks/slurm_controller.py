@@ -51,7 +51,14 @@ def controller(inv: Inventory) -> Iterator[Finding]:
         return
     result, slurm = found
     resource = [_controller_resource(result)]
-    ping = [slurm.ping_output or ""]
+    if result.chosen_because:
+        yield controller.info(
+            f"Slurm's state was read on {result.instance_id} ({result.instance_group})",
+            detail=result.chosen_because,
+            resources=resource,
+            fields={"signature": "controller_fallback"},
+        )
+    ping = [slurm.ping_output or "", f"scontrol ping asked {slurm.ping_attempts} time(s)"]
     down = [c for c in slurm.controllers if c.state != "UP"]
     if slurm.controllers and len(down) == len(slurm.controllers):
         yield controller.fail("slurmctld is not UP", evidence=ping, resources=resource)
@@ -72,6 +79,19 @@ def controller(inv: Inventory) -> Iterator[Finding]:
             "Slurm commands cannot contact slurmctld",
             detail="sinfo and squeue on the controller node got no answer: slurmctld is down or unreachable",
             evidence=slurm.contact_errors,
+            resources=resource,
+        )
+    elif slurm.scontrol_missing:
+        yield controller.info(
+            f"scontrol not found on {result.instance_id}: slurmctld's state was not read",
+            detail="the node taken for the controller has no Slurm client commands; name the controller's "
+            "instance group, or check that the node is the controller",
+            resources=resource,
+        )
+    else:
+        yield controller.info(
+            f"scontrol ping gave no answer after {slurm.ping_attempts} attempt(s): slurmctld's state was not read",
+            detail="the Slurm checks that need slurmctld say nothing about it; run `scontrol ping` on the controller",
             resources=resource,
         )
     if slurm.munge_state and slurm.munge_state != "active":
@@ -255,7 +275,27 @@ def nccl_env(inv: Inventory) -> Iterator[Finding]:
         )
     elif lines:
         yield nccl_env.info("NCCL/FI variables set in the Slurm environment files", evidence=lines, resources=resource)
+    else:
+        yield nccl_env.info(
+            "no NCCL/FI variable in the Slurm environment files",
+            detail="usual: jobs set them in their own scripts (node.nccl_job_env reads the running ranks)",
+            resources=resource,
+        )
     assigned = {m["name"]: m["value"].strip("'\" ") for line in lines if (m := _ASSIGNMENT.match(line))}
+    if lines:
+        # The files set the cluster's NCCL environment: the two settings EFA jobs need should be in it
+        # (original Check 7 [Slurm]: a warning, a job script may still set them).
+        for variable, wanted in (("FI_PROVIDER", "efa"), ("NCCL_SOCKET_IFNAME", None)):
+            value = assigned.get(variable)
+            if value is None or (wanted is not None and value != wanted):
+                yield nccl_env.warn(
+                    f"Slurm environment files: {variable} " + ("unset" if value is None else f"is {value!r}, not efa"),
+                    priority=Priority.P2,
+                    detail=f"set {variable}={wanted or '^lo,docker,veth'} there, or make sure every job script does",
+                    evidence=lines,
+                    resources=resource,
+                    fields={"signature": variable},
+                )
     for gap in debug_gaps(assigned):
         yield nccl_env.info(
             f"Slurm environment files: {gap.title}",

@@ -76,17 +76,31 @@ def _target(node: ClusterNode, cluster_id: str, role: str = "node") -> ProbeTarg
     )
 
 
-def _slurm_controller(control_plane: ControlPlaneInventory) -> ClusterNode | None:
-    """The controller node: the Controller-typed group, else a group named like one."""
+# Why the node asked for Slurm's state is not the controller, when no group is marked as one.
+CONTROLLER_FALLBACK = (
+    "no instance group is typed or named as the Slurm controller: Slurm's client commands answer from any "
+    "node of the cluster, so this one was asked"
+)
+
+
+def _slurm_controller(control_plane: ControlPlaneInventory) -> tuple[ClusterNode, str | None] | None:
+    """The node asked for Slurm's state, and why when it is a fallback: the Controller-typed group,
+    else a group named like one, else (so that the Slurm checks never vanish) a login node, else
+    the first Running node (original probe: the first Running node)."""
     cluster = control_plane.cluster
     running = [n for n in control_plane.nodes or [] if n.status == "Running"]
     for node in running:
         group = cluster.group(node.instance_group) if cluster else None
         if group is not None and group.slurm_node_type == "Controller":
-            return node
-    return next(
+            return node, None
+    named = next(
         (n for n in running if any(m in n.instance_group.lower() for m in ("controller", "head", "master"))), None
     )
+    if named is not None:
+        return named, None
+    login = next((n for n in running if "login" in n.instance_group.lower()), None)
+    fallback = login or next(iter(running), None)
+    return (fallback, CONTROLLER_FALLBACK) if fallback is not None else None
 
 
 def plan_probes(ctx: CollectionContext, control_plane: ControlPlaneInventory) -> ProbePlan:
@@ -120,11 +134,13 @@ def plan_probes(ctx: CollectionContext, control_plane: ControlPlaneInventory) ->
         plan.skipped[node.instance_id] = f"not in the sample of {limit} (use --sample-nodes all)"
     plan.targets = _valid_targets(candidates[:limit], cluster.cluster_id, plan)
     if cluster.orchestrator == "slurm":
-        controller = _slurm_controller(control_plane)
-        if controller is not None:
+        picked = _slurm_controller(control_plane)
+        if picked is not None:
+            controller, because = picked
             plan.skipped.pop(controller.instance_id, None)
             plan.targets = [t for t in plan.targets if t.instance_id != controller.instance_id]
-            plan.targets[:0] = _valid_targets([controller], cluster.cluster_id, plan, "slurm_controller")
+            targets = _valid_targets([controller], cluster.cluster_id, plan, "slurm_controller")
+            plan.targets[:0] = [t.model_copy(update={"chosen_because": because}) for t in targets]
     return plan
 
 
@@ -174,6 +190,7 @@ def probe_node(ctx: CollectionContext, target: ProbeTarget, runner: SessionRunne
         hostname=target.hostname,
         role=target.role,
         status=target.status,
+        chosen_because=target.chosen_because,
     )
     document = (ctx.probe_documents or {}).get(target.role)
     result.session_document = document or DOCUMENT

@@ -62,6 +62,8 @@ class ProbeTarget(BaseModel):
     role: ProbeRole = "node"
     hostname: str | None = None
     status: str | None = None
+    # Why this node was asked in its role when nothing marks it for it (the Slurm controller fallback).
+    chosen_because: str | None = None
 
     @property
     def ssm_target(self) -> str:
@@ -324,6 +326,10 @@ class SlurmControllerData(BaseModel):
     """What the controller probe found (original Check 0, 2 and 7 [Slurm])."""
 
     ping_output: str | None = None
+    # How many times the probe asked `scontrol ping` (it retries while the answer is not UP).
+    ping_attempts: int = 0
+    # `scontrol` was not found on the node named as the controller.
+    scontrol_missing: bool = False
     controllers: list[SlurmctldState] = Field(default_factory=list)
     contact_errors: list[str] = Field(
         default_factory=list, description="sinfo/squeue answers such as 'Unable to contact slurm controller'"
@@ -349,6 +355,7 @@ class NodeProbeResult(BaseModel):
     hostname: str | None = None
     role: ProbeRole = "node"
     status: str | None = None
+    chosen_because: str | None = None
     attempts: int = 0
     # StartSession calls AWS throttled (each retried) and sessions tried again (attempts - 1);
     # stored results from before they were counted read as 0.

@@ -897,6 +897,20 @@ _SLURMCTLD = re.compile(r"Slurmctld\((?P<roles>[^)]{1,64}+)\) at (?P<hosts>\S++)
 _CONTACT_ERROR = re.compile(r"Unable to contact slurm controller|slurm_load_\w{1,64}+: .{0,400}(?:error|failure)", re.I)
 
 
+_PING_ATTEMPT = re.compile(r"^attempt (?P<n>[1-9])$")
+
+
+def last_ping_attempt(lines: list[str]) -> tuple[int, list[str]]:
+    """(how many times the probe asked, the last answer's lines) of the `slurm_ping` section, whose
+    answers each follow an `attempt N` line; lines without one (older probes) are one answer."""
+    attempts, answer = 0, list(lines)
+    for index, line in enumerate(lines):
+        match = _PING_ATTEMPT.match(line.strip())
+        if match:
+            attempts, answer = int(match.group("n")), lines[index + 1 :]
+    return max(attempts, 1 if lines else 0), answer
+
+
 def parse_scontrol_ping(lines: list[str]) -> list[SlurmctldState]:
     """Each controller of `scontrol ping`: one line per controller (`Slurmctld(primary) at h is UP`)
     or, from older Slurm, one line for both (`Slurmctld(primary/backup) at a/b are UP/DOWN`)."""
@@ -926,9 +940,13 @@ def parse_slurm_controller(output: str) -> SlurmControllerData:
         for line in lines(name)
         if _CONTACT_ERROR.search(line)
     ]
+    attempts, ping = last_ping_attempt(lines(SlurmSection.SLURM_PING))
+    ping_section = sections.get(SlurmSection.SLURM_PING)
     return SlurmControllerData(
-        ping_output="\n".join(lines(SlurmSection.SLURM_PING)) or None,
-        controllers=parse_scontrol_ping(lines(SlurmSection.SLURM_PING)),
+        ping_output="\n".join(line for line in ping if line.strip()) or None,
+        ping_attempts=attempts,
+        scontrol_missing=ping_section is not None and ping_section.tool_missing,
+        controllers=parse_scontrol_ping(ping),
         contact_errors=contact[:4],
         munge_state=munge[0].strip() if munge else None,
         nodes=parse_sinfo(lines(SlurmSection.SINFO)),

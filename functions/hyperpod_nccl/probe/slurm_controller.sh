@@ -6,9 +6,18 @@ export PATH="$PATH:/opt/slurm/bin:/usr/local/bin:/usr/sbin:/sbin"
 begin() { printf '@@BEGIN %s\n' "$1"; }
 end() { printf '@@END %s rc=%s\n' "$1" "$2"; }
 
+# slurmctld may be between two answers (a restart, a failover): asked up to 3 times, 3 s apart,
+# each answer after an "attempt N" line (the parser reads the last one).
 begin slurm_ping
-timeout 15 scontrol ping 2>&1
-end slurm_ping "$?"
+ping_rc=1
+for attempt in 1 2 3; do
+  printf 'attempt %s\n' "$attempt"
+  timeout 15 scontrol ping 2>&1 | tr -d '\000-\010\013-\037\177' | head -n 20
+  ping_rc=${PIPESTATUS[0]}
+  [ "$ping_rc" = 0 ] && break
+  [ "$attempt" = 3 ] || timeout 5 sleep 3
+done
+end slurm_ping "$ping_rc"
 
 begin munge
 timeout 5 systemctl is-active munge 2>&1

@@ -1,0 +1,157 @@
+"""Every on-node check driven to its FAIL or WARN by the probe data that should trip it, and kept
+quiet by the healthy neighbour of that data (issue 17, point 7: 31 checks had no test of either)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hyperpod_nccl import thresholds
+from hyperpod_nccl.checks import discover
+from hyperpod_nccl.models.findings import Priority, Status
+from hyperpod_nccl.models.node_probe import (
+    GpuInfo,
+    LoopbackLatency,
+    NcclJobProcess,
+    NetInterface,
+    NodeProbeData,
+    NodeProbeResult,
+    SectionStatus,
+    Versions,
+)
+from hyperpod_nccl.probe.sections import NodeSection
+from tests.builders import inventory, probed
+
+CHECKS = discover()
+P5 = "ml.p5.48xlarge"
+H100 = {"name": "NVIDIA H100 80GB HBM3", "bus_id": "00000000:53:00.0"}
+
+
+def _run(check_id: str, instance_type: str = P5, orchestrator: str = "eks", **probe: Any):  # type: ignore[no-untyped-def]
+    result = NodeProbeResult(
+        instance_id="i-0f1e2d3c4b5a69788",
+        reachable=True,
+        instance_group="worker",
+        instance_type=instance_type,
+        probe=NodeProbeData(**probe),
+    )
+    inv = inventory(node_probes=probed([result])).model_copy(update={"orchestrator": orchestrator})
+    return CHECKS[check_id].run(inv)
+
+
+def _issues(findings):  # type: ignore[no-untyped-def]
+    return [(f.status, f.priority) for f in findings if f.status in (Status.FAIL, Status.WARN)]
+
+
+# check id → (probe data that trips it, its healthy neighbour, the expected (status, priority))
+CASES: dict[str, tuple[dict[str, Any], dict[str, Any], tuple[Status, Priority]]] = {
+    "node.gpu_ecc": (
+        {"gpu_present": True, "gpus": [GpuInfo(index=0, ecc_uncorrected_volatile=2, **H100)]},
+        {"gpu_present": True, "gpus": [GpuInfo(index=0, ecc_uncorrected_volatile=0, **H100)]},
+        (Status.FAIL, Priority.P0),
+    ),
+    "node.gpu_dcgm": (
+        {"gpu_present": True, "dcgm_overall": "Failure"},
+        {"gpu_present": True, "dcgm_overall": "Healthy"},
+        (Status.FAIL, Priority.P0),
+    ),
+    "node.p2p_path": (
+        {"gpu_present": True, "acs_enabled_bridges": ["10:00.0 PCI bridge: PEX890xx"]},
+        {"gpu_present": True, "acs_enabled_bridges": []},
+        (Status.FAIL, Priority.P1),
+    ),
+    "node.efa_provider": (
+        {"fi_info_efa_domains": 0, "fi_info_error": "fi_getinfo: -61 (No data available)"},
+        {"fi_info_efa_domains": 32},
+        (Status.FAIL, Priority.P0),
+    ),
+    "node.ofi_nccl_plugin": (
+        {"ofi_nccl_plugin": [], "sections": [SectionStatus(name=NodeSection.OFI_NCCL, rc=1)]},
+        {"ofi_nccl_plugin": ["libnccl-net.so"], "sections": [SectionStatus(name=NodeSection.OFI_NCCL, rc=0)]},
+        (Status.WARN, Priority.P1),
+    ),
+    "node.gpudirect_rdma": (
+        {"gpu_present": True, "kernel_modules": ["nvidia"], "versions": Versions(kernel="5.10.219-208.866.amzn2")},
+        {"gpu_present": True, "kernel_modules": ["nvidia"], "versions": Versions(kernel="6.1.115-126.197.amzn2023")},
+        (Status.WARN, Priority.P2),
+    ),
+    "node.mtu": (
+        {"interfaces": [NetInterface(name="ens32", state="UP", mtu=1500)]},
+        {"interfaces": [NetInterface(name="ens32", state="UP", mtu=9001)]},
+        (Status.WARN, Priority.P2),
+    ),
+    "node.firewall": (
+        {"firewall_rules": ["-A INPUT -p tcp --dport 29500 -j DROP"]},
+        {"firewall_rules": []},
+        (Status.WARN, Priority.P1),
+    ),
+    "node.stack": (
+        {"stack_kib": 1024},
+        {"stack_kib": 8192},
+        (Status.FAIL, Priority.P1),
+    ),
+    "node.stale_shm": (
+        {"stale_shm_files": ["nccl-3f2a1b"], "training_processes": 0},
+        {"stale_shm_files": ["nccl-3f2a1b"], "training_processes": 8},
+        (Status.WARN, Priority.P2),
+    ),
+    "node.nccl_driver_compat": (
+        {"versions": Versions(nccl="2.21.5", driver="470.256.02")},
+        {"versions": Versions(nccl="2.21.5", driver="550.127.05")},
+        (Status.WARN, Priority.P1),
+    ),
+    "node.hugepages": (
+        {"hugepages_total": 512, "hugepages_free": 0, "hugepage_size_kib": 2048},
+        {"hugepages_total": 512, "hugepages_free": 300, "hugepage_size_kib": 2048},
+        (Status.WARN, Priority.P2),
+    ),
+    "node.numa": (
+        {"gpu_present": True, "numa_nodes": 0},
+        {"gpu_present": True, "numa_nodes": 2},
+        (Status.WARN, Priority.P2),
+    ),
+    "node.efa_latency": (
+        {
+            "efa_latency": LoopbackLatency(
+                provider="efa", small_message_usec=thresholds.EFA_LOOPBACK_LATENCY_WARN_USEC * 3
+            )
+        },
+        {"efa_latency": LoopbackLatency(provider="efa", small_message_usec=18.0)},
+        (Status.WARN, Priority.P2),
+    ),
+    "node.nccl_p2p_env": (
+        {"nccl_jobs": [NcclJobProcess(pid=4242, rank=0, env={"NCCL_P2P_DISABLE": "1"})]},
+        {"nccl_jobs": [NcclJobProcess(pid=4242, rank=0, env={"NCCL_P2P_DISABLE": "0"})]},
+        (Status.WARN, Priority.P1),
+    ),
+}
+
+
+@pytest.mark.parametrize("check_id", sorted(CASES))
+def test_each_node_check_trips_on_its_fault_and_not_on_its_healthy_neighbour(check_id: str) -> None:
+    faulty, healthy, expected = CASES[check_id]
+    found = _issues(_run(check_id, **faulty))
+    assert found and found[0] == expected, (check_id, found)
+    assert _issues(_run(check_id, **healthy)) == [], check_id
+
+
+def test_stack_and_memlock_both_unlimited_warn() -> None:
+    assert _issues(_run("node.stack", stack_unlimited=True, memlock_unlimited=True)) == [(Status.WARN, Priority.P2)]
+
+
+def test_iommu_on_warns_on_the_p2p_path() -> None:
+    assert _issues(_run("node.p2p_path", gpu_present=True, iommu_enabled=True)) == [(Status.WARN, Priority.P2)]
+
+
+def test_remove_ipc_yes_warns_and_unset_warns_on_slurm_only() -> None:
+    assert _issues(_run("node.remove_ipc", remove_ipc="yes")) == [(Status.WARN, Priority.P2)]
+    unset = {"sections": [SectionStatus(name=NodeSection.REMOVE_IPC, rc=1)]}
+    assert _issues(_run("node.remove_ipc", orchestrator="slurm", **unset))
+    assert _issues(_run("node.remove_ipc", orchestrator="eks", **unset)) == []
+
+
+def test_a_loopback_test_that_fell_back_to_tcp_is_said_not_judged() -> None:
+    # fi_pingpong over TCP measures no EFA path: reported (INFO), not compared with EFA latencies
+    (finding,) = _run("node.efa_latency", efa_latency=LoopbackLatency(provider="tcp", small_message_usec=60.0))
+    assert finding.status is Status.INFO and "fell back" in finding.title
