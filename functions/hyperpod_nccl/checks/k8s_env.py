@@ -60,12 +60,20 @@ def _runs_pytorch(pod: Pod, env: dict[str, EnvValue]) -> bool:
 
 
 def _audit(
-    env: dict[str, EnvValue], uses_efa: bool, instance_type: str | None, *, pytorch: bool = False
+    env: dict[str, EnvValue],
+    uses_efa: bool,
+    instance_type: str | None,
+    *,
+    pytorch: bool = False,
+    command: tuple[str, ...] = (),
 ) -> list[_Rule]:
-    """Every rule that fires for one job's environment, in a stable order: debuggability gaps, the
-    debug level, error handling, intra-node transport, then (EFA pods only) the network path."""
+    """Every rule that fires for one job's environment, in a stable order: the rendezvous, debuggability
+    gaps, the debug level, error handling, intra-node transport, then (EFA pods only) the network path."""
     value = {k: (v.value or "").strip() for k, v in env.items()}
-    rules: list[_Rule] = [
+    # Set means any value, or one taken from elsewhere (a Secret, the downward API: value None).
+    present = {k for k, v in env.items() if v.value is None or v.value.strip()}
+    rules: list[_Rule] = list(_rendezvous_rules(present, command)) if pytorch else []
+    rules += [
         _Rule(gap.variable, Status.INFO, Priority.P2, gap.title, gap.detail, gap.reference)
         for gap in debug_gaps(value, pytorch=pytorch)
     ]
@@ -77,6 +85,32 @@ def _audit(
         rules.extend(_gpudirect_rdma_rules(value, instance_type))
         rules.extend(_bootstrap_interface_rules(value))
     return rules
+
+
+# torch.distributed's env:// rendezvous reads these (original Check 7: each counted when unset).
+_RENDEZVOUS_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")
+_LAUNCHER = re.compile(r"torchrun|torch\.distributed\.(?:run|launch)")
+_LAUNCHER_ENDPOINT = re.compile(r"^--(?:rdzv[-_]endpoint|master[-_]addr|standalone)\b")
+
+
+def _rendezvous_rules(present: set[str], command: tuple[str, ...]) -> Iterator[_Rule]:
+    """A PyTorch job's ranks need MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK, set in the pod
+    spec (a training operator writes them there) or, for torchrun, the PET_ form it reads. torchrun
+    computes WORLD_SIZE and RANK for its workers itself, and takes the endpoint from its flags."""
+    missing = [name for name in _RENDEZVOUS_VARIABLES if name not in present and f"PET_{name}" not in present]
+    if any(_LAUNCHER.search(word) for word in command):
+        endpoint = any(_LAUNCHER_ENDPOINT.match(word) for word in command) or "PET_RDZV_ENDPOINT" in present
+        missing = [] if endpoint else [name for name in missing if name in ("MASTER_ADDR", "MASTER_PORT")]
+    if missing:
+        yield _Rule(
+            missing[0],
+            Status.WARN,
+            Priority.P2,
+            f"torch.distributed rendezvous variables unset: {', '.join(missing)}",
+            "init_process_group(init_method='env://') reads them; unset, every rank waits for a rendezvous that "
+            "never forms (or uses the defaults of one node). Set them in the pod spec, or let the training "
+            "operator or torchrun's rendezvous flags provide them",
+        )
 
 
 def _debug_level_rules(value: dict[str, str]) -> Iterator[_Rule]:
@@ -268,7 +302,11 @@ def nccl_env(inv: Inventory) -> Iterator[Finding]:
         pod, env = found
         node = k8s.node(pod.node_name)
         uses_efa = any(p.total(EFA_RESOURCE) for p in job.pods)
-        rules = _audit(env, uses_efa, node.instance_type if node else None, pytorch=_runs_pytorch(pod, env))
+        container = main_container(pod)
+        command = (*container.command, *container.args) if container else ()
+        rules = _audit(
+            env, uses_efa, node.instance_type if node else None, pytorch=_runs_pytorch(pod, env), command=command
+        )
         shown = [
             f"{k}={v.value if v.value is not None else '<' + v.source + '>'} ({v.source})"
             for k, v in sorted(env.items())
