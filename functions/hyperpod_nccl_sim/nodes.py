@@ -368,7 +368,8 @@ def render_nccl_job(scenario: Scenario, behaviours: NodeBehaviours, node_key: st
             + _job_choice(7300, len(jobs))
         )
         out += _section(NodeSection.NCCL_RAS, _NO_RAS, rc=1)
-        return "\n".join(out + _section(NodeSection.FLIGHT_RECORDER, [])) + "\n"
+        out += _section(NodeSection.FLIGHT_RECORDER, [])
+        return "\n".join(out + _net_plugin_section(own_env.get("NCCL_NET_PLUGIN"), job=True)) + "\n"
     if spec is None or node_key not in spec.nodes:
         out = (
             _section(NodeSection.NCCL_JOBS, [], rc=1)
@@ -377,7 +378,8 @@ def render_nccl_job(scenario: Scenario, behaviours: NodeBehaviours, node_key: st
         )
         out += _section(NodeSection.NCCL_RAS, _NO_RAS, rc=1)
         no_job = ["skipped: no NCCL job runs on this node (no Flight Recorder dump to read)"]
-        return "\n".join(out + _section(NodeSection.FLIGHT_RECORDER, no_job, rc=1)) + "\n"
+        out += _section(NodeSection.FLIGHT_RECORDER, no_job, rc=1)
+        return "\n".join(out + _net_plugin_section(None, job=False)) + "\n"
     written = now - spec.minutes_ago * 60
     job = HungJob(
         world_size=len(spec.nodes) * spec.ranks_per_node,
@@ -413,7 +415,20 @@ def render_nccl_job(scenario: Scenario, behaviours: NodeBehaviours, node_key: st
         + _job_choice(job.pid(ranks[0]), len(jobs))
     )
     out += _section(NodeSection.NCCL_RAS, ras_status_text(job, hosts).splitlines())
-    return "\n".join(out + _section(NodeSection.FLIGHT_RECORDER, dumps)) + "\n"
+    out += _section(NodeSection.FLIGHT_RECORDER, dumps)
+    return "\n".join(out + _net_plugin_section(None, job=True)) + "\n"
+
+
+def _net_plugin_section(value: str | None, *, job: bool) -> list[str]:
+    """The probe's `nccl_net_plugin` section for a job whose NCCL_NET_PLUGIN is `value` (a path the
+    simulated node always has)."""
+    if not job:
+        line = "no job"
+    elif not value:
+        line = "unset"
+    else:
+        line = f"present {value}" if value.startswith("/") else f"name {value}"
+    return _section(NodeSection.NCCL_NET_PLUGIN, [line])
 
 
 def _ip(hostname: str) -> str:

@@ -331,7 +331,8 @@ def test_without_a_job_nothing_is_read_and_the_default_ras_port_is_asked(tmp_pat
     assert run.sections["flight_recorder"] == [
         "skipped: no NCCL job runs on this node (no Flight Recorder dump to read)"
     ]
-    assert run.of("find") == [] and run.of("dd") == []
+    # (the one other find lists the fixed DCGM log directory for the newest nvvs log: no job's file)
+    assert [c for c in run.of("find") if "/var/log/nvidia-dcgm" not in c.argv] == [] and run.of("dd") == []
     assert [c.argv for c in run.of("nc")] == [["-w", "15", "--", "localhost", "28028"]]
     assert parse_node_probe(run.output).nccl_job is None
 
@@ -363,3 +364,33 @@ def test_the_slurm_controller_probe_passes_no_runtime_value_to_any_tool(tmp_path
     # A C1 control is a multi-byte character tr cannot see: the renderers' sanitizer shows it.
     assert [q.name for q in slurm.queue] == ["[2Jtrain\x9b"]
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", run.output)
+
+
+@pytest.mark.parametrize(
+    "value, planted, expected",
+    [
+        ("/opt/amazon/ofi-nccl/lib/libnccl-net.so", True, "present /opt/amazon/ofi-nccl/lib/libnccl-net.so"),
+        ("/opt/amazon/ofi-nccl/lib/libnccl-net.so", False, "absent /opt/amazon/ofi-nccl/lib/libnccl-net.so"),
+        ("aws-ofi", False, "name aws-ofi"),
+        ("/opt/../../etc/shadow", False, "not a plain path or name"),
+        ("$(id) `id` --evil", False, "not a plain path or name"),
+    ],
+)
+def test_the_jobs_net_plugin_file_is_tested_in_its_root_and_never_read(
+    tmp_path: Path, value: str, planted: bool, expected: str
+) -> None:
+    # original probe 18: NCCL_NET_PLUGIN pointing at a missing file is a failure
+    root = _process(tmp_path / "proc", JOB_PID, {"RANK": "0", "NCCL_NET_PLUGIN": value})
+    if planted:
+        plugin = root / "opt/amazon/ofi-nccl/lib/libnccl-net.so"
+        plugin.parent.mkdir(parents=True)
+        plugin.write_text(SECRET)
+    run = _run("node", tmp_path, whole=False)
+    assert run.sections["nccl_net_plugin"] == [expected]
+    _assert_no_hostile_word(run, (*RAS_PROCESS_MARKERS, "shadow", "evil", "id`"))
+    assert SECRET not in run.output
+    probe = parse_node_probe(run.output)
+    if expected.startswith(("present", "absent")):
+        assert (probe.nccl_net_plugin, probe.nccl_net_plugin_present) == (value, planted)
+    else:
+        assert (probe.nccl_net_plugin, probe.nccl_net_plugin_present) == (None, None)

@@ -61,3 +61,33 @@ def test_no_claim_about_the_driver_without_an_answer_from_lsmod() -> None:
     # lsmod cut off (no section end) or never run: the devices alone say nothing about the driver
     inv = _node({NodeSection.EFA_MODULE_VERSION: NO_MODULE_FILE, NodeSection.UVERBS: UVERBS})
     assert CHECKS["node.efa_driver"].run(inv) == []
+
+
+def _plugin_node(**probe: object):  # type: ignore[no-untyped-def]
+    from hyperpod_nccl.models.node_probe import NodeProbeData, SectionStatus
+
+    data = NodeProbeData(sections=[SectionStatus(name=NodeSection.OFI_NCCL, rc=1)], **probe)  # type: ignore[arg-type]
+    result = NodeProbeResult(
+        instance_id="i-0f1e2d3c4b5a69788",
+        reachable=True,
+        instance_group="worker",
+        instance_type="ml.p5.48xlarge",
+        probe=data,
+    )
+    return CHECKS["node.ofi_nccl_plugin"].run(inventory(node_probes=probed([result])))
+
+
+def test_aws_ofi_nccl_the_originals_rows() -> None:
+    from hyperpod_nccl.models.node_probe import NcclJobProcess
+
+    # NCCL_NET_PLUGIN pointing at a missing file → FAIL
+    (finding,) = _plugin_node(nccl_net_plugin="/opt/amazon/ofi-nccl/lib/libnccl-net.so", nccl_net_plugin_present=False)
+    assert finding.status is Status.FAIL and "names no file" in finding.title
+    # no plugin found while the job asks for FI_PROVIDER=efa → FAIL; without that → WARN
+    efa_job = [NcclJobProcess(pid=7300, rank=0, env={"FI_PROVIDER": "efa"})]
+    (finding,) = _plugin_node(nccl_jobs=efa_job)
+    assert finding.status is Status.FAIL and "FI_PROVIDER=efa" in finding.title
+    (finding,) = _plugin_node()
+    assert finding.status is Status.WARN
+    # found on the host: nothing to say
+    assert _plugin_node(ofi_nccl_plugin=["libnccl-net.so"]) == []

@@ -52,5 +52,6 @@ def test_a_whole_answer_gives_no_reachability_finding() -> None:
     for instance_type in ("ml.p5.48xlarge", "ml.m5.xlarge"):
         text = render_node_probe(NodeBehaviour(), instance_type, "host", "k")
         ended = {s.name for s in parse_node_probe(text).sections if s.rc is not None}
-        job = {"nccl_jobs", "nccl_job_env", "nccl_job", "nccl_ras", "flight_recorder"}  # render_nccl_job's
+        # render_nccl_job answers the job's sections
+        job = {"nccl_jobs", "nccl_job_env", "nccl_job", "nccl_ras", "flight_recorder", "nccl_net_plugin"}
         assert set(SECTIONS["node"]) - ended == job, instance_type

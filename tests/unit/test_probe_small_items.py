@@ -60,7 +60,7 @@ def test_the_newest_dcgm_diagnostic_log_is_read(tmp_path: Path) -> None:
         os.utime(path, (time.time() - age, time.time() - age))
     text = script("node")
     block = text[text.index("nvvs_name=\n") : text.index('end nvvs_tail "$nvvs_rc"') + len('end nvvs_tail "$nvvs_rc"')]
-    head = text[: text.index("shopt -s lastpipe") + len("shopt -s lastpipe")]
+    head = text[: text.index("\n", text.index("\nend() {") + 1) + 1]  # PATH, lastpipe, the section markers
     program = head + "\n" + block.replace("/var/log/nvidia-dcgm", str(logs)) + "\n"
     run = subprocess.run(["bash", "-c", program], capture_output=True, text=True, check=False)
     probe = parse_node_probe(run.stdout)

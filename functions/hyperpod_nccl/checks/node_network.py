@@ -121,10 +121,32 @@ def efa_provider(inv: Inventory) -> Iterator[Finding]:
     source="node_probes",
 )
 def ofi_nccl_plugin(inv: Inventory) -> Iterator[Finding]:
-    """EFA nodes need libnccl-net (aws-ofi-nccl) on the host or in the image."""
+    """EFA nodes need libnccl-net (aws-ofi-nccl) on the host or in the image (original probe 18): a
+    job whose NCCL_NET_PLUGIN names a file that is not there fails; no plugin on the host fails when
+    the node's job asks for EFA (FI_PROVIDER=efa), and warns otherwise (the image may ship it)."""
     for result, probe in probed_nodes(inv):
         efa_node = instance_types.expects_efa_for_nccl(result.instance_type or "")
-        if efa_node and probe.section_rc(NodeSection.OFI_NCCL) is not None and not probe.ofi_nccl_plugin:
+        if probe.nccl_net_plugin and probe.nccl_net_plugin_present is False:
+            yield ofi_nccl_plugin.fail(
+                f"NCCL_NET_PLUGIN={probe.nccl_net_plugin} of the job on {node_label(result)} names no file",
+                detail="NCCL cannot load the network plugin it is told to: it fails to initialise or runs over TCP "
+                "sockets; point NCCL_NET_PLUGIN at the plugin the image ships (or unset it)",
+                resources=[node_resource(result)],
+                fields={"nccl_net_plugin": probe.nccl_net_plugin},
+            )
+            continue
+        if not (efa_node and probe.section_rc(NodeSection.OFI_NCCL) is not None and not probe.ofi_nccl_plugin):
+            continue
+        efa_job = [job.pid for job in probe.nccl_jobs if job.env.get("FI_PROVIDER", "").strip() == "efa"]
+        if efa_job:
+            yield ofi_nccl_plugin.fail(
+                f"aws-ofi-nccl (libnccl-net) not found on {node_label(result)}, whose job asks for FI_PROVIDER=efa",
+                detail="without the plugin NCCL never reaches libfabric: the job runs over TCP sockets whatever "
+                "FI_PROVIDER says (unless its image ships the plugin on NCCL's library path)",
+                evidence=[f"FI_PROVIDER=efa in pid(s) {', '.join(map(str, efa_job[:8]))}"],
+                resources=[node_resource(result)],
+            )
+        else:
             yield ofi_nccl_plugin.warn(
                 f"aws-ofi-nccl (libnccl-net) not found on the host of {node_label(result)}",
                 detail="fine when every training image ships the plugin; otherwise NCCL uses TCP",

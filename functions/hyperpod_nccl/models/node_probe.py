@@ -257,6 +257,10 @@ class NodeProbeData(BaseModel):
     fi_info_efa_domains: int | None = None
     fi_info_error: str | None = None
     ofi_nccl_plugin: list[str] = Field(default_factory=list)
+    # The job's NCCL_NET_PLUGIN when it names a file, and whether that file is in the job's root
+    # (None: unset, a plugin name, no job, or not asked).
+    nccl_net_plugin: str | None = None
+    nccl_net_plugin_present: bool | None = None
     versions: Versions = Field(default_factory=Versions)
     hugepages_total: int | None = None
     hugepages_free: int | None = None

@@ -3,10 +3,10 @@
 # Only read-only tools are used (tests/unit/test_probe_allowlist.py enforces the allowlist).
 export LC_ALL=C
 export PATH="$PATH:/opt/amazon/efa/bin:/usr/local/cuda/bin:/usr/sbin:/sbin"
-begin() { printf '@@BEGIN %s\n' "$1"; }
-end() { printf '@@END %s rc=%s\n' "$1" "$2"; }
 # `lastpipe` lets `read` at the end of a pipeline set variables without command substitution.
 shopt -s lastpipe
+begin() { printf '@@BEGIN %s\n' "$1"; }
+end() { printf '@@END %s rc=%s\n' "$1" "$2"; }
 
 begin kernel
 timeout 5 uname -r 2>&1
@@ -120,7 +120,7 @@ timeout 5 cat /opt/amazon/efa_installed_packages 2>&1
 end efa_installer "$?"
 
 begin ofi_nccl
-timeout 5 ls /opt/amazon/ofi-nccl/lib/ /opt/amazon/ofi-nccl/lib64/ /opt/aws-ofi-nccl/lib/ /usr/local/lib/ 2>&1 | grep -E 'libnccl-net|libnccl-ofi'
+timeout 5 ls /opt/amazon/ofi-nccl/lib/ /opt/amazon/ofi-nccl/lib64/ /opt/aws-ofi-nccl/lib/ /usr/local/lib/ /usr/lib/ /usr/lib64/ 2>&1 | grep -E 'libnccl-net|libnccl-ofi'
 end ofi_nccl "${PIPESTATUS[0]}"
 
 begin nccl_libs
@@ -216,7 +216,7 @@ timeout 5 ps -eo pid=,comm= 2>&1 | grep -E ' (python[0-9.]*|torchrun|pt_main_thr
 end nccl_jobs "${PIPESTATUS[0]}"
 
 begin nccl_job_env
-timeout 10 grep -zsoHE -- '^(RANK|LOCAL_RANK|NCCL_RAS_ADDR|NCCL_RAS_ENABLE|NCCL_DEBUG|TORCH_NCCL_DEBUG_INFO_TEMP_FILE|TORCH_NCCL_TRACE_BUFFER_SIZE|TORCH_NCCL_DUMP_ON_TIMEOUT|NCCL_P2P_DISABLE|NCCL_IB_DISABLE|NCCL_SHM_DISABLE|NCCL_NVLS_ENABLE)=[[:print:]]{0,256}' "$proc"/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | head -n 4000
+timeout 10 grep -zsoHE -- '^(RANK|LOCAL_RANK|NCCL_RAS_ADDR|NCCL_RAS_ENABLE|NCCL_DEBUG|TORCH_NCCL_DEBUG_INFO_TEMP_FILE|TORCH_NCCL_TRACE_BUFFER_SIZE|TORCH_NCCL_DUMP_ON_TIMEOUT|NCCL_P2P_DISABLE|NCCL_IB_DISABLE|NCCL_SHM_DISABLE|NCCL_NVLS_ENABLE|NCCL_NET_PLUGIN|FI_PROVIDER)=[[:print:]]{0,256}' "$proc"/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | head -n 4000
 end nccl_job_env "${PIPESTATUS[0]}"
 
 # "The job": the processes whose environment carries NCCL/PyTorch-NCCL settings are candidates; a
@@ -354,3 +354,17 @@ if [ -n "$job_uid" ]; then fr_walk "$proc/$job_pid/root" "${fr_prefix%/*}" "${fr
 if [ "$fr_rc" = 1 ] && [ -n "$job_uid" ]; then printf 'skipped: %s is not a directory reached without links in the root of pid %s\n' "${fr_prefix%/*}/" "$job_pid"; fi
 if [ "$fr_rc" = 3 ]; then printf 'skipped: the root of pid %s is gone (the process ended)\n' "$job_pid"; fi
 end flight_recorder "$fr_rc"
+
+# The job's NCCL_NET_PLUGIN, when it names a file (a plain absolute path): whether that file is there
+# in the job's root (only tested, never read). A name (`ofi`, `aws-ofi`) is resolved by NCCL on the
+# library path and is only reported. (An absolute link inside the job's root resolves against the
+# host's root here, so "present" may be the host's file of that name.)
+begin nccl_net_plugin
+job_var NCCL_NET_PLUGIN
+if [ -z "$job_pid" ]; then printf 'no job\n'; fi
+if [ -n "$job_pid" ] && [ -z "$job_value" ]; then printf 'unset\n'; fi
+if [ -n "$job_value" ] && [[ $job_value != /* ]] && [[ $job_value =~ ^[A-Za-z0-9._-]{1,64}$ ]]; then printf 'name %s\n' "$job_value"; fi
+if [ -n "$job_value" ] && plain_path "$job_value" && [ -f "$proc/$job_pid/root$job_value" ]; then printf 'present %s\n' "$job_value"; fi
+if [ -n "$job_value" ] && plain_path "$job_value" && ! [ -f "$proc/$job_pid/root$job_value" ]; then printf 'absent %s\n' "$job_value"; fi
+if [ -n "$job_value" ] && ! plain_path "$job_value" && ! [[ $job_value =~ ^[A-Za-z0-9._-]{1,64}$ ]]; then printf 'not a plain path or name\n'; fi
+end nccl_net_plugin 0

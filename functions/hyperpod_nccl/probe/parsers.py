@@ -666,6 +666,18 @@ def parse_nccl_jobs(job_lines: list[str], env_lines: list[str]) -> list[NcclJobP
     return sorted(jobs.values(), key=lambda j: j.pid)
 
 
+_NET_PLUGIN_FILE = re.compile(r"^(?P<state>present|absent) (?P<path>/[A-Za-z0-9._/-]{1,200})$")
+
+
+def parse_net_plugin(lines: list[str]) -> tuple[str | None, bool | None]:
+    """(the job's NCCL_NET_PLUGIN path, whether the file is there) of the `nccl_net_plugin` section;
+    (None, None) when it names no file (unset, a plugin name, no job)."""
+    match = _NET_PLUGIN_FILE.match(lines[0].strip()) if lines else None
+    if match is None:
+        return None, None
+    return match["path"], match["state"] == "present"
+
+
 _JOB_CHOICE = re.compile(
     r"^pid=(?P<pid>\d{1,10}) uid=(?P<uid>\d{1,10}|\?) comm=(?P<comm>\S{1,15})"
     r" candidates=(?P<n>\d{1,6}) why=(?P<why>.{0,200})$"
@@ -800,6 +812,7 @@ def parse_node_probe(output: str) -> NodeProbeData:
     job = parse_nccl_job(lines(NodeSection.NCCL_JOB))
     if job is not None:
         job.refused = refused_settings(job, sections.get(NodeSection.NCCL_RAS), lines(NodeSection.FLIGHT_RECORDER))
+    plugin, plugin_present = parse_net_plugin(lines(NodeSection.NCCL_NET_PLUGIN))
     xids, sxids = parse_driver_faults(
         [lines(NodeSection.XID_DMESG), lines(NodeSection.XID_JOURNAL)],
         [lines(NodeSection.XID_COUNTS_DMESG), lines(NodeSection.XID_COUNTS_JOURNAL)],
@@ -826,6 +839,8 @@ def parse_node_probe(output: str) -> NodeProbeData:
         uverbs_devices=None if uverbs is None else sum(1 for line in uverbs.lines if line.strip().startswith("uverbs")),
         fi_info_efa_domains=fi_domains,
         fi_info_error=fi_error,
+        nccl_net_plugin=plugin,
+        nccl_net_plugin_present=plugin_present,
         ofi_nccl_plugin=[
             line.strip() for line in lines(NodeSection.OFI_NCCL) if line.strip() and not line.endswith(":")
         ],

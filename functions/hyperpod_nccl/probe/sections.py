@@ -71,6 +71,7 @@ class NodeSection(StrEnum):
     NCCL_JOB = "nccl_job"
     NCCL_RAS = "nccl_ras"
     FLIGHT_RECORDER = "flight_recorder"
+    NCCL_NET_PLUGIN = "nccl_net_plugin"
 
 
 class SlurmSection(StrEnum):
