@@ -369,7 +369,8 @@ def render_nccl_job(scenario: Scenario, behaviours: NodeBehaviours, node_key: st
         )
         out += _section(NodeSection.NCCL_RAS, _NO_RAS, rc=1)
         out += _section(NodeSection.FLIGHT_RECORDER, [])
-        return "\n".join(out + _net_plugin_section(own_env.get("NCCL_NET_PLUGIN"), job=True)) + "\n"
+        out += _net_plugin_section(own_env.get("NCCL_NET_PLUGIN"), job=True)
+        return "\n".join(out + _limits_section(scenario, behaviours, node_key, job_pid=7300)) + "\n"
     if spec is None or node_key not in spec.nodes:
         out = (
             _section(NodeSection.NCCL_JOBS, [], rc=1)
@@ -379,7 +380,8 @@ def render_nccl_job(scenario: Scenario, behaviours: NodeBehaviours, node_key: st
         out += _section(NodeSection.NCCL_RAS, _NO_RAS, rc=1)
         no_job = ["skipped: no NCCL job runs on this node (no Flight Recorder dump to read)"]
         out += _section(NodeSection.FLIGHT_RECORDER, no_job, rc=1)
-        return "\n".join(out + _net_plugin_section(None, job=False)) + "\n"
+        out += _net_plugin_section(None, job=False)
+        return "\n".join(out + _limits_section(scenario, behaviours, node_key, job_pid=None)) + "\n"
     written = now - spec.minutes_ago * 60
     job = HungJob(
         world_size=len(spec.nodes) * spec.ranks_per_node,
@@ -416,7 +418,30 @@ def render_nccl_job(scenario: Scenario, behaviours: NodeBehaviours, node_key: st
     )
     out += _section(NodeSection.NCCL_RAS, ras_status_text(job, hosts).splitlines())
     out += _section(NodeSection.FLIGHT_RECORDER, dumps)
-    return "\n".join(out + _net_plugin_section(None, job=True)) + "\n"
+    out += _net_plugin_section(None, job=True)
+    return "\n".join(out + _limits_section(scenario, behaviours, node_key, job_pid=job.pid(ranks[0]))) + "\n"
+
+
+def _limits_section(scenario: Scenario, behaviours: NodeBehaviours, node_key: str, job_pid: int | None) -> list[str]:
+    """The probe's `process_limits` section: the job's process (when one runs) and the node's
+    job-starting daemon (slurmd on Slurm, containerd on EKS), each with the node's memlock and
+    stack limits, in the kernel's /proc/<pid>/limits layout."""
+    behaviour = behaviours.for_node(node_key)
+    if behaviour.memlock_kib is None and behaviour.memlock_unlimited:
+        memlock = "unlimited"
+    else:
+        memlock = str((64 if behaviour.memlock_kib is None else behaviour.memlock_kib) * 1024)
+    stack = str(behaviour.stack_kib * 1024)
+    rows = [
+        f"{'Max stack size':<25} {stack:<20} {'unlimited':<20} {'bytes':<10}",
+        f"{'Max open files':<25} {'1048576':<20} {'1048576':<20} {'files':<10}",
+        f"{'Max locked memory':<25} {memlock:<20} {memlock:<20} {'bytes':<10}",
+    ]
+    daemon = "slurmd" if scenario.cluster.orchestrator == "slurm" else "containerd"
+    lines = [f"daemon 1450 {daemon}", *rows]
+    if job_pid is not None:
+        lines = [f"job {job_pid} python", *rows, *lines]
+    return _section(NodeSection.PROCESS_LIMITS, lines)
 
 
 def _net_plugin_section(value: str | None, *, job: bool) -> list[str]:

@@ -84,7 +84,7 @@ def _hang_sections() -> str:
     return header + text[text.index("# Hang attribution (read-only).") :]
 
 
-def _run(role: str, sandbox: Path, *, whole: bool = True) -> Run:
+def _run(role: str, sandbox: Path, *, whole: bool = True, ps: str | None = None) -> Run:
     shims, log, data = sandbox / "shims", sandbox / "log", sandbox / "data"
     for path in (shims, log, data):
         path.mkdir(exist_ok=True)
@@ -98,7 +98,7 @@ def _run(role: str, sandbox: Path, *, whole: bool = True) -> Run:
         shim.chmod(0o755)
     (data / "ras.txt").write_text(RAS_ANSWER)
     (data / "ip.txt").write_text(IP_ADDR)
-    (data / "ps.txt").write_text(f"{JOB_PID:>7} python\n")
+    (data / "ps.txt").write_text(ps if ps is not None else f"{JOB_PID:>7} python\n")
     (data / "sinfo.txt").write_text("ip-10-1-0-1|ip-10-1-0-1|10.1.0.1|drained|\x1b]0;pwned\x07bad\rnode")
     (data / "squeue.txt").write_text("12|\x1b[2Jtrain\x9b|PENDING|Resources")
     env = {
@@ -172,8 +172,8 @@ def _reads(run: Run) -> list[tuple[str, Path]]:
 
 def _assert_reads_stay_inside(run: Run, walk: list[Path]) -> None:
     """find only lists the directories of `walk` (the job's root down to its dump directory), dd
-    only reads files of the last one; other tools only /proc/<pid>/{environ,status} of the planted
-    tree; no secret reaches the output."""
+    only reads files of the last one; other tools only /proc/<pid>/{environ,status,limits} of the
+    planted tree; no secret reaches the output."""
     proc = (run.sandbox / "proc").resolve()
     walk = [p.resolve() for p in walk]
     for tool, path in _reads(run):
@@ -183,7 +183,7 @@ def _assert_reads_stay_inside(run: Run, walk: list[Path]) -> None:
         elif tool == "dd":
             assert real.parent == walk[-1] and not Path(path).is_symlink(), f"dd read {path}"
         else:
-            assert real.parent.parent == proc and real.name in ("environ", "status"), f"{tool} read {path}"
+            assert real.parent.parent == proc and real.name in ("environ", "status", "limits"), f"{tool} read {path}"
         if real.is_file():
             assert SECRET not in real.read_text(errors="replace"), f"{tool} read {path}"
     assert SECRET not in run.output
@@ -394,3 +394,25 @@ def test_the_jobs_net_plugin_file_is_tested_in_its_root_and_never_read(
         assert (probe.nccl_net_plugin, probe.nccl_net_plugin_present) == (value, planted)
     else:
         assert (probe.nccl_net_plugin, probe.nccl_net_plugin_present) == (None, None)
+
+
+def test_process_limits_are_read_for_the_job_and_the_daemons_only(tmp_path: Path) -> None:
+    # issue 17, point 3: the job's process and the job-starting daemons, from /proc/<pid>/limits
+    rows = "Max locked memory         65536                65536                bytes     \n"
+    _process(tmp_path / "proc", JOB_PID, {"RANK": "0", "NCCL_DEBUG": "WARN"})
+    (tmp_path / "proc" / str(JOB_PID) / "limits").write_text(rows)
+    for pid, comm in ((812, "containerd"), (900, "sshd")):
+        _process(tmp_path / "proc", pid, {}, comm=comm)
+        (tmp_path / "proc" / str(pid) / "limits").write_text(rows)
+    # ps lists a job-starting daemon, a process of no interest, and a forged comm
+    ps = f"{JOB_PID:>7} python\n    812 containerd\n    900 sshd\n   901 -e containerd\n"
+    run = _run("node", tmp_path, whole=False, ps=ps)
+    limits = parse_node_probe(run.output).process_limits
+    assert limits is not None
+    assert [(p.role, p.pid, p.command, p.memlock_kib) for p in limits] == [
+        ("job", JOB_PID, "python", 64),
+        ("container_runtime", 812, "containerd", 64),
+    ]
+    read = [w for c in run.of("grep") for w in c.argv if w.endswith("/limits")]
+    assert sorted(read) == sorted(str(tmp_path / "proc" / str(pid) / "limits") for pid in (JOB_PID, 812))
+    _assert_no_hostile_word(run)

@@ -17,6 +17,7 @@ from hyperpod_nccl.models.node_probe import (
     NetInterface,
     NodeProbeData,
     NodeProbeResult,
+    ProcessLimits,
     SectionStatus,
     Versions,
 )
@@ -87,8 +88,8 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], tuple[Status, Priority]]]
         (Status.WARN, Priority.P1),
     ),
     "node.stack": (
-        {"stack_kib": 1024},
-        {"stack_kib": 8192},
+        {"process_limits": [ProcessLimits(role="job", pid=7300, command="python", stack_kib=1024)]},
+        {"process_limits": [ProcessLimits(role="job", pid=7300, command="python", stack_kib=8192)]},
         (Status.FAIL, Priority.P1),
     ),
     "node.stale_shm": (
@@ -137,7 +138,12 @@ def test_each_node_check_trips_on_its_fault_and_not_on_its_healthy_neighbour(che
 
 
 def test_stack_and_memlock_both_unlimited_warn() -> None:
-    assert _issues(_run("node.stack", stack_unlimited=True, memlock_unlimited=True)) == [(Status.WARN, Priority.P2)]
+    both = ProcessLimits(
+        role="container_runtime", pid=812, command="containerd", stack_unlimited=True, memlock_unlimited=True
+    )
+    assert _issues(_run("node.stack", process_limits=[both])) == [(Status.WARN, Priority.P2)]
+    # the SSM shell's own limits are never judged
+    assert _issues(_run("node.stack", stack_unlimited=True, memlock_unlimited=True)) == []
 
 
 def test_iommu_on_warns_on_the_p2p_path() -> None:

@@ -15,6 +15,7 @@ from hyperpod_nccl.models.node_probe import (
     NodeProbeData,
     NodeProbeInventory,
     NodeProbeResult,
+    ProcessLimits,
     SlurmControllerData,
     SlurmQueueEntry,
 )
@@ -232,8 +233,13 @@ def test_node_without_nvidia_tools(instance_type: str, expected: list[str]) -> N
     [("ml.c5.18xlarge", []), ("ml.p5.48xlarge", [(Status.FAIL, Priority.P0)])],
 )
 def test_memlock_zero_matters_only_where_efa_registers_memory(instance_type: str, expected: list[object]) -> None:
-    # The CPU node's real `ulimit -l` reads 0: harmless without EFA, a P0 on an EFA GPU node.
-    inventory = _inventory(_probe("cpu_node_missing_tools.txt"), instance_type=instance_type)
+    # The CPU node's real `ulimit -l` reads 0. That is the SSM shell's own limit (the SSM agent's),
+    # never judged; the same 0 for the job's process is harmless without EFA, a P0 on an EFA GPU node.
+    probe = _probe("cpu_node_missing_tools.txt")
+    assert probe.memlock_kib == 0 and probe.process_limits is None
+    assert _run("node.memlock", _inventory(probe, instance_type=instance_type)) == []
+    job = ProcessLimits(role="job", pid=7300, command="python", memlock_kib=0)
+    inventory = _inventory(probe.model_copy(update={"process_limits": [job]}), instance_type=instance_type)
     assert [(f.status, f.priority) for f in _run("node.memlock", inventory)] == expected
 
 

@@ -53,5 +53,13 @@ def test_a_whole_answer_gives_no_reachability_finding() -> None:
         text = render_node_probe(NodeBehaviour(), instance_type, "host", "k")
         ended = {s.name for s in parse_node_probe(text).sections if s.rc is not None}
         # render_nccl_job answers the job's sections
-        job = {"nccl_jobs", "nccl_job_env", "nccl_job", "nccl_ras", "flight_recorder", "nccl_net_plugin"}
+        job = {
+            "nccl_jobs",
+            "nccl_job_env",
+            "nccl_job",
+            "nccl_ras",
+            "flight_recorder",
+            "nccl_net_plugin",
+            "process_limits",
+        }
         assert set(SECTIONS["node"]) - ended == job, instance_type

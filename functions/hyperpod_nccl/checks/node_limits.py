@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from hyperpod_nccl import instance_types, suggested, thresholds
-from hyperpod_nccl.checks import check
+from hyperpod_nccl.checks import Check, check
 from hyperpod_nccl.checks._node import node_label, node_resource, probed_nodes, ssm_target
 from hyperpod_nccl.models.findings import Finding, Priority
 from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.models.node_probe import NodeProbeData, NodeProbeResult, ProcessLimits
 from hyperpod_nccl.probe.sections import NodeSection
 from hyperpod_nccl.references import CLUSTER_LARGE, DBG_MEMLOCK_SHM, DBG_STALE_SHM, DBG_VERSION_MISMATCH, OPS_SLURM
 
@@ -18,54 +19,110 @@ def _gib(size: int) -> str:
     return f"{size / 2**30:.2f} GiB" if size >= 2**30 else f"{size / 2**20:.0f} MiB"
 
 
+def _limited(probe: NodeProbeData) -> tuple[list[ProcessLimits], str] | None:
+    """The processes whose limits are judged, and what they stand for: the job's own process when one
+    runs; else slurmd and the container runtime, whose limits the next job starts with. None when the
+    probe read no process limits (the SSM shell's `ulimit` is never judged: its limits are the SSM
+    agent's, not a job's)."""
+    if probe.process_limits is None:
+        return None
+    jobs = [p for p in probe.process_limits if p.role == "job"]
+    if jobs:
+        return jobs, "the running job"
+    return [p for p in probe.process_limits if p.role != "job"], "what the next job inherits"
+
+
+def _not_read(check: Check, result: NodeProbeResult, probe: NodeProbeData, what: str) -> Finding:
+    shell = "unlimited" if getattr(probe, f"{what}_unlimited") else f"{getattr(probe, f'{what}_kib')} KiB"
+    return check.info(
+        f"{what} of the jobs not read on {node_label(result)}: no job, slurmd or container runtime runs",
+        detail=f"the SSM shell's own {what} ({shell}) is the SSM agent's, not a job's: not judged",
+        resources=[node_resource(result)],
+    )
+
+
 @check(
     id="node.memlock",
-    title="Locked-memory limit",
+    title="Locked-memory limit of the job's processes",
     priority=Priority.P0,
     reference=DBG_MEMLOCK_SHM,
     source="node_probes",
 )
 def memlock(inv: Inventory) -> Iterator[Finding]:
-    """memlock 0 or small: ibv_reg_mr fails and NCCL falls back to TCP."""
+    """memlock of the running job (else of slurmd and the container runtime) below the threshold:
+    ibv_reg_mr fails and NCCL falls back to TCP. Each process is named with its limit."""
     ok = 0
     for result, probe in probed_nodes(inv):
         if result.instance_type and instance_types.expected_efa(result.instance_type) is None:
             continue  # no EFA to register memory with (CPU, controller or non-EFA GPU nodes)
-        if probe.memlock_unlimited or probe.memlock_kib is None:
-            ok += probe.memlock_unlimited
+        limited = _limited(probe)
+        if limited is None:
             continue
-        if probe.memlock_kib < thresholds.NODE_MIN_MEMLOCK_KIB:
-            yield memlock.fail(
-                f"memlock limit {probe.memlock_kib} KiB on {node_label(result)}",
-                priority=Priority.P0 if probe.memlock_kib == 0 else Priority.P1,
-                detail=f"EFA memory registration needs >= {thresholds.NODE_MIN_MEMLOCK_KIB} KiB (or unlimited); "
-                "set it in limits.conf / the Slurm prolog, and IPC_LOCK in pods",
-                resources=[node_resource(result)],
-                suggested_commands=[
-                    suggested.node_memlock_limit(inv.region, ssm_target(inv, result), inv.orchestrator)
-                ],
-                fields={"memlock_kib": probe.memlock_kib},
-            )
-        else:
+        processes, basis = limited
+        read = [p for p in processes if p.memlock_unlimited or p.memlock_kib is not None]
+        if not read:
+            yield _not_read(memlock, result, probe, "memlock")
+            continue
+        low = [p for p in read if not p.memlock_unlimited and (p.memlock_kib or 0) < thresholds.NODE_MIN_MEMLOCK_KIB]
+        if not low:
             ok += 1
+            continue
+        lowest = min(p.memlock_kib or 0 for p in low)
+        yield memlock.fail(
+            f"memlock {lowest} KiB for {', '.join(p.label for p in low)} on {node_label(result)} ({basis})",
+            priority=Priority.P0 if lowest == 0 else Priority.P1,
+            detail=f"EFA memory registration needs >= {thresholds.NODE_MIN_MEMLOCK_KIB} KiB (or unlimited); set it "
+            "for the service (systemd LimitMEMLOCK of slurmd / containerd / docker, or docker's default-ulimits), "
+            "in limits.conf / the Slurm prolog, and IPC_LOCK in pods",
+            evidence=[
+                f"{p.label} [{p.role}]: memlock {'unlimited' if p.memlock_unlimited else f'{p.memlock_kib} KiB'}"
+                for p in read
+            ],
+            resources=[node_resource(result)],
+            suggested_commands=[suggested.node_memlock_limit(inv.region, ssm_target(inv, result), inv.orchestrator)],
+            fields={"memlock_kib": lowest, "processes": ",".join(p.command for p in low)},
+        )
     if ok:
-        yield memlock.passed(f"memlock large enough on {ok} node(s)")
+        yield memlock.passed(f"memlock large enough for the job's processes on {ok} node(s)")
 
 
-@check(id="node.stack", title="Stack limit", priority=Priority.P1, reference=CLUSTER_LARGE, source="node_probes")
+@check(
+    id="node.stack",
+    title="Stack limit of the job's processes",
+    priority=Priority.P1,
+    reference=CLUSTER_LARGE,
+    source="node_probes",
+)
 def stack(inv: Inventory) -> Iterator[Finding]:
-    """Stack below 4 MiB fails; memlock and stack both unlimited warns (libc shrinks thread stacks)."""
+    """Stack of the job's processes below 4 MiB fails; memlock and stack both unlimited warns (glibc
+    then gives NCCL's threads a 2 MiB stack)."""
     for result, probe in probed_nodes(inv):
-        if probe.stack_kib is not None and probe.stack_kib < thresholds.NODE_MIN_STACK_KIB:
+        limited = _limited(probe)
+        if limited is None:
+            continue
+        processes, basis = limited
+        read = [p for p in processes if p.stack_unlimited or p.stack_kib is not None]
+        if not read:
+            yield _not_read(stack, result, probe, "stack")
+            continue
+        small = [p for p in read if p.stack_kib is not None and p.stack_kib < thresholds.NODE_MIN_STACK_KIB]
+        evidence = [
+            f"{p.label} [{p.role}]: stack {'unlimited' if p.stack_unlimited else f'{p.stack_kib} KiB'}" for p in read
+        ]
+        if small:
             yield stack.fail(
-                f"stack limit {probe.stack_kib} KiB on {node_label(result)}",
+                f"stack {min(p.stack_kib or 0 for p in small)} KiB for {', '.join(p.label for p in small)} on "
+                f"{node_label(result)} ({basis})",
+                evidence=evidence,
                 resources=[node_resource(result)],
             )
-        elif probe.stack_unlimited and probe.memlock_unlimited:
+        elif any(p.stack_unlimited and p.memlock_unlimited for p in read):
+            both = [p.label for p in read if p.stack_unlimited and p.memlock_unlimited]
             yield stack.warn(
-                f"stack and memlock both unlimited on {node_label(result)}",
+                f"stack and memlock both unlimited for {', '.join(both)} on {node_label(result)}",
                 priority=Priority.P2,
                 detail="glibc then gives NCCL's threads a 2 MiB stack; prefer fixed limits",
+                evidence=evidence,
                 resources=[node_resource(result)],
             )
 

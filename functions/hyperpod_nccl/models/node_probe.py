@@ -187,6 +187,26 @@ class LoopbackLatency(BaseModel):
     error: str | None = Field(default=None, description="why there is no measurement (first output line)")
 
 
+class ProcessLimits(BaseModel):
+    """The soft limits of one process that runs jobs (`/proc/<pid>/limits`); None = not read,
+    `*_unlimited` = no limit."""
+
+    role: Literal["job", "slurmd", "container_runtime"]
+    pid: int
+    command: str
+    memlock_kib: int | None = None
+    memlock_unlimited: bool = False
+    stack_kib: int | None = None
+    stack_unlimited: bool = False
+    open_files: int | None = None
+    open_files_unlimited: bool = False
+
+    @property
+    def label(self) -> str:
+        """`containerd (pid 812)`."""
+        return f"{self.command} (pid {self.pid})"
+
+
 class NcclJobProcess(BaseModel):
     """A training process on the node with the NCCL/PyTorch settings of its environment."""
 
@@ -274,6 +294,9 @@ class NodeProbeData(BaseModel):
     memlock_unlimited: bool = False
     stack_kib: int | None = None
     stack_unlimited: bool = False
+    # Limits of the job's process, slurmd and the container runtime (None: the probe did not read them);
+    # memlock_kib / stack_kib above are the SSM shell's own, shown but never judged.
+    process_limits: list[ProcessLimits] | None = None
     remove_ipc: str | None = None
     numa_nodes: int | None = None
     firewall_rules: list[str] = Field(default_factory=list)

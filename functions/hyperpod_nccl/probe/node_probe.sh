@@ -368,3 +368,18 @@ if [ -n "$job_value" ] && plain_path "$job_value" && [ -f "$proc/$job_pid/root$j
 if [ -n "$job_value" ] && plain_path "$job_value" && ! [ -f "$proc/$job_pid/root$job_value" ]; then printf 'absent %s\n' "$job_value"; fi
 if [ -n "$job_value" ] && ! plain_path "$job_value" && ! [[ $job_value =~ ^[A-Za-z0-9._-]{1,64}$ ]]; then printf 'not a plain path or name\n'; fi
 end nccl_net_plugin 0
+
+# Limits that matter are those of the processes that run jobs, not of this SSM shell: memlock, stack
+# and open files of the job's chosen process, slurmd and the container runtime (containers start
+# with its limits unless the runtime sets their own), from /proc/<pid>/limits (kernel-written).
+re_daemon='^(slurmd|containerd|dockerd)$'
+begin process_limits
+limits_rc=1
+if [ -n "$job_pid" ]; then printf 'job %s %s\n' "$job_pid" "$job_comm"; timeout 5 grep -sE -- '^Max (locked memory|stack size|open files) ' "$proc/$job_pid/limits" 2>/dev/null; limits_rc=0; fi
+timeout 5 ps -eo pid=,comm= 2>/dev/null | grep -E ' (slurmd|containerd|dockerd)$' | head -n 6 | while read -r daemon_pid daemon_comm; do
+  [[ $daemon_pid =~ $re_pid ]] && [[ $daemon_comm =~ $re_daemon ]] || continue
+  printf 'daemon %s %s\n' "$daemon_pid" "$daemon_comm"
+  timeout 5 grep -sE -- '^Max (locked memory|stack size|open files) ' "$proc/$daemon_pid/limits" 2>/dev/null
+  limits_rc=0
+done
+end process_limits "$limits_rc"

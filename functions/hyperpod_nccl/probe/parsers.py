@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from hyperpod_nccl import thresholds
 from hyperpod_nccl.bounded import loads_json
@@ -22,6 +22,7 @@ from hyperpod_nccl.models.node_probe import (
     NcclJobProcess,
     NetInterface,
     NodeProbeData,
+    ProcessLimits,
     RemappedRows,
     SectionStatus,
     SlurmControllerData,
@@ -666,6 +667,48 @@ def parse_nccl_jobs(job_lines: list[str], env_lines: list[str]) -> list[NcclJobP
     return sorted(jobs.values(), key=lambda j: j.pid)
 
 
+_LIMITS_PROCESS = re.compile(r"^(?P<kind>job|daemon) (?P<pid>[1-9]\d{0,9}) (?P<comm>[A-Za-z0-9._:+?-]{1,15})$")
+# /proc/<pid>/limits rows (the kernel's "%-25s %-20s %-20s %-10s"): name, soft, hard, units.
+_LIMITS_ROW = re.compile(
+    r"^Max (?P<name>locked memory|stack size|open files) {1,40}(?P<soft>unlimited|\d{1,20}) {1,40}"
+    r"(?:unlimited|\d{1,20}) {1,40}(?P<units>bytes|files)\s*$"
+)
+_DAEMON_ROLES: dict[str, Literal["slurmd", "container_runtime"]] = {
+    "slurmd": "slurmd",
+    "containerd": "container_runtime",
+    "dockerd": "container_runtime",
+}
+
+
+def parse_process_limits(section: Section | None) -> list[ProcessLimits] | None:
+    """The `process_limits` section: each process's soft memlock, stack (KiB) and open files; None
+    when the section is absent (a probe that did not read them)."""
+    if section is None:
+        return None
+    found: list[ProcessLimits] = []
+    for raw in section.lines[:64]:
+        line = raw.strip()
+        opened = _LIMITS_PROCESS.match(line)
+        if opened:
+            role = "job" if opened["kind"] == "job" else _DAEMON_ROLES.get(opened["comm"])
+            if role is not None:
+                found.append(ProcessLimits(role=role, pid=int(opened["pid"]), command=opened["comm"]))
+            continue
+        row = _LIMITS_ROW.match(raw.rstrip())
+        if row is None or not found:
+            continue
+        current, soft = found[-1], row["soft"]
+        unlimited = soft == "unlimited"
+        value = None if unlimited else int(soft)
+        if row["name"] == "locked memory":
+            current.memlock_unlimited, current.memlock_kib = unlimited, None if value is None else value // 1024
+        elif row["name"] == "stack size":
+            current.stack_unlimited, current.stack_kib = unlimited, None if value is None else value // 1024
+        else:
+            current.open_files_unlimited, current.open_files = unlimited, value
+    return found
+
+
 _NET_PLUGIN_FILE = re.compile(r"^(?P<state>present|absent) (?P<path>/[A-Za-z0-9._/-]{1,200})$")
 
 
@@ -839,6 +882,7 @@ def parse_node_probe(output: str) -> NodeProbeData:
         uverbs_devices=None if uverbs is None else sum(1 for line in uverbs.lines if line.strip().startswith("uverbs")),
         fi_info_efa_domains=fi_domains,
         fi_info_error=fi_error,
+        process_limits=parse_process_limits(sections.get(NodeSection.PROCESS_LIMITS)),
         nccl_net_plugin=plugin,
         nccl_net_plugin_present=plugin_present,
         ofi_nccl_plugin=[

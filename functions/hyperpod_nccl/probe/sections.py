@@ -72,6 +72,7 @@ class NodeSection(StrEnum):
     NCCL_RAS = "nccl_ras"
     FLIGHT_RECORDER = "flight_recorder"
     NCCL_NET_PLUGIN = "nccl_net_plugin"
+    PROCESS_LIMITS = "process_limits"
 
 
 class SlurmSection(StrEnum):

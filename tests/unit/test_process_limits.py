@@ -1,0 +1,83 @@
+"""Limits of the processes that matter (issue 17, point 3): memlock, stack and open files of the job's
+process, slurmd and the container runtime from /proc/<pid>/limits, each named; the SSM shell's own
+`ulimit` is the SSM agent's and never judged."""
+
+from __future__ import annotations
+
+from hyperpod_nccl.checks import discover
+from hyperpod_nccl.models.findings import Priority, Status
+from hyperpod_nccl.models.node_probe import NodeProbeData, NodeProbeResult, ProcessLimits
+from hyperpod_nccl.probe.parsers import parse_node_probe
+from hyperpod_nccl.probe.sections import NodeSection, begin_line, end_line
+from tests.builders import inventory, probed
+
+CHECKS = discover()
+
+
+def _limits(memlock: str, stack: str = "8388608") -> list[str]:
+    # fs/proc/base.c proc_pid_limits(): "%-25s %-20s %-20s %-10s" (name, soft, hard, units)
+    return [
+        f"{'Max stack size':<25} {stack:<20} {'unlimited':<20} {'bytes':<10}",
+        f"{'Max open files':<25} {'1048576':<20} {'1048576':<20} {'files':<10}",
+        f"{'Max locked memory':<25} {memlock:<20} {memlock:<20} {'bytes':<10}",
+    ]
+
+
+def _probe(lines: list[str]) -> NodeProbeData:
+    section = NodeSection.PROCESS_LIMITS
+    return parse_node_probe("\n".join([begin_line(section), *lines, end_line(section, 0)]) + "\n")
+
+
+def _memlock(probe: NodeProbeData, instance_type: str = "ml.p5.48xlarge"):  # type: ignore[no-untyped-def]
+    result = NodeProbeResult(
+        instance_id="i-0f1e2d3c4b5a69788",
+        reachable=True,
+        instance_group="worker",
+        instance_type=instance_type,
+        probe=probe,
+    )
+    return CHECKS["node.memlock"].run(inventory(node_probes=probed([result])))
+
+
+def test_each_process_is_read_from_the_kernels_layout() -> None:
+    probe = _probe(["job 7300 python", *_limits("unlimited"), "daemon 812 containerd", *_limits("65536", "unlimited")])
+    assert probe.process_limits == [
+        ProcessLimits(
+            role="job", pid=7300, command="python", memlock_unlimited=True, stack_kib=8192, open_files=1048576
+        ),
+        ProcessLimits(
+            role="container_runtime",
+            pid=812,
+            command="containerd",
+            memlock_kib=64,
+            stack_unlimited=True,
+            open_files=1048576,
+        ),
+    ]
+
+
+def test_the_running_jobs_limit_is_what_counts() -> None:
+    # dockerd at 64 KiB, but the job runs with unlimited memlock: the job's own limit decides
+    probe = _probe(["job 7300 python", *_limits("unlimited"), "daemon 900 dockerd", *_limits("65536")])
+    assert [f.status for f in _memlock(probe)] == [Status.PASS]
+    # the job itself at 64 KiB: a failure naming the process
+    probe = _probe(["job 7300 python", *_limits("65536"), "daemon 812 containerd", *_limits("unlimited")])
+    (finding,) = _memlock(probe)
+    assert (finding.status, finding.priority) == (Status.FAIL, Priority.P1)
+    assert "python (pid 7300)" in finding.title and "(the running job)" in finding.title
+
+
+def test_without_a_job_the_daemons_predict_what_the_next_job_gets() -> None:
+    # dockerd at 8 MiB, inherited by every container it starts (the issue's broken node)
+    (finding,) = _memlock(_probe(["daemon 900 dockerd", *_limits(str(8 * 2**20))]))
+    assert finding.status is Status.FAIL and "dockerd (pid 900)" in finding.title
+    assert "what the next job inherits" in finding.title
+
+
+def test_the_ssm_shells_own_limit_is_never_judged() -> None:
+    # the shell's ulimit -l is 64 KiB (the SSM agent's), the job's processes are unlimited: healthy
+    shell_low = _probe(["daemon 812 containerd", *_limits("unlimited")]).model_copy(update={"memlock_kib": 64})
+    assert [f.status for f in _memlock(shell_low)] == [Status.PASS]
+    # nothing runs that starts jobs: said, not passed
+    (finding,) = _memlock(_probe([]).model_copy(update={"memlock_kib": 64}))
+    assert finding.status is Status.INFO and "not judged" in finding.detail
