@@ -287,6 +287,8 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
     out += _section(NodeSection.NUMA, numa, rc=0 if numa else 1)
     drops = ["-A INPUT -p tcp -m tcp --dport 29400:29500 -j DROP" for _ in range(behaviour.firewall_drops)]
     out += _section(NodeSection.FIREWALL, drops, rc=0 if drops else 1)
+    # nft lists the same (iptables-nft) rules in its own syntax; the parser reads it only without iptables
+    out += _section(NodeSection.FIREWALL_NFT, [], rc=0)
     out += _section(NodeSection.STALE_SHM, behaviour.stale_shm_files, rc=0 if behaviour.stale_shm_files else 1)
     out += _section(NodeSection.TRAINING_PROCS, ["0"], rc=1)
     counters = []

@@ -29,6 +29,8 @@ ALLOWED = {
     "df",
     "ps",
     "iptables",
+    # `nft` only lists the ruleset (see ARGUMENT_RULES).
+    "nft",
     "scontrol",
     "systemctl",
     "sinfo",
@@ -80,6 +82,10 @@ ARGUMENT_RULES: dict[str, tuple[set[str], set[str]]] = {
     # tool: (at least one of these must appear, none of these may appear)
     "nvidia-smi": (set(), {"-r", "--gpu-reset", "-pm", "-e", "-c", "-ac", "-rac", "-pl", "-mig", "-lgc", "-rgc"}),
     "iptables": ({"-S", "-L"}, {"-A", "-D", "-I", "-F", "-X", "-P", "-N", "-R", "-Z"}),
+    "nft": (
+        {"list"},
+        {"add", "delete", "flush", "insert", "replace", "create", "destroy", "reset", "-f", "--file", "-i"},
+    ),
     "systemctl": ({"is-active", "status", "show"}, set()),
     "scontrol": ({"ping", "show"}, set()),
     "dcgmi": ({"--check", "discovery"}, {"-s", "--set", "diag", "-r"}),

@@ -91,3 +91,22 @@ def test_aws_ofi_nccl_the_originals_rows() -> None:
     assert finding.status is Status.WARN
     # found on the host: nothing to say
     assert _plugin_node(ofi_nccl_plugin=["libnccl-net.so"]) == []
+
+
+def test_without_iptables_the_nftables_ruleset_is_read() -> None:
+    # original probe: an nft fallback for the host-firewall check (`nft list ruleset` syntax)
+    nft = (
+        [
+            "\t\ttype filter hook input priority filter; policy drop;",
+            "\t\ttcp dport 29400-29500 drop",
+        ],
+        0,
+    )
+    inv = _node(
+        {NodeSection.FIREWALL: (["bash: line 1: iptables: command not found"], 127), NodeSection.FIREWALL_NFT: nft}
+    )
+    (finding,) = CHECKS["node.firewall"].run(inv)
+    assert finding.status is Status.WARN and "tcp dport 29400-29500 drop" in finding.evidence
+    # with iptables there, its rules alone count (iptables-nft shows the same rules twice otherwise)
+    inv = _node({NodeSection.FIREWALL: ([], 1), NodeSection.FIREWALL_NFT: nft})
+    assert CHECKS["node.firewall"].run(inv) == []

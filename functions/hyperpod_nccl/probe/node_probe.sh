@@ -167,6 +167,12 @@ begin firewall
 timeout 10 iptables -S 2>&1 | grep -E '(-j|--jump) (DROP|REJECT)' | grep -vE 'KUBE-|CILIUM|cali-'
 end firewall "${PIPESTATUS[0]}"
 
+# Hosts without iptables (nftables only): the same question of `nft list ruleset` (read only), its
+# drop/reject rules and drop policies, less the Kubernetes chains and the usual invalid-state drop.
+begin firewall_nft
+timeout 10 nft list ruleset 2>&1 | grep -E '\b(drop|reject)\b' | grep -vE 'KUBE-|kube-|CILIUM|cilium|cali-|ct state invalid' | head -n 20
+end firewall_nft "${PIPESTATUS[0]}"
+
 begin stale_shm
 timeout 5 ls /dev/shm/ 2>&1 | grep -E '^nccl-[[:print:]]{0,200}$'
 end stale_shm "${PIPESTATUS[0]}"

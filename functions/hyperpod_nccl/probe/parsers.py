@@ -528,6 +528,15 @@ def parse_shm(lines: list[str]) -> tuple[str | None, int | None, str | None]:
     return None, None, None
 
 
+def parse_firewall(iptables: Section | None, nft: Section | None) -> list[str]:
+    """DROP/REJECT rules of the host firewall: iptables' when it is installed, else nftables' (the
+    original's nft fallback). Where iptables runs on the nft backend both show the same rules, so
+    nft is read only in iptables' absence."""
+    if iptables is not None and not iptables.tool_missing:
+        return _ok_lines(iptables)[:20]
+    return [line.strip() for line in _ok_lines(nft)][:20]
+
+
 def _limit(lines: list[str]) -> tuple[int | None, bool]:
     value = lines[0].strip() if lines else ""
     if value == "unlimited":
@@ -902,7 +911,7 @@ def parse_node_probe(output: str) -> NodeProbeData:
         stack_unlimited=stack_unlimited,
         remove_ipc=remove_ipc,
         numa_nodes=len(lines(NodeSection.NUMA)) if NodeSection.NUMA in sections else None,
-        firewall_rules=lines(NodeSection.FIREWALL)[:20],
+        firewall_rules=parse_firewall(sections.get(NodeSection.FIREWALL), sections.get(NodeSection.FIREWALL_NFT)),
         stale_shm_files=[line.strip() for line in lines(NodeSection.STALE_SHM) if line.strip().startswith("nccl-")],
         training_processes=_int(_first(lines(NodeSection.TRAINING_PROCS))),
         efa_counters=parse_efa_counters(lines(NodeSection.EFA_COUNTERS)),

@@ -60,6 +60,7 @@ class NodeSection(StrEnum):
     REMOVE_IPC = "remove_ipc"
     NUMA = "numa"
     FIREWALL = "firewall"
+    FIREWALL_NFT = "firewall_nft"
     STALE_SHM = "stale_shm"
     TRAINING_PROCS = "training_procs"
     EFA_COUNTERS = "efa_counters"
