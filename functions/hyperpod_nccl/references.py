@@ -123,6 +123,7 @@ NODE_ROW_REMAP = _ref(NODE, "G.1.a")
 NODE_DCGM = _ref(NODE, "G.1.b")
 NODE_NEURON = _ref(NODE, "G.2")
 NODE_SSM = _ref(NODE, "K")
+NODE_CLOCK = _ref(NODE, "L")
 
 # cluster-debugger.md
 CLUSTER_STATUS = _ref(CLUSTER, "1")

@@ -98,6 +98,10 @@ INCIDENT_CAUSAL_WINDOW_SECONDS = 3600
 # On-node probe limits (original Check 8, debugging-guide § 17): memlock and stack in KiB.
 NODE_MIN_MEMLOCK_KIB = 8388608
 NODE_MIN_STACK_KIB = 4096
+# Node clock skew (s) outside the probe's session: a warning past a few heartbeats' worth, a failure
+# past munge's default credential time-to-live (5 minutes), beyond which Slurm rejects the node.
+NODE_CLOCK_SKEW_WARN_SECONDS = 30
+NODE_CLOCK_SKEW_FAIL_SECONDS = 300
 NODE_MIN_SHM_BYTES = 2**30
 NODE_RECOMMENDED_SHM_BYTES = 4 * 2**30
 # NCCL 2.20 and newer need at least this driver major version.

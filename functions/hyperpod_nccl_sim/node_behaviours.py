@@ -74,6 +74,7 @@ class NodeBehaviour(_Strict):
     memlock_kib: int | None = None
     memlock_unlimited: bool = True
     stack_kib: int = 8192
+    clock_skew_seconds: int = Field(default=0, description="how far the node's clock is off (date -u +%s)")
     shm_bytes: int | None = None
     remove_ipc: str | None = "no"
     acs_enabled: int = 0

@@ -77,6 +77,7 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
     short = hostname.split(".", 1)[0]
     kernel = _value(behaviour, "kernel")
     out += _section(NodeSection.KERNEL, [kernel]) + _section(NodeSection.HOSTNAME, [short])
+    out += _section(NodeSection.CLOCK, [str(int(time.time()) + behaviour.clock_skew_seconds)])
     gpus = (
         instance_types.GPUS_PER_INSTANCE.get(instance_type, 0)
         if instance_types.accelerator(instance_type) == "nvidia"

@@ -13,6 +13,8 @@ from hyperpod_nccl.probe import SCRIPTS, script
 ALLOWED = {
     "uname",
     "hostname",
+    # `date` only prints the time (never -s/--set, see ARGUMENT_RULES).
+    "date",
     "nvidia-smi",
     "grep",
     "head",
@@ -101,6 +103,7 @@ ARGUMENT_RULES: dict[str, tuple[set[str], set[str]]] = {
     "base64": (set(), {"-d", "--decode"}),
     "dd": ({"iflag=nofollow,nonblock"}, set()),
     "sort": (set(), {"-o", "--output"}),
+    "date": (set(), {"-s", "--set"}),
 }
 # dd operands that would write.
 DD_FORBIDDEN_PREFIXES = ("of=", "oflag=", "seek=", "conv=")

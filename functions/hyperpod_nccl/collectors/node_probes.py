@@ -192,6 +192,7 @@ def probe_node(ctx: CollectionContext, target: ProbeTarget, runner: SessionRunne
         status=target.status,
         chosen_because=target.chosen_because,
     )
+    result.started_at = time.time()
     document = (ctx.probe_documents or {}).get(target.role)
     result.session_document = document or DOCUMENT
     try:
@@ -225,6 +226,7 @@ def probe_node(ctx: CollectionContext, target: ProbeTarget, runner: SessionRunne
         result.output_bytes = len(outcome.output)
         _attach(result, outcome.text)
     result.retries = max(0, result.attempts - 1)
+    result.answered_at = time.time()
     result.duration_seconds = round(time.monotonic() - started, 3)
     return result
 

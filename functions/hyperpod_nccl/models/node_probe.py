@@ -256,6 +256,8 @@ class NodeProbeData(BaseModel):
     """Every signal the node probe collected, parsed. None = the section gave no answer."""
 
     hostname: str | None = None
+    # The node's clock when the probe read it (seconds since the epoch).
+    clock_epoch: int | None = None
     gpu_present: bool | None = None
     gpu_query_ok: bool | None = None
     gpus: list[GpuInfo] = Field(default_factory=list)
@@ -383,6 +385,10 @@ class NodeProbeResult(BaseModel):
     role: ProbeRole = "node"
     status: str | None = None
     chosen_because: str | None = None
+    # The collector's clock when the session started and when its answer ended (seconds since the
+    # epoch): the window the node's own clock reading must fall in.
+    started_at: float | None = None
+    answered_at: float | None = None
     attempts: int = 0
     # StartSession calls AWS throttled (each retried) and sessions tried again (attempts - 1);
     # stored results from before they were counted read as 0.

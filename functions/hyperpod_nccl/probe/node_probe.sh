@@ -16,6 +16,12 @@ begin hostname
 timeout 5 hostname 2>&1
 end hostname "$?"
 
+# The node's clock (seconds since the epoch), compared with the collector's: a skewed clock breaks
+# munge's credentials, NCCL's and PyTorch's timeouts, and the time windows of this diagnosis.
+begin clock
+timeout 5 date -u +%s 2>&1
+end clock "$?"
+
 begin gpu_list
 timeout 20 nvidia-smi -L 2>&1
 end gpu_list "$?"

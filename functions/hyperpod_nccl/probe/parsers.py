@@ -869,8 +869,10 @@ def parse_node_probe(output: str) -> NodeProbeData:
         [lines(NodeSection.XID_DMESG), lines(NodeSection.XID_JOURNAL)],
         [lines(NodeSection.XID_COUNTS_DMESG), lines(NodeSection.XID_COUNTS_JOURNAL)],
     )
+    clock = _first(lines(NodeSection.CLOCK))
     return NodeProbeData(
         hostname=_first(lines(NodeSection.HOSTNAME)),
+        clock_epoch=int(clock) if clock and re.fullmatch(r"\d{9,11}", clock) else None,
         gpu_present=gpu_present,
         gpu_query_ok=None if gpu_query is None or not gpu_present else gpu_query.rc == 0 and bool(gpus),
         gpus=gpus,

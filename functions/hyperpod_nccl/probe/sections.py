@@ -23,6 +23,7 @@ class NodeSection(StrEnum):
     # identity, GPUs and their faults
     KERNEL = "kernel"
     HOSTNAME = "hostname"
+    CLOCK = "clock"
     GPU_LIST = "gpu_list"
     GPU_QUERY = "gpu_query"
     CUDA_VERSION = "cuda_version"
