@@ -11,7 +11,7 @@ from hyperpod_nccl.models.findings import Priority, Status
 
 def _rendezvous(env: dict[str, str], command: tuple[str, ...] = ("python", "train.py")) -> list[str]:
     values = {name: EnvValue(value, "env") for name, value in env.items()}
-    rules = _audit(values, uses_efa=False, instance_type=None, pytorch=True, command=command)
+    rules = _audit(values, uses_efa=False, instance_type=None, pytorch=True, command=command, pods=4)
     return [r.title for r in rules if r.title.startswith("torch.distributed rendezvous") and r.status is Status.WARN]
 
 
@@ -35,8 +35,11 @@ def test_operators_and_torchrun_provide_them() -> None:
 
 def test_the_warning_is_a_p2_recommendation_and_only_for_pytorch_jobs() -> None:
     values = {"NCCL_DEBUG": EnvValue("WARN", "env")}
-    rules = _audit(values, uses_efa=False, instance_type=None, pytorch=True, command=("python", "train.py"))
+    rules = _audit(values, uses_efa=False, instance_type=None, pytorch=True, command=("python", "train.py"), pods=2)
     assert [r.priority for r in rules if r.variable == "MASTER_ADDR"] == [Priority.P2]
+    # one pod's ranks meet locally: nothing to say
+    one = _audit(values, uses_efa=False, instance_type=None, pytorch=True, command=("python", "train.py"), pods=1)
+    assert not [r for r in one if r.variable == "MASTER_ADDR"]
     assert not [r for r in _audit(values, uses_efa=False, instance_type=None, pytorch=False) if r.variable == "RANK"]
 
 
@@ -44,5 +47,5 @@ def test_a_value_taken_from_the_downward_api_counts_as_set() -> None:
     # RANK from a fieldRef or a Secret: the spec carries no literal value, but the variable is set
     values = {name: EnvValue("x", "env") for name in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE")}
     values["RANK"] = EnvValue(None, "fieldRef")
-    rules = _audit(values, uses_efa=False, instance_type=None, pytorch=True, command=("python", "train.py"))
+    rules = _audit(values, uses_efa=False, instance_type=None, pytorch=True, command=("python", "train.py"), pods=2)
     assert not [r for r in rules if r.title.startswith("torch.distributed rendezvous")]

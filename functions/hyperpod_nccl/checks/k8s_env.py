@@ -66,13 +66,15 @@ def _audit(
     *,
     pytorch: bool = False,
     command: tuple[str, ...] = (),
+    pods: int = 1,
 ) -> list[_Rule]:
     """Every rule that fires for one job's environment, in a stable order: the rendezvous, debuggability
     gaps, the debug level, error handling, intra-node transport, then (EFA pods only) the network path."""
     value = {k: (v.value or "").strip() for k, v in env.items()}
     # Set means any value, or one taken from elsewhere (a Secret, the downward API: value None).
     present = {k for k, v in env.items() if v.value is None or v.value.strip()}
-    rules: list[_Rule] = list(_rendezvous_rules(present, command)) if pytorch else []
+    # Only ranks spread over several pods rendezvous across the network (one pod's ranks meet locally).
+    rules: list[_Rule] = list(_rendezvous_rules(present, command)) if pytorch and pods > 1 else []
     rules += [
         _Rule(gap.variable, Status.INFO, Priority.P2, gap.title, gap.detail, gap.reference)
         for gap in debug_gaps(value, pytorch=pytorch)
@@ -305,7 +307,12 @@ def nccl_env(inv: Inventory) -> Iterator[Finding]:
         container = main_container(pod)
         command = (*container.command, *container.args) if container else ()
         rules = _audit(
-            env, uses_efa, node.instance_type if node else None, pytorch=_runs_pytorch(pod, env), command=command
+            env,
+            uses_efa,
+            node.instance_type if node else None,
+            pytorch=_runs_pytorch(pod, env),
+            command=command,
+            pods=len(job.pods),
         )
         shown = [
             f"{k}={v.value if v.value is not None else '<' + v.source + '>'} ({v.source})"
