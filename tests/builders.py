@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hyperpod_nccl.models.inventory import ControlPlaneInventory, Inventory
-from hyperpod_nccl.models.node_probe import NodeProbeInventory, NodeProbeResult
+from hyperpod_nccl.models.node_probe import NodeProbeData, NodeProbeInventory, NodeProbeResult
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -39,6 +39,22 @@ def probed(results: Iterable[NodeProbeResult]) -> NodeProbeInventory:
     """The node-probe source of a sweep that probed exactly the nodes of `results`."""
     results = list(results)
     return NodeProbeInventory(probed_instance_ids=[r.instance_id for r in results], results=results)
+
+
+def probed_node(
+    probe: NodeProbeData, *, instance_type: str | None = "ml.p5.48xlarge", orchestrator: str = "unknown", **result: Any
+) -> Inventory:
+    """An inventory holding one probed worker node (i-0f1e2d3c4b5a69788) that answered `probe`;
+    `result` sets other NodeProbeResult fields (started_at, exit_code ...)."""
+    node = NodeProbeResult(
+        instance_id="i-0f1e2d3c4b5a69788",
+        reachable=True,
+        instance_group="worker",
+        instance_type=instance_type,
+        probe=probe,
+        **result,
+    )
+    return inventory(node_probes=probed([node])).model_copy(update={"orchestrator": orchestrator})
 
 
 class FakeClock:

@@ -16,13 +16,12 @@ from hyperpod_nccl.models.node_probe import (
     NcclJobProcess,
     NetInterface,
     NodeProbeData,
-    NodeProbeResult,
     ProcessLimits,
     SectionStatus,
     Versions,
 )
 from hyperpod_nccl.probe.sections import NodeSection
-from tests.builders import inventory, probed
+from tests.builders import probed_node
 
 CHECKS = discover()
 P5 = "ml.p5.48xlarge"
@@ -30,14 +29,7 @@ H100 = {"name": "NVIDIA H100 80GB HBM3", "bus_id": "00000000:53:00.0"}
 
 
 def _run(check_id: str, instance_type: str = P5, orchestrator: str = "eks", **probe: Any):  # type: ignore[no-untyped-def]
-    result = NodeProbeResult(
-        instance_id="i-0f1e2d3c4b5a69788",
-        reachable=True,
-        instance_group="worker",
-        instance_type=instance_type,
-        probe=NodeProbeData(**probe),
-    )
-    inv = inventory(node_probes=probed([result])).model_copy(update={"orchestrator": orchestrator})
+    inv = probed_node(NodeProbeData(**probe), instance_type=instance_type, orchestrator=orchestrator)
     return CHECKS[check_id].run(inv)
 
 

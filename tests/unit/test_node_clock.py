@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from hyperpod_nccl.checks import discover
 from hyperpod_nccl.models.findings import Priority, Status
-from hyperpod_nccl.models.node_probe import NodeProbeResult
 from hyperpod_nccl.probe.parsers import parse_node_probe
 from hyperpod_nccl.probe.sections import NodeSection, begin_line, end_line
 from hyperpod_nccl.references import NODE_CLOCK
-from tests.builders import inventory, probed
+from tests.builders import probed_node
 
 CHECKS = discover()
 STARTED, ANSWERED = 1_765_000_000.0, 1_765_000_012.5
@@ -17,16 +16,7 @@ STARTED, ANSWERED = 1_765_000_000.0, 1_765_000_012.5
 
 def _clock(reading: str):  # type: ignore[no-untyped-def]
     probe = parse_node_probe("\n".join([begin_line(NodeSection.CLOCK), reading, end_line(NodeSection.CLOCK, 0)]))
-    result = NodeProbeResult(
-        instance_id="i-0f1e2d3c4b5a69788",
-        reachable=True,
-        instance_group="worker",
-        instance_type="ml.p5.48xlarge",
-        started_at=STARTED,
-        answered_at=ANSWERED,
-        probe=probe,
-    )
-    return CHECKS["node.clock"].run(inventory(node_probes=probed([result])))
+    return CHECKS["node.clock"].run(probed_node(probe, started_at=STARTED, answered_at=ANSWERED))
 
 
 def test_a_reading_inside_the_session_is_in_sync() -> None:

@@ -17,14 +17,13 @@ import pytest
 
 from hyperpod_nccl.checks import discover
 from hyperpod_nccl.models.findings import Priority, Status
-from hyperpod_nccl.models.node_probe import NodeProbeData, NodeProbeResult
+from hyperpod_nccl.models.node_probe import NodeProbeData
 from hyperpod_nccl.probe import script
 from hyperpod_nccl.probe.parsers import parse_driver_faults, parse_node_probe
 from hyperpod_nccl.probe.sections import NodeSection, begin_line, end_line
-from tests.builders import inventory, probed
+from tests.builders import probed_node
 
 CHECKS = discover()
-NODE = "i-0f1e2d3c4b5a69788"
 
 # (line as the kernel log shows it, expected (kind, bus, code, GPU-I, GPU-CI / fatal, link))
 SHAPES: dict[str, tuple[list[str], tuple[object, ...]]] = {
@@ -198,10 +197,7 @@ def test_other_messages_opening_like_a_fall_are_not_falls() -> None:
 
 
 def _inventory(probe: NodeProbeData):  # type: ignore[no-untyped-def]
-    result = NodeProbeResult(
-        instance_id=NODE, reachable=True, instance_group="worker", instance_type="ml.p5.48xlarge", probe=probe
-    )
-    return inventory(node_probes=probed([result]))
+    return probed_node(probe)
 
 
 def test_a_fall_without_an_xid_line_is_a_replace() -> None:

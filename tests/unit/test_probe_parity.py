@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from hyperpod_nccl.checks import discover
 from hyperpod_nccl.models.findings import Priority, Status
-from hyperpod_nccl.models.node_probe import NodeProbeResult
 from hyperpod_nccl.probe.parsers import parse_node_probe
 from hyperpod_nccl.probe.sections import NodeSection, begin_line, end_line
-from tests.builders import inventory, probed
+from tests.builders import probed_node
 
 CHECKS = discover()
 
@@ -16,14 +15,7 @@ def _node(sections: dict[str, tuple[list[str], int]]):  # type: ignore[no-untype
     text = "".join(
         "\n".join([begin_line(name), *lines, end_line(name, rc)]) + "\n" for name, (lines, rc) in sections.items()
     )
-    result = NodeProbeResult(
-        instance_id="i-0f1e2d3c4b5a69788",
-        reachable=True,
-        instance_group="worker",
-        instance_type="ml.p5.48xlarge",
-        probe=parse_node_probe(text),
-    )
-    return inventory(node_probes=probed([result]))
+    return probed_node(parse_node_probe(text))
 
 
 UVERBS = ([f"uverbs{i}" for i in range(32)] + ["rdma_cm"], 0)
@@ -67,14 +59,7 @@ def _plugin_node(**probe: object):  # type: ignore[no-untyped-def]
     from hyperpod_nccl.models.node_probe import NodeProbeData, SectionStatus
 
     data = NodeProbeData(sections=[SectionStatus(name=NodeSection.OFI_NCCL, rc=1)], **probe)  # type: ignore[arg-type]
-    result = NodeProbeResult(
-        instance_id="i-0f1e2d3c4b5a69788",
-        reachable=True,
-        instance_group="worker",
-        instance_type="ml.p5.48xlarge",
-        probe=data,
-    )
-    return CHECKS["node.ofi_nccl_plugin"].run(inventory(node_probes=probed([result])))
+    return CHECKS["node.ofi_nccl_plugin"].run(probed_node(data))
 
 
 def test_aws_ofi_nccl_the_originals_rows() -> None:

@@ -5,28 +5,23 @@ from __future__ import annotations
 
 from hyperpod_nccl.checks import discover
 from hyperpod_nccl.models.findings import Status
-from hyperpod_nccl.models.node_probe import NodeProbeResult
 from hyperpod_nccl.probe.parsers import parse_node_probe
 from hyperpod_nccl.probe.sections import SECTIONS, begin_line, end_line
 from hyperpod_nccl_sim.node_behaviours import NodeBehaviour
 from hyperpod_nccl_sim.nodes import render_node_probe
-from tests.builders import inventory, probed
+from tests.builders import probed_node
 
 CHECKS = discover()
 
 
 def _answered(text: str, exit_code: int | None = 0):  # type: ignore[no-untyped-def]
-    result = NodeProbeResult(
-        instance_id="i-0f1e2d3c4b5a69788",
-        reachable=True,
-        instance_group="worker",
-        instance_type="ml.p5.48xlarge",
+    inv = probed_node(
+        parse_node_probe(text),
         exit_code=exit_code,
         complete=exit_code is not None,
         output_bytes=len(text.encode()),
-        probe=parse_node_probe(text),
     )
-    return CHECKS["node.reachability"].run(inventory(node_probes=probed([result])))
+    return CHECKS["node.reachability"].run(inv)
 
 
 def test_an_empty_answer_is_said() -> None:

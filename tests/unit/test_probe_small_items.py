@@ -10,11 +10,10 @@ from pathlib import Path
 
 from hyperpod_nccl.checks import discover
 from hyperpod_nccl.models.findings import Status
-from hyperpod_nccl.models.node_probe import NodeProbeResult
 from hyperpod_nccl.probe import script
 from hyperpod_nccl.probe.parsers import parse_node_probe
 from hyperpod_nccl.probe.sections import NodeSection, begin_line, end_line
-from tests.builders import inventory, probed
+from tests.builders import probed_node
 
 CHECKS = discover()
 
@@ -34,14 +33,7 @@ def test_a_dev_shm_on_the_root_filesystem_warns_instead_of_going_silent() -> Non
     # df -B1 --output=fstype,size,avail,target /dev/shm where /dev/shm is a directory of "/"
     probe = _probe(NodeSection.SHM, ["Type 1B-blocks Avail Mounted on", "overlay 107374182400 53687091200 /"])
     assert (probe.shm_fstype, probe.shm_size_bytes, probe.shm_mount) == ("overlay", 100 * 2**30, "/")
-    result = NodeProbeResult(
-        instance_id="i-0f1e2d3c4b5a69788",
-        reachable=True,
-        instance_group="worker",
-        instance_type="ml.p5.48xlarge",
-        probe=probe,
-    )
-    (finding,) = CHECKS["node.dev_shm"].run(inventory(node_probes=probed([result])))
+    (finding,) = CHECKS["node.dev_shm"].run(probed_node(probe))
     assert finding.status is Status.WARN and "it lives on / (overlay)" in finding.title
     assert finding.fields["shm_mount"] == "/"
 

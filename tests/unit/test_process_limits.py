@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from hyperpod_nccl.checks import discover
 from hyperpod_nccl.models.findings import Priority, Status
-from hyperpod_nccl.models.node_probe import NodeProbeData, NodeProbeResult, ProcessLimits
+from hyperpod_nccl.models.node_probe import NodeProbeData, ProcessLimits
 from hyperpod_nccl.probe.parsers import parse_node_probe
 from hyperpod_nccl.probe.sections import NodeSection, begin_line, end_line
-from tests.builders import inventory, probed
+from tests.builders import probed_node
 
 CHECKS = discover()
 
@@ -29,14 +29,7 @@ def _probe(lines: list[str]) -> NodeProbeData:
 
 
 def _memlock(probe: NodeProbeData, instance_type: str = "ml.p5.48xlarge"):  # type: ignore[no-untyped-def]
-    result = NodeProbeResult(
-        instance_id="i-0f1e2d3c4b5a69788",
-        reachable=True,
-        instance_group="worker",
-        instance_type=instance_type,
-        probe=probe,
-    )
-    return CHECKS["node.memlock"].run(inventory(node_probes=probed([result])))
+    return CHECKS["node.memlock"].run(probed_node(probe, instance_type=instance_type))
 
 
 def test_each_process_is_read_from_the_kernels_layout() -> None:

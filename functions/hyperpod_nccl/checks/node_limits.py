@@ -4,6 +4,7 @@ and the NCCL-versus-driver compatibility of the host."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Literal
 
 from hyperpod_nccl import instance_types, suggested, thresholds
 from hyperpod_nccl.checks import Check, check
@@ -32,6 +33,15 @@ def _limited(probe: NodeProbeData) -> tuple[list[ProcessLimits], str] | None:
     return [p for p in probe.process_limits if p.role != "job"], "what the next job inherits"
 
 
+def _readings(probe: NodeProbeData, limit: Literal["memlock", "stack"]) -> tuple[list[ProcessLimits], str] | None:
+    """The judged processes (`_limited`) whose `limit` was read, and what they stand for."""
+    limited = _limited(probe)
+    if limited is None:
+        return None
+    processes, basis = limited
+    return [p for p in processes if p.unlimited(limit) or p.kib(limit) is not None], basis
+
+
 def _not_read(check: Check, result: NodeProbeResult, probe: NodeProbeData, what: str) -> Finding:
     shell = "unlimited" if getattr(probe, f"{what}_unlimited") else f"{getattr(probe, f'{what}_kib')} KiB"
     return check.info(
@@ -55,11 +65,10 @@ def memlock(inv: Inventory) -> Iterator[Finding]:
     for result, probe in probed_nodes(inv):
         if result.instance_type and instance_types.expected_efa(result.instance_type) is None:
             continue  # no EFA to register memory with (CPU, controller or non-EFA GPU nodes)
-        limited = _limited(probe)
-        if limited is None:
+        readings = _readings(probe, "memlock")
+        if readings is None:
             continue
-        processes, basis = limited
-        read = [p for p in processes if p.memlock_unlimited or p.memlock_kib is not None]
+        read, basis = readings
         if not read:
             yield _not_read(memlock, result, probe, "memlock")
             continue
@@ -74,10 +83,7 @@ def memlock(inv: Inventory) -> Iterator[Finding]:
             detail=f"EFA memory registration needs >= {thresholds.NODE_MIN_MEMLOCK_KIB} KiB (or unlimited); set it "
             "for the service (systemd LimitMEMLOCK of slurmd / containerd / docker, or docker's default-ulimits), "
             "in limits.conf / the Slurm prolog, and IPC_LOCK in pods",
-            evidence=[
-                f"{p.label} [{p.role}]: memlock {'unlimited' if p.memlock_unlimited else f'{p.memlock_kib} KiB'}"
-                for p in read
-            ],
+            evidence=[p.shown("memlock") for p in read],
             resources=[node_resource(result)],
             suggested_commands=[suggested.node_memlock_limit(inv.region, ssm_target(inv, result), inv.orchestrator)],
             fields={"memlock_kib": lowest, "processes": ",".join(p.command for p in low)},
@@ -97,18 +103,15 @@ def stack(inv: Inventory) -> Iterator[Finding]:
     """Stack of the job's processes below 4 MiB fails; memlock and stack both unlimited warns (glibc
     then gives NCCL's threads a 2 MiB stack)."""
     for result, probe in probed_nodes(inv):
-        limited = _limited(probe)
-        if limited is None:
+        readings = _readings(probe, "stack")
+        if readings is None:
             continue
-        processes, basis = limited
-        read = [p for p in processes if p.stack_unlimited or p.stack_kib is not None]
+        read, basis = readings
         if not read:
             yield _not_read(stack, result, probe, "stack")
             continue
         small = [p for p in read if p.stack_kib is not None and p.stack_kib < thresholds.NODE_MIN_STACK_KIB]
-        evidence = [
-            f"{p.label} [{p.role}]: stack {'unlimited' if p.stack_unlimited else f'{p.stack_kib} KiB'}" for p in read
-        ]
+        evidence = [p.shown("stack") for p in read]
         if small:
             yield stack.fail(
                 f"stack {min(p.stack_kib or 0 for p in small)} KiB for {', '.join(p.label for p in small)} on "

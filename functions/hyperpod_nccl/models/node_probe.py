@@ -206,6 +206,19 @@ class ProcessLimits(BaseModel):
         """`containerd (pid 812)`."""
         return f"{self.command} (pid {self.pid})"
 
+    def kib(self, limit: Literal["memlock", "stack"]) -> int | None:
+        """The soft `limit` in KiB (None: unlimited or not read)."""
+        return self.memlock_kib if limit == "memlock" else self.stack_kib
+
+    def unlimited(self, limit: Literal["memlock", "stack"]) -> bool:
+        """Whether `limit` is unlimited."""
+        return self.memlock_unlimited if limit == "memlock" else self.stack_unlimited
+
+    def shown(self, limit: Literal["memlock", "stack"]) -> str:
+        """`containerd (pid 812) [container_runtime]: memlock 64 KiB`."""
+        value = "unlimited" if self.unlimited(limit) else f"{self.kib(limit)} KiB"
+        return f"{self.label} [{self.role}]: {limit} {value}"
+
 
 class NcclJobProcess(BaseModel):
     """A training process on the node with the NCCL/PyTorch settings of its environment."""
