@@ -74,3 +74,10 @@ def test_the_ssm_shells_own_limit_is_never_judged() -> None:
     # nothing runs that starts jobs: said, not passed
     (finding,) = _memlock(_probe([]).model_copy(update={"memlock_kib": 64}))
     assert finding.status is Status.INFO and "not judged" in finding.detail
+
+
+def test_rows_under_a_process_of_no_role_are_nobodys() -> None:
+    # a header the probe would never print (sshd) must not lend its rows to the process before it
+    probe = _probe(["job 7300 python", *_limits("unlimited"), "daemon 900 sshd", *_limits("0", "1024")])
+    (job,) = probe.process_limits or []
+    assert (job.command, job.memlock_unlimited, job.stack_kib) == ("python", True, 8192)

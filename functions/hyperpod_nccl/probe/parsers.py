@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hyperpod_nccl import thresholds
@@ -176,7 +176,7 @@ _SHAPE_RANK = {"xid": 0, "sxid": 0, "fallen_first": 1, "fallen": 2, "fallen_last
 class _Fault:
     count: int = 0
     line: str = ""
-    links: set[int] | None = None
+    links: set[int] = field(default_factory=set)
 
 
 def _driver_fault(text: str) -> tuple[_FaultKey, str, str, int | None] | None:
@@ -253,13 +253,13 @@ def _tally_driver_faults(lines: list[str], *, counted: bool) -> dict[tuple[_Faul
         if fault is None:
             if len(tally) >= MAX_DRIVER_FAULTS:
                 continue
-            fault = tally[(key, shape)] = _Fault(links=set())
+            fault = tally[(key, shape)] = _Fault()
         fault.count += count
         if not counted or not fault.line:
             fault.line = line[:300]
         if shape == "fallen_first":
             since_first_line, opened, candidate = 0, fault, None
-        if link is not None and fault.links is not None and len(fault.links) < 64:
+        if link is not None and len(fault.links) < 64:
             fault.links.add(link)
     return tally
 
@@ -281,13 +281,12 @@ def parse_driver_faults(
     sources = [(lines, False) for lines in log_sources] + [(lines, True) for lines in counted_sources]
     for lines, counted in sources:
         for (key, shape), fault in _tally_driver_faults(lines, counted=counted).items():
-            merged = best.setdefault(key, _Fault(links=set()))
+            merged = best.setdefault(key, _Fault())
             merged.count = max(merged.count, fault.count)
             rank = (int(counted), _SHAPE_RANK.get(shape, len(_SHAPE_RANK)))
             if fault.line and (key not in shown or rank < shown[key]):
                 merged.line, shown[key] = fault.line, rank
-            if merged.links is not None and fault.links:
-                merged.links |= fault.links
+            merged.links |= fault.links
     falls = [k for k in best if k[0] == "xid" and k[4] == FALLEN_OFF_THE_BUS_XID and k[1] != _UNKNOWN_GPU]
     if falls:  # the GPU a cut message named is known from another line
         best.pop(("xid", _UNKNOWN_GPU, None, None, FALLEN_OFF_THE_BUS_XID), None)
@@ -297,9 +296,7 @@ def parse_driver_faults(
         if k[0] == "xid"
     ]
     sxids = [
-        SXidEvent(
-            switch=k[1], bus_id=k[2], code=k[3], fatal=k[4], count=f.count, line=f.line, links=sorted(f.links or ())
-        )
+        SXidEvent(switch=k[1], bus_id=k[2], code=k[3], fatal=k[4], count=f.count, line=f.line, links=sorted(f.links))
         for k, f in best.items()
         if k[0] == "sxid"
     ]
@@ -695,18 +692,20 @@ def parse_process_limits(section: Section | None) -> list[ProcessLimits] | None:
     if section is None:
         return None
     found: list[ProcessLimits] = []
+    current: ProcessLimits | None = None  # the process the rows below a header belong to
     for raw in section.lines[:64]:
-        line = raw.strip()
-        opened = _LIMITS_PROCESS.match(line)
+        opened = _LIMITS_PROCESS.match(raw.strip())
         if opened:
             role = "job" if opened["kind"] == "job" else _DAEMON_ROLES.get(opened["comm"])
-            if role is not None:
-                found.append(ProcessLimits(role=role, pid=int(opened["pid"]), command=opened["comm"]))
+            # rows under a process of no role belong to no process read here
+            current = None if role is None else ProcessLimits(role=role, pid=int(opened["pid"]), command=opened["comm"])
+            if current is not None:
+                found.append(current)
             continue
         row = _LIMITS_ROW.match(raw.rstrip())
-        if row is None or not found:
+        if row is None or current is None:
             continue
-        current, soft = found[-1], row["soft"]
+        soft = row["soft"]
         unlimited = soft == "unlimited"
         value = None if unlimited else int(soft)
         if row["name"] == "locked memory":
