@@ -78,6 +78,16 @@ _TIMESTAMPS = (
 _Text = TypeVar("_Text", str, bytes)
 
 
+class ResolvedHit(BaseModel):
+    """The lines of one signature that a later success line settled (a retry that connected)."""
+
+    id: str
+    title: str
+    count: int
+    rule: str
+    why: str
+
+
 class ScanResult(BaseModel):
     """What one scan found: the hits (most urgent first) and how much was read."""
 
@@ -96,19 +106,6 @@ class ScanResult(BaseModel):
     def by_id(self, signature_id: str) -> list[SignatureHit]:
         """The hits of one signature (several when it is split, e.g. per Xid code)."""
         return [hit for hit in self.hits if hit.id == signature_id]
-
-
-class ResolvedHit(BaseModel):
-    """The lines of one signature that a later success line settled (a retry that connected)."""
-
-    id: str
-    title: str
-    count: int
-    rule: str
-    why: str
-
-
-ScanResult.model_rebuild()
 
 
 @dataclass
@@ -332,8 +329,10 @@ class Scanner:
         self._folding, self._not_causes = tables.folding, tables.not_causes
         self._healthy_lines, self._context_rules = tables.healthy_lines, tables.context_rules
         self._settled_by = tables.settled_by
-        # context rule id → offset of the start of its last success line
+        # context rule id → offset of the start of its last success line; looked for only once a
+        # failure some rule settles was recorded (a success line before it can settle nothing)
         self._settled_at: dict[str, int] = {}
+        self._settleable = False
         self._markers_seen: set[str] = set()
         self._groups: dict[tuple[str, str], _Group] = {}
         self._versions: dict[str, int] = {}
@@ -400,10 +399,11 @@ class Scanner:
         self._bytes += len(raw) + 1
         lowered = raw[:MAX_MATCH_BYTES].lower()
         self._note_markers(lowered)
-        self._note_success_lines(raw, lowered, position)
         found = [k for k in self._keywords if k in lowered]
         if found:
             self._classify(raw.rstrip(b"\r\n"), lowered, found, timestamp, position)
+        if self._settleable:
+            self._note_success_lines(raw, lowered, position)
 
     def feed_lines(self, lines: Iterable[str]) -> None:
         """Scan lines, batching them into blocks so the keyword search runs at C speed."""
@@ -438,7 +438,6 @@ class Scanner:
         candidates: dict[int, list[bytes]] = {}
         lowered = block.lower()
         self._note_markers(lowered)
-        self._note_success_lines(block, lowered, base)
         for trigger in self._info_triggers:
             _collect(lowered, trigger, candidates, None)
         # Non-INFO lines (and over-long ones, whose INFO marker may lie beyond the head) joined
@@ -467,6 +466,8 @@ class Scanner:
                         found.append(keyword)
             if found:
                 self._classify(block[start:end].rstrip(b"\r"), head, found, None, base + start)
+        if self._settleable:  # after the block's failures: only its last success line counts
+            self._note_success_lines(block, lowered, base)
 
     def _note_success_lines(self, text: bytes, lowered: bytes, base: int) -> None:
         """Record where the last success line of each context rule in `text` (whole lines, or one
@@ -556,6 +557,7 @@ class Scanner:
             if group is None:
                 group = self._groups[key] = _Group(signature)
         group.add(line, values, timestamp or parse_timestamp(line), position)
+        self._settleable = self._settleable or signature.id in self._settled_by
 
     def _record_version(self, line: str) -> None:
         match = _VERSION_BANNER.search(line)
