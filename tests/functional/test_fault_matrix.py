@@ -61,9 +61,10 @@ UPDATE = bool(os.environ.get("UPDATE_FAULT_MATRIX"))
 TIMEOUT_DELAY_S = 1.0
 READ_TIMEOUT_S = 0.5
 # In the state machine the Lambdas, the Step Functions engine and the emulation share one process:
-# a wider margin, so that only the held call times out.
-SM_TIMEOUT_DELAY_S = 2.0
-SM_READ_TIMEOUT_S = 1.0
+# a wider margin, so that only the held call times out. 1.0 s was not enough on CI's 2 cores: an
+# unheld DescribeLogGroups once took longer, so the held FilterLogEvents was never reached.
+SM_TIMEOUT_DELAY_S = 5.0
+SM_READ_TIMEOUT_S = 2.5
 # The CLI rows' SSM budget per node (test_cli_path_under_fault).
 CLI_SSM_BUDGET_S = 20.0
 NOT_RUN = "—"
