@@ -425,6 +425,20 @@ class _ActiveFault:
     remaining: int | None
 
 
+_loader_lock = threading.Lock()
+_loader: Any = None
+
+
+def _shared_loader() -> Any:
+    """One botocore loader for every emulation of this process: its cache keeps each service model
+    parsed once (EC2's alone is megabytes of JSON), not once per scenario started."""
+    global _loader
+    with _loader_lock:
+        if _loader is None:
+            _loader = botocore.loaders.create_loader()
+        return _loader
+
+
 class FaultInjector:
     """WSGI middleware: answers matching calls with an AWS-shaped error instead of moto."""
 
@@ -715,7 +729,7 @@ class EmulatedAws:
             "127.0.0.1", 0, self._as_account, threaded=True, request_handler=MotoRequestHandler
         )
         self._thread = threading.Thread(target=self._server.serve_forever, name="emulated-aws", daemon=True)
-        self._loader = botocore.loaders.create_loader()
+        self._loader = _shared_loader()
         self._clients: dict[tuple[str, str], Any] = {}
         self._clients_lock = threading.Lock()
 
