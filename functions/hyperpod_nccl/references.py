@@ -132,11 +132,26 @@ CLUSTER_EVENTS = _ref(CLUSTER, "3")
 CLUSTER_LARGE = _ref(CLUSTER, "4")
 
 
-def references_dir() -> Path:
-    """Locate `references/`: the env override, else the nearest ancestor that has one.
+# Where `pip install` puts the runbooks, under the installation's prefix (pyproject.toml's
+# data-files; tests/unit/test_references_install.py holds the two equal).
+INSTALLED_REFERENCES = Path("share", "hyperpod-nccl-monitor", "references")
+# The published runbooks, for pointers read away from any installation (alerts, a copied report).
+REFERENCES_URL = "https://github.com/aws-samples/hyperpod-nccl-monitor/blob/main/references"
 
-    The repository keeps it at the top level; the Lambda asset places it beside the package.
-    """
+
+def _installed_candidates() -> list[Path]:
+    import site
+    import sys
+
+    prefixes = [sys.prefix, sys.base_prefix, site.getuserbase()]
+    return [Path(prefix) / INSTALLED_REFERENCES for prefix in dict.fromkeys(prefixes)]
+
+
+def references_dir() -> Path:
+    """Locate `references/`: the env override, else the nearest ancestor that has one (the
+    repository keeps it at the top level; the Lambda asset places it beside the package), else
+    where `pip install` put it (<prefix>/share/hyperpod-nccl-monitor/references, or the user base's
+    for `pip install --user`)."""
     import os
 
     override = os.environ.get(REFERENCES_DIR_ENV)
@@ -146,7 +161,21 @@ def references_dir() -> Path:
         candidate = parent / "references"
         if candidate.is_dir():
             return candidate
+    for candidate in _installed_candidates():
+        if candidate.is_dir():
+            return candidate
     raise FileNotFoundError("references/ directory not found; set " + REFERENCES_DIR_ENV)
+
+
+def runbooks_line() -> str:
+    """Where the `→ references/<file>.md § <section>` pointers of a report can be read: the
+    directory this installation has (a checkout's, or the one `pip install` put under its prefix)
+    and the published copy."""
+    try:
+        where = str(references_dir())
+    except FileNotFoundError:
+        where = "not installed here"
+    return f"Runbooks (→ references/…): {where} · {REFERENCES_URL}"
 
 
 @lru_cache(maxsize=1)

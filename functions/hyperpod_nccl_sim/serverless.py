@@ -79,6 +79,7 @@ from hyperpod_nccl.monitor.settings import (
     handler_path,
 )
 from hyperpod_nccl.probe import documents
+from hyperpod_nccl.references import REFERENCES_URL
 from hyperpod_nccl.sanitize import one_line
 from hyperpod_nccl_sim.aws import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
 from hyperpod_nccl_sim.runtime import SimulatedCluster, restore_environment, set_environment
@@ -240,7 +241,7 @@ class LocalMonitor:
         failing_functions: dict[str, str] | None = None,
         function_timeouts: dict[str, float] | None = None,
         node_coverage: int | str = "all",
-        reference_base_url: str = "https://github.com/aws-samples/hyperpod-nccl-monitor/blob/main/references",
+        reference_base_url: str = REFERENCES_URL,
         sdk_read_timeout: float | None = None,
         async_retry_delay_seconds: float = 0.0,
         sandboxes: SandboxMode = "processes",

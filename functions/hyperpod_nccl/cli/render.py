@@ -12,6 +12,7 @@ from typing import TextIO
 from hyperpod_nccl.checks import REGISTRY, SOURCE_TITLES
 from hyperpod_nccl.models.findings import DegradedSource, Finding, Priority, Status, SweepResult
 from hyperpod_nccl.models.verdict import SCHEMA_VERSION, PlanStep, RootCause
+from hyperpod_nccl.references import runbooks_line
 from hyperpod_nccl.sanitize import one_line
 
 PRIORITY_HEADINGS = {
@@ -27,8 +28,9 @@ _COLOURS = {Status.PASS: "32", Status.FAIL: "31", Status.WARN: "33", Status.INFO
 
 
 def use_colour(stream: TextIO, disabled: bool = False) -> bool:
-    """Colour only on a TTY, never with --no-color, NO_COLOR or TERM=dumb."""
-    if disabled or "NO_COLOR" in os.environ or os.environ.get("TERM") == "dumb":
+    """Colour only on a TTY, never with --no-color, a non-empty NO_COLOR (no-color.org: an empty
+    one is unset) or TERM=dumb."""
+    if disabled or os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
         return False
     return stream.isatty()
 
@@ -214,6 +216,9 @@ class TextReport:
                 self._line(
                     f"  {number}. [{cause.scope}] {cause.title} ({folded} finding(s)) → {cause.reference.pointer}"
                 )
+        if causes:
+            self._line()
+            self._line(runbooks_line())
         skipped = sum(1 for f in result.findings if f.status is Status.SKIP)
         if skipped:
             self._line(

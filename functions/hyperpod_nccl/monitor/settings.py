@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hyperpod_nccl import thresholds
+from hyperpod_nccl.references import REFERENCES_URL
 
 # --- environment-variable names --------------------------------------------------------------
 FINDINGS_TABLE_ENV = "FINDINGS_TABLE_NAME"
@@ -346,7 +347,7 @@ class MonitorSettings(BaseModel):
     table_name: str | None = None
     topic_arn: str | None = None
     state_machine_arn: str | None = None
-    reference_base_url: str = "https://github.com/aws-samples/hyperpod-nccl-monitor/blob/main/references"
+    reference_base_url: str = REFERENCES_URL
     node_coverage: int | Literal["all"] = "all"
     clusters: list[WatchedCluster] = Field(default_factory=list)
     history_days: int = 90

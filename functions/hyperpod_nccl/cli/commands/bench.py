@@ -14,6 +14,7 @@ import os
 import sys
 
 from hyperpod_nccl.cli.exit_codes import EXIT_OK, EXIT_PREREQUISITE, EXIT_USAGE
+from hyperpod_nccl.cli.extras import require_simulation
 from hyperpod_nccl.monitor.settings import DEFAULT_MAP_MAX_CONCURRENCY
 
 NAME = "bench"
@@ -74,6 +75,9 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "action", None) != "sweep":
         sys.stderr.write("hyperpod-nccl bench: error: choose an action: sweep (see --help)\n")
         return EXIT_USAGE
+    missing = require_simulation(NAME)
+    if missing is not None:
+        return missing
     from hyperpod_nccl_sim.synthetic import measure_sweep
 
     # The handlers log JSON lines for CloudWatch and moto warns about ASL fields it ignores: the

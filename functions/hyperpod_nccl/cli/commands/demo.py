@@ -7,6 +7,7 @@ import sys
 
 from hyperpod_nccl.cli.commands.diagnose import add_scope_arguments, build_request, run_diagnosis
 from hyperpod_nccl.cli.exit_codes import EXIT_USAGE, most_severe
+from hyperpod_nccl.cli.extras import require_simulation
 from hyperpod_nccl.sanitize import one_line
 
 NAME = "demo"
@@ -51,6 +52,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Start the simulation for each scenario and run the very same diagnosis against it."""
+    missing = require_simulation(NAME)
+    if missing is not None:
+        return missing
     # The simulation is imported here, never at CLI start-up (see _ShippedScenariosFormatter).
     from hyperpod_nccl_sim.runtime import SimulatedCluster
     from hyperpod_nccl_sim.scenario import load_scenario

@@ -30,6 +30,7 @@ from hyperpod_nccl.classifier import Scanner, ScanResult, SignatureHit, hit_stat
 from hyperpod_nccl.cli.commands.diagnose import fail_on_exit
 from hyperpod_nccl.cli.exit_codes import EXIT_FAIL_ON, EXIT_OK, EXIT_PREREQUISITE, most_severe
 from hyperpod_nccl.models.findings import Priority
+from hyperpod_nccl.references import runbooks_line
 from hyperpod_nccl.sanitize import one_line
 
 NAME = "triage"
@@ -210,6 +211,6 @@ def run(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(("\n" if index else "") + render_text(name, result) + "\n")
     if found and args.format == "text":
-        sys.stdout.write(f"\n{DIAGNOSE_HINT}\n")
+        sys.stdout.write(f"\n{runbooks_line()}\n{DIAGNOSE_HINT}\n")
     codes.append(fail_on_exit(args, lambda p: any(hit.priority.rank <= p.rank for hit in found), partial=False))
     return most_severe(codes)
