@@ -11,6 +11,7 @@ import pytest
 from hypothesis import settings
 
 from hyperpod_nccl.cli.main import main
+from hyperpod_nccl.cli.progress import PROGRESS_LINE
 from hyperpod_nccl_sim.aws import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, EmulatedAws
 from hyperpod_nccl_sim.runtime import SimulatedCluster
 from hyperpod_nccl_sim.scenario import FaultSpec, Scenario, load_scenario
@@ -85,6 +86,11 @@ class CliRun:
     code: int
     stdout: str
     stderr: str
+
+    @property
+    def messages(self) -> str:
+        """stderr without its progress lines (a line per phase when stderr is not a terminal)."""
+        return "".join(line for line in self.stderr.splitlines(keepends=True) if not PROGRESS_LINE.match(line))
 
 
 @pytest.fixture

@@ -9,15 +9,24 @@ the monitor all read one definition without an import cycle.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
     ConnectTimeoutError,
     EndpointConnectionError,
+    ProxyConnectionError,
     ReadTimeoutError,
+    SSLError,
 )
+from botocore.parsers import ResponseParserError
+
+# Everything one boto3 call can raise for a reason outside this program: AWS's answer (ClientError),
+# the way there (BotoCoreError: DNS, proxy, TLS, timeouts, credentials) and an answer that is not
+# AWS's (ResponseParserError, which botocore does not derive from BotoCoreError: an HTML page from a
+# proxy, a captive portal or a wrong AWS_ENDPOINT_URL).
+AWS_CALL_ERRORS: tuple[type[Exception], ...] = (ClientError, BotoCoreError, ResponseParserError)
 
 ACCESS_DENIED_CODES = frozenset(
     {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnrecognizedClientException"}
@@ -81,6 +90,57 @@ def is_server_error(error: BaseException) -> bool:
 def is_timeout(error: BaseException) -> bool:
     """The call never got an answer: connect/read timeout or an unreachable endpoint."""
     return isinstance(error, ReadTimeoutError | ConnectTimeoutError | EndpointConnectionError)
+
+
+def _refuse_html(response_dict: dict[str, Any] | None = None, **_: Any) -> None:
+    # By the body, not the Content-Type: an emulation (moto) labels JSON answers text/html.
+    body = (response_dict or {}).get("body") or b""
+    if isinstance(body, bytes) and body[:512].lstrip().lower().startswith((b"<!doctype html", b"<html")):
+        status = (response_dict or {}).get("status_code", "?")
+        raise ResponseParserError(f"HTTP {status} with an HTML page")
+
+
+def refuse_html_answers(client: Any) -> Any:
+    """Make `client` raise ResponseParserError on an HTML page instead of parsing it: AWS never
+    answers HTML, and botocore parses a 200 HTML page as a malformed result (a KeyError from its
+    parser, not an error anyone can act on). Returns the client."""
+    client.meta.events.register("before-parse", _refuse_html)
+    return client
+
+
+_DNS_FAILURES = ("Name or service not known", "nodename nor servname", "Temporary failure in name resolution")
+_NETWORK_FIX = "check the network path to the AWS endpoint (VPC endpoints, proxy, DNS), then re-run"
+
+
+def transport_failure(error: BaseException) -> tuple[str, str] | None:
+    """(what happened, the fix) for a call that never got an answer from AWS: a proxy, TLS, DNS, a
+    refused or silent endpoint, or an answer that is not AWS's. None for anything else (an AWS
+    error, or not an AWS call's error at all)."""
+    if isinstance(error, ResponseParserError):
+        return (
+            "got an answer that is not an AWS response",
+            "something between here and AWS answered instead (a proxy's or captive portal's page, a wrong "
+            "AWS_ENDPOINT_URL): check the endpoint and HTTPS_PROXY/NO_PROXY, then re-run",
+        )
+    if isinstance(error, ProxyConnectionError):
+        return ("could not connect through the proxy", "check HTTPS_PROXY/HTTP_PROXY and NO_PROXY, then re-run")
+    if isinstance(error, SSLError):
+        return (
+            "failed TLS verification",
+            "behind a TLS-inspecting proxy set AWS_CA_BUNDLE to its CA bundle; else check the endpoint, then re-run",
+        )
+    if isinstance(error, ConnectTimeoutError):
+        return ("could not connect in time", _NETWORK_FIX)
+    if isinstance(error, ReadTimeoutError):
+        return ("timed out waiting for the answer", _NETWORK_FIX)
+    if isinstance(error, EndpointConnectionError):
+        cause = str(error.kwargs.get("error", ""))
+        if any(marker in cause for marker in _DNS_FAILURES):
+            return ("could not resolve the endpoint's name (DNS)", "check DNS and the region, then re-run")
+        if "Connection refused" in cause:
+            return ("was refused by the endpoint", _NETWORK_FIX)
+        return ("could not reach the endpoint", _NETWORK_FIX)
+    return None
 
 
 TransientKind = Literal["throttled", "server_error", "timeout"]

@@ -15,7 +15,8 @@ it out (`withhold_for_status`): whichever check found something on it."""
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
 from hyperpod_nccl import node_statuses, suggested
@@ -168,19 +169,27 @@ def not_collected(inventory: Inventory, degraded: list[DegradedSource]) -> list[
     return found
 
 
+# Told each check's metadata, its run time in seconds and what it produced (`--verbose`).
+CheckObserver = Callable[[CheckMeta, float, list[Finding]], None]
+
+
 def evaluate(
-    inventory: Inventory, degraded: Iterable[DegradedSource] = ()
+    inventory: Inventory, degraded: Iterable[DegradedSource] = (), observe: CheckObserver | None = None
 ) -> tuple[list[Finding], list[DegradedSource]]:
     """Run the applicable checks, each as certain as what it read of `degraded` (`honest`) and with
     no reboot or replacement of a node its status rules out (`withhold_for_status`), plus one
     SKIP per source not collected (`not_collected`). A check that raises is a bug: it becomes a
-    degraded source naming the check, and the other checks still run."""
+    degraded source naming the check, and the other checks still run. `observe`, when given, is
+    told how long each check took and what it found."""
     unread = list(degraded)
     findings: list[Finding] = []
     errors: list[DegradedSource] = []
     for registered in applicable_checks(inventory):
+        started = time.perf_counter()
         try:
             produced = registered.run(inventory)
+            if observe is not None:
+                observe(registered.meta, time.perf_counter() - started, produced)
         except Exception as error:  # noqa: BLE001 - one broken check must not hide the others
             errors.append(
                 DegradedSource(
@@ -212,9 +221,11 @@ def coverage_of(inventory: Inventory) -> Coverage:
     )
 
 
-def build_result(inventory: Inventory, degraded: list[DegradedSource], started_at: datetime) -> SweepResult:
+def build_result(
+    inventory: Inventory, degraded: list[DegradedSource], started_at: datetime, observe: CheckObserver | None = None
+) -> SweepResult:
     """Evaluate and assemble the sweep result (used by the CLI and the monitor alike)."""
-    findings, check_errors = evaluate(inventory, degraded)
+    findings, check_errors = evaluate(inventory, degraded, observe)
     cluster = inventory.control_plane.cluster
     return SweepResult(
         cluster_name=inventory.cluster_name,
@@ -239,6 +250,7 @@ def diagnose(
     aws: AwsClients,
     *,
     progress: ProgressSink | None = None,
+    observe: CheckObserver | None = None,
 ) -> SweepResult:
     """Collect everything for `request` and evaluate it, in one process: the CLI's `diagnose`
     (and so the demo, and the bench's CLI measurement). The monitor collects state by state and
@@ -251,4 +263,4 @@ def diagnose(
     if progress is not None:
         ctx.progress = progress
     inventory = collect(ctx)
-    return build_result(inventory, ctx.degraded, ctx.now)
+    return build_result(inventory, ctx.degraded, ctx.now, observe)

@@ -6,7 +6,7 @@ import io
 import re
 
 from hyperpod_nccl import references
-from hyperpod_nccl.cli.progress import ProgressLine
+from hyperpod_nccl.cli.progress import PROGRESS_LINE, ProgressLine
 from hyperpod_nccl.cli.render import use_colour
 
 POINTER = re.compile(r"→ references/(?P<file>[\w.-]+\.md) § (?P<section>[A-Za-z0-9.]+)")
@@ -48,14 +48,31 @@ def test_colour_only_on_a_tty_without_opt_outs(monkeypatch) -> None:  # type: ig
     monkeypatch.setenv("TERM", "xterm")
     monkeypatch.setenv("NO_COLOR", "1")
     assert use_colour(_Tty()) is False
+    monkeypatch.setenv("NO_COLOR", "")  # no-color.org: only a non-empty value disables colour
+    assert use_colour(_Tty()) is True
 
 
-def test_progress_line_only_on_a_tty() -> None:
-    quiet = io.StringIO()
-    ProgressLine(quiet)("describing cluster")
-    assert quiet.getvalue() == ""
+def test_progress_rewrites_a_terminal_line_and_writes_a_log_a_line_per_phase(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("TERM", "xterm")
+    log = io.StringIO()
+    progress = ProgressLine(log)
+    for done in range(1, 5):
+        progress(f"SSM probes {done}/4 done")
+    progress("scanning CloudWatch /aws/sagemaker/Clusters/c1")
+    progress.clear()
+    lines = log.getvalue().splitlines()
+    # One line for the probes' phase (the repeats within 10 s are left out), one for the scan.
+    assert [PROGRESS_LINE.sub("", line) for line in lines] == [
+        "SSM probes 1/4 done",
+        "scanning CloudWatch /aws/sagemaker/Clusters/c1",
+    ]
+    assert "\033" not in log.getvalue() and "\r" not in log.getvalue()
     tty = _Tty()
     line = ProgressLine(tty)
     line("describing cluster")
     line.clear()
-    assert "describing cluster" in tty.getvalue()
+    assert "describing cluster" in tty.getvalue() and tty.getvalue().endswith("\r\033[K")
+    monkeypatch.setenv("TERM", "dumb")  # a terminal that cannot rewrite a line gets lines
+    dumb = _Tty()
+    ProgressLine(dumb)("describing cluster")
+    assert "\033" not in dumb.getvalue() and dumb.getvalue().endswith("describing cluster\n")

@@ -61,7 +61,7 @@ def test_a_node_that_is_not_in_the_cluster_is_a_usage_error_listing_the_nodes(si
     sim = simulate("healthy-eks")
     run = cli("diagnose", *HEALTHY, "--node", "i-0123456789abcdef0")
     assert run.code == EXIT_USAGE and run.stdout == ""
-    [line] = run.stderr.strip().splitlines()
+    [line] = run.messages.strip().splitlines()
     assert line.startswith("hyperpod-nccl diagnose: error: --node i-0123456789abcdef0 is not a node of cluster")
     described = sim.clients().client("sagemaker").list_cluster_nodes(ClusterName="healthy-eks")
     ids = sorted(n["InstanceId"] for n in described["ClusterNodeSummaries"])

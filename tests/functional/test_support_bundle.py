@@ -112,7 +112,7 @@ def test_a_cluster_that_cannot_name_a_directory_is_one_line_exit_2(simulate, cli
     _cluster_named(monkeypatch, "../\x1b[2Jevil", requested="../evil")
     run = cli("support-bundle", "--cluster", sim.scenario.cluster.name, "--region", sim.scenario.region)
     assert run.code == 2 and list(tmp_path.iterdir()) == []
-    assert run.stderr == (
+    assert run.messages == (
         'hyperpod-nccl support-bundle: error: cluster name "../\\x1b[2Jevil" cannot name a directory: '
         "pass --output DIR\n"
     )

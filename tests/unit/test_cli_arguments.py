@@ -22,6 +22,22 @@ from hyperpod_nccl.cli.main import main
         (["diagnose", "--cluster", "c1", "--region", "us-west-2", "--start-session-rate", "0"], "invalid rate"),
         (["diagnose", "--cluster", "c1", "--region", "us-west-2", "--start-session-rate", "nan"], "invalid rate"),
         (["demo", "--scenario", "no-such-scenario"], "unknown scenario"),
+        # No abbreviated flags: `--clus` is never silently `--cluster`.
+        (["diagnose", "--clus", "c1", "--region", "us-west-2"], "required: --cluster"),
+        (["diagnose", "--cluster", "c1", "--clu", "c2", "--region", "us-west-2"], "unrecognized arguments: --clu"),
+        (["diagnose", "--cluster", "c1", "--region", "us-west-2", "--read-timeout", "0"], "invalid timeout"),
+        (["diagnose", "--cluster", "c1", "--region", "us-west-2", "--connect-timeout", "x"], "invalid timeout"),
+        (["diagnose", "--cluster", "c1", "--region", "us-west-2", "--profile", "a b"], "invalid profile"),
+        (
+            [
+                "diagnose",
+                "--region",
+                "us-west-2",
+                "--cluster",
+                "arn:aws:sagemaker:us-east-1:123456789012:cluster/abcdef123456",
+            ],
+            "--region us-west-2 conflicts with the cluster ARN's region us-east-1",
+        ),
     ],
 )
 def test_invalid_arguments_exit_2_with_one_line(argv: list[str], fragment: str, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -36,11 +52,42 @@ def test_invalid_arguments_exit_2_with_one_line(argv: list[str], fragment: str, 
     assert "Traceback" not in err
 
 
-def test_region_is_required_without_environment(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_region_is_required_without_environment(monkeypatch, capsys, tmp_path) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
     monkeypatch.delenv("AWS_REGION", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
     assert main(["diagnose", "--cluster", "c1"]) == 2
-    assert "--region is required" in capsys.readouterr().err
+    assert "no region: pass --region, a cluster ARN, or set a region" in capsys.readouterr().err
+
+
+def test_a_profile_that_does_not_exist_is_a_usage_error(monkeypatch, capsys, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    config = tmp_path / "config"
+    config.write_text("[profile oncall]\nregion = eu-west-1\n", encoding="utf-8")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    assert main(["diagnose", "--cluster", "c1", "--region", "us-west-2", "--profile", "nosuch"]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert "hyperpod-nccl diagnose: error:" in line and "nosuch" in line
+
+
+def test_the_region_comes_from_the_arn_else_the_profile(monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import argparse
+
+    from hyperpod_nccl.cli.target import resolve_region
+
+    config = tmp_path / "config"
+    config.write_text("[profile oncall]\nregion = eu-west-1\n", encoding="utf-8")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    arn = "arn:aws:sagemaker:ap-northeast-1:123456789012:cluster/abcdef123456"
+    assert (
+        resolve_region(argparse.Namespace(cluster=arn, region=None, profile="oncall"), "diagnose") == "ap-northeast-1"
+    )
+    assert resolve_region(argparse.Namespace(cluster="c1", region=None, profile="oncall"), "diagnose") == "eu-west-1"
+    monkeypatch.setenv("AWS_REGION", "us-east-2")  # the environment before the profile, as botocore reads it
+    assert resolve_region(argparse.Namespace(cluster="c1", region=None, profile="oncall"), "diagnose") == "us-east-2"
+    assert resolve_region(argparse.Namespace(cluster="c1", region="sa-east-1", profile=None), "diagnose") == "sa-east-1"
 
 
 def test_cluster_arn_is_accepted() -> None:

@@ -19,6 +19,9 @@ EXIT_FAIL_ON = 3
 EXIT_PARTIAL = 4
 # Ctrl-C (128 + SIGINT), as shells report it.
 EXIT_INTERRUPTED = 130
+# The reader of stdout went away (`| head`): 128 + SIGPIPE, what a shell reports for a tool the
+# signal stopped. Nothing is printed.
+EXIT_BROKEN_PIPE = 141
 
 # How the codes of several diagnoses (`demo` over its scenarios) combine: the most severe, where
 # "partial" counts below any other failure (3 stays above 4, as for one diagnosis).

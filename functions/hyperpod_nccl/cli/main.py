@@ -5,20 +5,78 @@ of `cli.exit_codes`)."""
 from __future__ import annotations
 
 import argparse
+import codecs
 import importlib
+import os
 import pkgutil
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from hyperpod_nccl import __version__
 from hyperpod_nccl.cli import commands
-from hyperpod_nccl.cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE
+from hyperpod_nccl.cli.exit_codes import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE
 from hyperpod_nccl.redaction import install_log_scrubber
+
+# What the report's few non-ASCII characters become on a terminal or file that cannot encode them
+# (LANG=C, a Windows code page); any other character becomes "?".
+ASCII_FALLBACKS = {
+    chr(code): text
+    for code, text in (
+        (0x2192, "->"),  # rightwards arrow, before each runbook pointer
+        (0x00A7, "S"),  # section sign (by code point: the pointer contract reads string literals)
+        (0x2014, "--"),  # em dash
+        (0x2013, "-"),  # en dash
+        (0x2026, "..."),  # ellipsis
+        (0x00B7, "-"),  # middle dot
+        (0x00B5, "u"),  # micro sign
+        (0x00D7, "x"),  # multiplication sign
+        (0x2265, ">="),
+        (0x2264, "<="),
+    )
+}
+_ENCODING_ERRORS = "hyperpod-nccl-ascii"
+
+
+def _ascii_fallback(error: UnicodeError) -> tuple[str, int]:
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    text = error.object[error.start : error.end]
+    return "".join(ASCII_FALLBACKS.get(char, "?") for char in text), error.end
+
+
+codecs.register_error(_ENCODING_ERRORS, _ascii_fallback)
+
+
+def tolerate_any_encoding() -> None:
+    """Let stdout and stderr write what their encoding cannot hold as ASCII stand-ins instead of
+    raising UnicodeEncodeError halfway through a report."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors=_ENCODING_ERRORS)
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader went away (`| head`): stop quietly. stdout points at /dev/null from here so that
+    the interpreter's final flush does not complain either."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is no file descriptor (captured by a test): nothing to silence
+        pass
+    finally:
+        os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse that reports a usage error as one line and exit code 2."""
+    """argparse that reports a usage error as one line and exit code 2, and takes no abbreviated
+    flags (`--clus` is an error, never silently `--cluster`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"{self.prog}: error: {message} (see --help)\n")
@@ -44,16 +102,21 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit code."""
     install_log_scrubber()
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if getattr(args, "handler", None) is None:
-        parser.print_help(sys.stderr)
-        return EXIT_USAGE
+    tolerate_any_encoding()
     try:
-        return int(args.handler(args))
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if getattr(args, "handler", None) is None:
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
+        code = int(args.handler(args))
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler below, not at exit
+        return code
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
 
 
 if __name__ == "__main__":

@@ -14,6 +14,10 @@ REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
 INSTANCE_ID = re.compile(r"^i-[0-9a-f]{8,17}$")
 DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DURATION = re.compile(r"^(\d+)([smhd])$")
+# A named profile of ~/.aws/config as people name them (the AWS CLI itself accepts more: a name
+# outside this set is refused here rather than passed on to a file lookup).
+PROFILE = re.compile(r"^[A-Za-z0-9_.@+-]{1,128}$")
+MAX_TIMEOUT_SECONDS = 600.0
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_WINDOW_SECONDS = 14 * 86400
 
@@ -35,6 +39,33 @@ def cluster_slug(value: str) -> str | None:
     if CLUSTER_ARN.fullmatch(value):
         return value.rsplit("/", 1)[1]
     return None
+
+
+def cluster_arn_region(value: str) -> str | None:
+    """The region of a cluster ARN (arn:aws:sagemaker:<region>:...); None for a cluster name."""
+    if CLUSTER_ARN.fullmatch(value):
+        return value.split(":")[3]
+    return None
+
+
+def profile(value: str) -> str:
+    """A named profile of the AWS config files."""
+    if PROFILE.fullmatch(value):
+        return value
+    raise argparse.ArgumentTypeError(f"invalid profile {value!r}: expected letters, digits and _.@+-")
+
+
+def timeout(value: str) -> float:
+    """Seconds to wait, more than 0 and at most MAX_TIMEOUT_SECONDS."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if not 0 < number <= MAX_TIMEOUT_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"invalid timeout {value!r}: expected seconds, more than 0 and at most {MAX_TIMEOUT_SECONDS:g}"
+        )
+    return number
 
 
 def region(value: str) -> str:

@@ -13,7 +13,14 @@ import botocore.loaders
 import botocore.session
 from botocore.config import Config
 
-from hyperpod_nccl.aws_errors import TransientKind, error_message, is_access_denied, transient_kind
+from hyperpod_nccl.aws_errors import (
+    TransientKind,
+    error_message,
+    is_access_denied,
+    refuse_html_answers,
+    transient_kind,
+    transport_failure,
+)
 from hyperpod_nccl.models.findings import DegradedSource
 from hyperpod_nccl.references import OPS_IAM, Reference
 
@@ -22,9 +29,19 @@ from hyperpod_nccl.references import OPS_IAM, Reference
 _MODEL_LOADER = botocore.loaders.create_loader()
 
 
-def new_session(region: str) -> boto3.Session:
-    """A fresh boto3 session (its own credential resolution) sharing the process's model cache."""
-    core = botocore.session.get_session()
+# The first call of a run (sts:GetCallerIdentity) says whether AWS can be reached at all: it makes
+# two attempts of at most this long each, so a dead endpoint or a proxy that swallows requests is
+# told in seconds, not after the minute and a half of the SDK's defaults.
+FIRST_CONTACT_TIMEOUT_SECONDS = 5.0
+FIRST_CONTACT_ATTEMPTS = 2
+DEFAULT_CONNECT_TIMEOUT_SECONDS = 5.0
+DEFAULT_READ_TIMEOUT_SECONDS = 30.0
+
+
+def new_session(region: str | None, profile: str | None = None) -> boto3.Session:
+    """A fresh boto3 session (its own credential resolution, from `profile` when given) sharing
+    the process's model cache."""
+    core = botocore.session.Session(profile=profile)
     core.register_component("data_loader", _MODEL_LOADER)
     return boto3.Session(botocore_session=core, region_name=region)
 
@@ -41,40 +58,49 @@ class AwsClients:
     endpoint_url: str | None = None
     session: boto3.Session | None = None
     max_attempts: int | None = None
-    read_timeout: float = 30.0
+    read_timeout: float = DEFAULT_READ_TIMEOUT_SECONDS
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_SECONDS
+    profile: str | None = None
     _clients: dict[str, Any] = field(default_factory=dict, repr=False)
     # Collectors run in threads; boto3 sessions are not safe to create clients from concurrently.
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def client(self, service: str, *, paced: bool = False) -> Any:
+    def client(self, service: str, *, paced: bool = False, first_contact: bool = False) -> Any:
         """The cached client for `service` (thread-safe).
 
         `paced`: a client for calls the caller paces and retries itself (StartSession): botocore
         makes one attempt, because its own retries of a throttled call would go out unpaced, each
-        one more call against the account's rate."""
+        one more call against the account's rate.
+        `first_contact`: a client for the run's first call, which fails fast on an endpoint that
+        does not answer (FIRST_CONTACT_ATTEMPTS of at most FIRST_CONTACT_TIMEOUT_SECONDS)."""
         with self._lock:
-            return self._client_locked(service, paced)
+            return self._client_locked(service, paced, first_contact)
 
-    def _client_locked(self, service: str, paced: bool) -> Any:
-        key = f"{service}#paced" if paced else service
+    def _client_locked(self, service: str, paced: bool, first_contact: bool) -> Any:
+        key = f"{service}#paced" if paced else f"{service}#first" if first_contact else service
         if key not in self._clients:
             if self.session is None:
-                self.session = new_session(self.region)
+                self.session = new_session(self.region, self.profile)
             session = self.session
             retries: dict[str, Any] = {"mode": "standard"}
+            connect_timeout, read_timeout = self.connect_timeout, self.read_timeout
             if paced:
                 retries["total_max_attempts"] = 1
+            elif first_contact:
+                retries["total_max_attempts"] = FIRST_CONTACT_ATTEMPTS
+                connect_timeout = min(connect_timeout, FIRST_CONTACT_TIMEOUT_SECONDS)
+                read_timeout = min(read_timeout, FIRST_CONTACT_TIMEOUT_SECONDS)
             elif self.max_attempts is not None:
                 retries["max_attempts"] = self.max_attempts
             config = Config(
                 retries=retries,  # type: ignore[arg-type]
-                connect_timeout=10,
-                read_timeout=self.read_timeout,
+                connect_timeout=connect_timeout,
+                read_timeout=read_timeout,
                 user_agent_extra="hyperpod-nccl",
             )
             factory: Any = session  # boto3's overloads want a literal service name
-            self._clients[key] = factory.client(
-                service, region_name=self.region, endpoint_url=self.endpoint_url, config=config
+            self._clients[key] = refuse_html_answers(
+                factory.client(service, region_name=self.region, endpoint_url=self.endpoint_url, config=config)
             )
         return self._clients[key]
 
@@ -91,8 +117,13 @@ _TRANSIENT_FIXES: dict[TransientKind, tuple[str, str]] = {
 
 
 def transient_failure(error: BaseException) -> tuple[str, str] | None:
-    """(what happened, the fix) when `error` is throttling, a server error or a timeout."""
+    """(what happened, the fix) when `error` is throttling, a server error, or a call that never got
+    AWS's answer (what stopped it, when the error says: a proxy, TLS, DNS, a refused endpoint)."""
     kind = transient_kind(error)
+    if kind in (None, "timeout"):
+        told = transport_failure(error)
+        if told is not None:
+            return told
     return None if kind is None else _TRANSIENT_FIXES[kind]
 
 

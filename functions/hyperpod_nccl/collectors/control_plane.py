@@ -5,10 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from hyperpod_nccl import reads
-from hyperpod_nccl.aws_errors import CREDENTIAL_CODES, NOT_FOUND_CODES, error_code, error_message, is_access_denied
+from hyperpod_nccl.aws_errors import (
+    AWS_CALL_ERRORS,
+    CREDENTIAL_CODES,
+    NOT_FOUND_CODES,
+    error_code,
+    error_message,
+    is_access_denied,
+)
 from hyperpod_nccl.collectors.aws import degraded_from_error, transient_failure
 from hyperpod_nccl.collectors.context import CollectionContext
 from hyperpod_nccl.errors import ClusterNotFound, CredentialsError
@@ -26,23 +31,26 @@ from hyperpod_nccl.models.findings import DegradedSource
 from hyperpod_nccl.redaction import scrub, scrub_optional
 from hyperpod_nccl.references import CLUSTER_EVENTS
 
-AwsError = (ClientError, BotoCoreError)
+AwsError = AWS_CALL_ERRORS
 PAGE_SIZE = 100
 
 
 def verify_credentials(ctx: CollectionContext) -> str:
     """Return the caller ARN, or abort: without working credentials nothing else can run."""
     try:
-        identity = ctx.aws.client("sts").get_caller_identity()
+        identity = ctx.aws.client("sts", first_contact=True).get_caller_identity()
     except AwsError as error:
         # Nothing runs without this check, but a throttled, failing or unreachable STS is not a
         # credentials problem: say what it is.
         transient = transient_failure(error)
+        if transient is not None:
+            what, fix = transient
+            raise CredentialsError(
+                f"AWS credentials check: sts:GetCallerIdentity {what} ({error_message(error)})", fix=fix
+            ) from error
         raise CredentialsError(
-            f"AWS credentials check {transient[0] if transient else 'failed'}: {error_message(error)}",
-            fix=f"sts:GetCallerIdentity {transient[0]}: {transient[1]}"
-            if transient
-            else "fix AWS credentials (aws sts get-caller-identity must succeed) and re-run",
+            f"AWS credentials check failed: {error_message(error)}",
+            fix="fix AWS credentials (aws sts get-caller-identity must succeed) and re-run",
         ) from error
     return str(identity.get("Arn", ""))
 

@@ -13,9 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from hyperpod_nccl import reads, thresholds
+from hyperpod_nccl.aws_errors import AWS_CALL_ERRORS
 from hyperpod_nccl.collectors.aws import degraded_from_error
 from hyperpod_nccl.collectors.context import CollectionContext
 from hyperpod_nccl.kube import (
@@ -82,7 +81,7 @@ def collect_kubernetes(ctx: CollectionContext, control_plane: ControlPlaneInvent
     ctx.progress(f"kubernetes: describing EKS cluster {eks_name}")
     try:
         described = ctx.aws.client("eks").describe_cluster(name=eks_name)["cluster"]
-    except (ClientError, BotoCoreError) as error:
+    except AWS_CALL_ERRORS as error:
         ctx.degrade(degraded_from_error(SOURCE, reads.DESCRIBE_EKS_CLUSTER, error, reference=OPS_IAM))
         return None
     endpoint = described.get("endpoint")
@@ -120,7 +119,9 @@ def collect_kubernetes(ctx: CollectionContext, control_plane: ControlPlaneInvent
 def _principal_arn(ctx: CollectionContext) -> str:
     try:
         return str(ctx.aws.client("sts").get_caller_identity()["Arn"])
-    except (ClientError, BotoCoreError, KeyError):
+    except AWS_CALL_ERRORS:
+        return "<PRINCIPAL_ARN>"
+    except KeyError:
         return "<PRINCIPAL_ARN>"
 
 

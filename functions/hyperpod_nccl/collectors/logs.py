@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
 from hyperpod_nccl import reads
-from hyperpod_nccl.aws_errors import error_code, is_access_denied, is_throttled
+from hyperpod_nccl.aws_errors import AWS_CALL_ERRORS, error_code, is_access_denied, is_throttled
 from hyperpod_nccl.aws_limits import FILTER_PATTERN_MAX_CHARS, FILTER_STREAM_NAMES_MAX
 from hyperpod_nccl.classifier import Scanner, load_catalog
 from hyperpod_nccl.collectors.aws import degraded_from_error
@@ -46,7 +46,7 @@ from hyperpod_nccl.thresholds import (
     LOG_FLOOD_TERM_SHARE,
 )
 
-AwsError = (ClientError, BotoCoreError)
+AwsError = AWS_CALL_ERRORS
 SOURCE = "CloudWatch logs"
 HMA_MARKER = "HealthMonitoringAgentDetectionEvent"
 HMA_SIGNATURE = "hma_detection"

@@ -17,10 +17,10 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
-from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from hyperpod_nccl import instance_types, node_statuses, thresholds
+from hyperpod_nccl.aws_errors import AWS_CALL_ERRORS
 from hyperpod_nccl.collectors.context import CollectionContext
 from hyperpod_nccl.models.cluster import ClusterNode, ControlPlaneInventory
 from hyperpod_nccl.models.findings import DegradedSource
@@ -171,7 +171,7 @@ def deployed_documents(ctx: CollectionContext, stack_name: str) -> dict[str, str
     for role, name in documents.document_names(stack_name).items():
         try:
             content = ssm.get_document(Name=name, DocumentFormat="JSON").get("Content", "")
-        except (ClientError, BotoCoreError):
+        except AWS_CALL_ERRORS:
             continue
         if documents.matches_local(str(content), role):
             found[role] = name

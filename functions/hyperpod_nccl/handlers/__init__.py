@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel
 
+from hyperpod_nccl.aws_errors import AWS_CALL_ERRORS
 from hyperpod_nccl.collectors.aws import AwsClients
 from hyperpod_nccl.monitor.failures import describe_aws_failure, remember_operations
 from hyperpod_nccl.monitor.settings import METRICS_NAMESPACE, MonitorSettings
@@ -117,5 +117,5 @@ def naming_aws_failures(function: str, *clients: Any) -> Iterator[None]:
     fix. `clients` are the function's own clients (to tell which service an operation is of)."""
     try:
         yield
-    except (ClientError, BotoCoreError) as error:
+    except AWS_CALL_ERRORS as error:
         raise AwsCallFailed(describe_aws_failure(function, error, clients)) from error

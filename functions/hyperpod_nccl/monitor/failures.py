@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
-from hyperpod_nccl.aws_errors import TransientKind, error_message, is_access_denied, transient_kind
+from hyperpod_nccl.aws_errors import AWS_CALL_ERRORS, TransientKind, error_message, is_access_denied, transient_kind
 
 _ACTION_ATTRIBUTE = "hyperpod_nccl_action"
 # Told apart as a diagnosis tells them (transient_kind); worded for a function's own call.
@@ -59,7 +59,7 @@ def failed_action(error: BaseException, clients: tuple[Any, ...] = ()) -> str | 
 def describe_aws_failure(function: str, error: BaseException, clients: tuple[Any, ...] = ()) -> str:
     """One line: what failed in which function, and the fix (the IAM action to grant when denied)."""
     message = error_message(error)
-    if not isinstance(error, ClientError | BotoCoreError):
+    if not isinstance(error, AWS_CALL_ERRORS):
         return f"the {function} function failed ({message}); fix: see the function's logs"
     action = failed_action(error, clients) or "an AWS call"
     if is_access_denied(error):

@@ -23,13 +23,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 from websockets.frames import CloseCode
 from websockets.sync.client import ClientConnection, connect
 
 from hyperpod_nccl import reads, thresholds
-from hyperpod_nccl.aws_errors import ACCESS_DENIED_CODES, THROTTLING_CODES, error_code, error_message
+from hyperpod_nccl.aws_errors import ACCESS_DENIED_CODES, AWS_CALL_ERRORS, THROTTLING_CODES, error_code, error_message
 from hyperpod_nccl.pacing import StartPacer, start_session_limiter
 from hyperpod_nccl.ssm import codec
 from hyperpod_nccl.ssm.codec import ClientMessage, PayloadType
@@ -573,7 +572,7 @@ class SessionRunner:
             raise SessionError(SessionErrorKind.RATE_LIMITED, NOT_STARTED_MESSAGE)
         try:
             response = self.ssm.start_session(Target=target, **request)
-        except (ClientError, BotoCoreError) as error:
+        except AWS_CALL_ERRORS as error:
             raise classify_start_error(error) from error
         if not all(response.get(key) for key in ("SessionId", "StreamUrl", "TokenValue")):
             raise SessionError(
@@ -595,5 +594,5 @@ class SessionRunner:
         """TerminateSession, best effort (a failure here must not hide the original error)."""
         try:
             self.ssm.terminate_session(SessionId=session_id)
-        except (ClientError, BotoCoreError):
+        except AWS_CALL_ERRORS:
             return

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+from collections import Counter
 from collections.abc import Callable
 
 from hyperpod_nccl import thresholds
+from hyperpod_nccl.checks import CheckMeta
 from hyperpod_nccl.cli import validate
 from hyperpod_nccl.cli.exit_codes import EXIT_FAIL_ON, EXIT_OK, EXIT_PARTIAL, EXIT_PREREQUISITE, EXIT_USAGE
 from hyperpod_nccl.cli.progress import ProgressLine
 from hyperpod_nccl.cli.render import TextReport, render_json, use_colour
+from hyperpod_nccl.cli.target import add_target_arguments, resolve_clients
 from hyperpod_nccl.collectors.aws import AwsClients
-from hyperpod_nccl.engine import diagnose
+from hyperpod_nccl.engine import CheckObserver, diagnose
 from hyperpod_nccl.errors import DiagnosisAborted, ScopeMatchesNothing
-from hyperpod_nccl.models.findings import Priority, Scope, SweepResult
+from hyperpod_nccl.models.findings import Finding, Priority, Scope, SweepResult
 from hyperpod_nccl.models.request import DiagnoseRequest
 from hyperpod_nccl.sanitize import one_line
 
@@ -57,6 +59,11 @@ def add_scope_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=["text", "json"], default="text")
     parser.add_argument("--no-color", action="store_true", help="never colour the output")
     parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="progress as a line per step on stderr, and each check's inputs, time and findings",
+    )
+    parser.add_argument(
         "--fail-on",
         action="append",
         choices=[*(p.value for p in Priority), FAIL_ON_PARTIAL],
@@ -65,29 +72,10 @@ def add_scope_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_target_arguments(parser: argparse.ArgumentParser) -> None:
-    """`--cluster` and `--region`: which cluster, shared by every command that diagnoses one."""
-    parser.add_argument("--cluster", required=True, type=validate.cluster, help="HyperPod cluster name or ARN")
-    parser.add_argument("--region", type=validate.region, help="AWS region (default: $AWS_DEFAULT_REGION)")
-
-
 def configure(parser: argparse.ArgumentParser) -> None:
     """Declare diagnose's flags."""
     add_target_arguments(parser)
     add_scope_arguments(parser)
-
-
-def resolve_region(args: argparse.Namespace, command: str) -> str | None:
-    """--region, else the environment; prints the usage error and returns None when missing."""
-    region = args.region or os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION")
-    if not region:
-        sys.stderr.write(f"hyperpod-nccl {command}: error: --region is required (or set AWS_DEFAULT_REGION)\n")
-        return None
-    try:
-        return validate.region(region)
-    except argparse.ArgumentTypeError as error:
-        sys.stderr.write(f"hyperpod-nccl {command}: error: {error}\n")
-        return None
 
 
 def report_aborted(aborted: DiagnosisAborted, progress: ProgressLine, command: str) -> int:
@@ -148,12 +136,26 @@ def emit(result: SweepResult, args: argparse.Namespace) -> int:
     return fail_on_exit(args, lambda p: bool(result.at_or_above(p)), partial=bool(result.degraded_sources))
 
 
+def check_timing(progress: ProgressLine) -> CheckObserver | None:
+    """With --verbose: one line per check, naming what it reads, how long it took and what it found."""
+    if not progress.verbose:
+        return None
+
+    def observe(meta: CheckMeta, seconds: float, produced: list[Finding]) -> None:
+        statuses = Counter(finding.status.value for finding in produced)
+        found = ", ".join(f"{count} {status}" for status, count in sorted(statuses.items())) or "nothing"
+        reads = ", ".join(sorted(meta.reads)) or meta.source
+        progress.detail(f"check {meta.id} ({reads}): {seconds * 1000:.1f} ms, {found}")
+
+    return observe
+
+
 def run_diagnosis(request: DiagnoseRequest, aws: AwsClients, args: argparse.Namespace) -> int:
     """Run the engine with progress on stderr; abort cleanly (exit 1, or 2 for a scope that names
     nothing) when it must."""
-    progress = ProgressLine()
+    progress = ProgressLine(verbose=getattr(args, "verbose", False))
     try:
-        result = diagnose(request, aws, progress=progress)
+        result = diagnose(request, aws, progress=progress, observe=check_timing(progress))
     except DiagnosisAborted as aborted:
         return report_aborted(aborted, progress, getattr(args, "command", None) or NAME)
     progress.clear()
@@ -162,8 +164,7 @@ def run_diagnosis(request: DiagnoseRequest, aws: AwsClients, args: argparse.Name
 
 def run(args: argparse.Namespace) -> int:
     """Diagnose the cluster named on the command line against AWS."""
-    region = resolve_region(args, NAME)
-    if region is None:
+    aws = resolve_clients(args, NAME)
+    if aws is None:
         return EXIT_USAGE
-    request = build_request(args, args.cluster, region)
-    return run_diagnosis(request, AwsClients(region=region), args)
+    return run_diagnosis(build_request(args, args.cluster, aws.region), aws, args)

@@ -7,16 +7,10 @@ import json
 import sys
 from pathlib import Path
 
-from hyperpod_nccl.cli.commands.diagnose import (
-    add_scope_arguments,
-    add_target_arguments,
-    build_request,
-    fail_on_exit,
-    report_aborted,
-    resolve_region,
-)
+from hyperpod_nccl.cli.commands.diagnose import add_scope_arguments, build_request, fail_on_exit, report_aborted
 from hyperpod_nccl.cli.exit_codes import EXIT_USAGE
 from hyperpod_nccl.cli.progress import ProgressLine
+from hyperpod_nccl.cli.target import add_target_arguments, resolve_clients
 from hyperpod_nccl.collectors.aws import AwsClients
 from hyperpod_nccl.errors import DiagnosisAborted
 from hyperpod_nccl.incidents.models import Incident
@@ -63,9 +57,11 @@ def read_history(path: Path | None, command: str) -> list[Incident] | None:
         return None
 
 
-def execute(request: DiagnoseRequest, aws: AwsClients, history: list[Incident], command: str) -> IncidentRun | int:
+def execute(
+    request: DiagnoseRequest, aws: AwsClients, history: list[Incident], command: str, *, verbose: bool = False
+) -> IncidentRun | int:
     """Run the incident diagnosis with progress on stderr; the exit code (after printing why) when aborted."""
-    progress = ProgressLine()
+    progress = ProgressLine(verbose=verbose)
     try:
         run_ = run_incidents(request, aws, history=history, progress=progress)
     except DiagnosisAborted as aborted:
@@ -77,13 +73,14 @@ def execute(request: DiagnoseRequest, aws: AwsClients, history: list[Incident], 
 def incident_run(args: argparse.Namespace, command: str) -> IncidentRun | int:
     """Resolve the flags, diagnose and build incidents; an exit code when that cannot happen
     (2: bad region, history file or scope; 1: the diagnosis was aborted). Shared by support-bundle."""
-    region = resolve_region(args, command)
-    if region is None:
+    aws = resolve_clients(args, command)
+    if aws is None:
         return EXIT_USAGE
     history = read_history(args.history, command)
     if history is None:
         return EXIT_USAGE
-    return execute(build_request(args, args.cluster, region), AwsClients(region=region), history, command)
+    request = build_request(args, args.cluster, aws.region)
+    return execute(request, aws, history, command, verbose=args.verbose)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -20,10 +20,11 @@ from pathlib import Path
 
 from hyperpod_nccl import nccl_env
 from hyperpod_nccl.cli import validate
-from hyperpod_nccl.cli.commands.diagnose import add_scope_arguments, add_target_arguments
+from hyperpod_nccl.cli.commands.diagnose import add_scope_arguments
 from hyperpod_nccl.cli.commands.incidents import add_history_argument, incident_run
 from hyperpod_nccl.cli.exit_codes import EXIT_OK, EXIT_PREREQUISITE, EXIT_USAGE
 from hyperpod_nccl.cli.render import TextReport, render_json
+from hyperpod_nccl.cli.target import add_target_arguments
 from hyperpod_nccl.incidents.report import IncidentRun, incidents_json, write_escalations, write_incident
 from hyperpod_nccl.models.findings import SweepResult
 from hyperpod_nccl.redaction import REDACTED, count_redacted, redact_value, scrub

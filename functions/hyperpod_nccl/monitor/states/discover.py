@@ -6,9 +6,8 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from hyperpod_nccl import thresholds
+from hyperpod_nccl.aws_errors import AWS_CALL_ERRORS
 from hyperpod_nccl.collectors import resolve_orchestrator
 from hyperpod_nccl.collectors.aws import AwsClients
 from hyperpod_nccl.collectors.control_plane import collect_control_plane
@@ -76,7 +75,7 @@ def probe_concurrency(store: Store, ref: SweepRef, max_batches_at_once: int, rat
     when it cannot be read, the sweep runs at the expected probe time rather than not at all."""
     try:
         probe_seconds = store.last_full_sweep_probe_seconds(ref.region, ref.cluster)
-    except (ClientError, BotoCoreError) as error:
+    except AWS_CALL_ERRORS as error:
         logger.warning("previous probe time not read (%s): sizing for the expected probe time", error)
         probe_seconds = None
     return sized_batches_at_once(rate_per_second, probe_seconds, max_batches_at_once)

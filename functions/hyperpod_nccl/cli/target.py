@@ -1,0 +1,150 @@
+"""Which cluster, in which account and region, and how AWS is reached: the flags of every command
+that diagnoses a cluster (diagnose, incidents, support-bundle), resolved as the AWS CLI resolves
+them.
+
+- Credentials and settings come from `--profile`, else the environment and `~/.aws/config`, as
+  botocore resolves them (nothing of ours in between).
+- The region is `--region`, else the cluster ARN's, else the profile's or environment's. An ARN of
+  one region with `--region` naming another is an error: the call would go to a region where the
+  cluster is not.
+- `--connect-timeout` / `--read-timeout` bound each call; the first call of a run fails fast in any
+  case (collectors.aws.FIRST_CONTACT_*), so a dead endpoint is told in seconds.
+- `--debug` writes botocore's wire log to stderr, with every secret-shaped value scrubbed (the
+  record factory of `redaction.install_log_scrubber`, installed by `main` before any call).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from hyperpod_nccl.cli import validate
+from hyperpod_nccl.collectors.aws import DEFAULT_CONNECT_TIMEOUT_SECONDS, DEFAULT_READ_TIMEOUT_SECONDS, AwsClients
+from hyperpod_nccl.sanitize import one_line
+
+# Environment variables the AWS CLI reads for the region, in its order.
+REGION_ENV = ("AWS_REGION", "AWS_DEFAULT_REGION")
+
+
+def add_target_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--cluster`, `--region`, `--profile`, the timeouts and `--debug`."""
+    parser.add_argument("--cluster", required=True, type=validate.cluster, help="HyperPod cluster name or ARN")
+    parser.add_argument(
+        "--region",
+        type=validate.region,
+        help="AWS region (default: the cluster ARN's, else the profile's or $AWS_REGION / $AWS_DEFAULT_REGION)",
+    )
+    parser.add_argument(
+        "--profile", type=validate.profile, help="named profile of ~/.aws/config (default: $AWS_PROFILE)"
+    )
+    parser.add_argument(
+        "--connect-timeout",
+        type=validate.timeout,
+        default=DEFAULT_CONNECT_TIMEOUT_SECONDS,
+        metavar="S",
+        help=f"seconds to wait for a connection to AWS (default {DEFAULT_CONNECT_TIMEOUT_SECONDS:g})",
+    )
+    parser.add_argument(
+        "--read-timeout",
+        type=validate.timeout,
+        default=DEFAULT_READ_TIMEOUT_SECONDS,
+        metavar="S",
+        help=f"seconds to wait for an AWS answer (default {DEFAULT_READ_TIMEOUT_SECONDS:g})",
+    )
+    parser.add_argument(
+        "--debug", action="store_true", help="write the AWS SDK's wire log to stderr (secrets scrubbed)"
+    )
+
+
+def _usage_error(command: str, message: str) -> None:
+    sys.stderr.write(f"hyperpod-nccl {command}: error: {one_line(message)}\n")
+
+
+def _configured_region(profile: str | None) -> str | None:
+    """The region botocore would use: the environment's, else the profile's (a missing profile
+    raises botocore's ProfileNotFound)."""
+    import botocore.session
+
+    for name in REGION_ENV:
+        if os.environ.get(name):
+            return os.environ[name]
+    region = botocore.session.Session(profile=profile).get_config_variable("region")
+    return str(region) if region else None
+
+
+def resolve_region(args: argparse.Namespace, command: str) -> str | None:
+    """The region to call, or None after printing why there is none (a usage error)."""
+    from botocore.exceptions import BotoCoreError
+
+    arn_region = validate.cluster_arn_region(args.cluster)
+    if args.region and arn_region and args.region != arn_region:
+        _usage_error(command, f"--region {args.region} conflicts with the cluster ARN's region {arn_region}")
+        return None
+    region = args.region or arn_region
+    if region is None:
+        try:
+            region = _configured_region(getattr(args, "profile", None))
+        except BotoCoreError as error:  # ProfileNotFound, an unreadable config file
+            _usage_error(command, str(error))
+            return None
+    if not region:
+        _usage_error(command, "no region: pass --region, a cluster ARN, or set a region in the profile or AWS_REGION")
+        return None
+    try:
+        return validate.region(region)
+    except argparse.ArgumentTypeError as error:
+        _usage_error(command, str(error))
+        return None
+
+
+class _StderrHandler(logging.Handler):
+    """Writes each record to whatever `sys.stderr` is when it is logged."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+        except Exception:  # noqa: BLE001 - logging must never break the run it describes
+            self.handleError(record)
+
+
+_DEBUG_HANDLER = _StderrHandler()
+_DEBUG_HANDLER.setFormatter(logging.Formatter("%(asctime)s %(name)s [%(levelname)s] %(message)s"))
+DEBUG_LOGGERS = ("botocore", "boto3", "urllib3")
+
+
+def enable_debug_log() -> None:
+    """botocore's DEBUG log (the wire log) to stderr; every record passes the secret scrubber
+    (installed by `main`). Idempotent."""
+    for name in DEBUG_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.DEBUG)
+        if _DEBUG_HANDLER not in logger.handlers:
+            logger.addHandler(_DEBUG_HANDLER)
+
+
+def resolve_clients(args: argparse.Namespace, command: str) -> AwsClients | None:
+    """The clients of one run (region, profile, timeouts), or None after a usage error was printed."""
+    from botocore.exceptions import BotoCoreError
+
+    region = resolve_region(args, command)
+    if region is None:
+        return None
+    profile = getattr(args, "profile", None)
+    if profile:
+        import botocore.session
+
+        try:  # a profile that does not exist is a usage error, told before any call
+            botocore.session.Session(profile=profile).get_scoped_config()
+        except BotoCoreError as error:
+            _usage_error(command, str(error))
+            return None
+    if getattr(args, "debug", False):
+        enable_debug_log()
+    return AwsClients(
+        region=region,
+        profile=profile,
+        connect_timeout=args.connect_timeout,
+        read_timeout=args.read_timeout,
+    )

@@ -1,0 +1,178 @@
+"""The CLI in the environments it meets outside a developer's terminal (issue 18, points 2 and 3):
+a reader that goes away (`| head`), a stdout that cannot encode the report's arrows, an endpoint
+that answers an HTML page, a `--debug` wire log that must not leak the credentials, and progress in
+a log (no TTY): one line per phase, no control sequence. Each runs `hyperpod-nccl` as a process, as
+a person or a pipeline would."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from hyperpod_nccl.cli.exit_codes import EXIT_BROKEN_PIPE, EXIT_OK, EXIT_PREREQUISITE
+from hyperpod_nccl_sim.aws import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
+
+FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
+WATCHDOG = (
+    "[rank3]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=7753, OpType=_REDUCE_SCATTER_BASE, NumelIn=544997376, NumelOut=68124672, "
+    "Timeout(ms)=600000) ran for 600061 milliseconds before timing out.\n"
+)
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "PYTHONIOENCODING"))}
+    env.update({"PYTHONPATH": str(FUNCTIONS), "AWS_EC2_METADATA_DISABLED": "true"}, **extra)
+    env["AWS_CONFIG_FILE"] = env["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
+    return env
+
+
+def _hyperpod_nccl(
+    *args: str, stdin: str = "", stdout: int | None = subprocess.PIPE, **env: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hyperpod_nccl.cli.main", *args],
+        input=stdin,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(**env),
+        timeout=120,
+    )
+
+
+def test_a_reader_that_went_away_stops_the_command_quietly() -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # `| head` that has already exited: the first write meets a closed pipe
+    try:
+        run = _hyperpod_nccl("triage", stdin=WATCHDOG, stdout=write_end)
+    finally:
+        os.close(write_end)
+    assert run.returncode == EXIT_BROKEN_PIPE
+    assert run.stderr == "", run.stderr
+
+
+def test_a_stdout_that_cannot_encode_the_arrows_gets_ascii_stand_ins() -> None:
+    run = _hyperpod_nccl("triage", stdin=WATCHDOG, PYTHONIOENCODING="ascii")
+    assert run.returncode == EXIT_OK, run.stderr
+    assert "Traceback" not in run.stderr
+    assert "-> references/debugging-guide.md S 1" in run.stdout
+    assert run.stdout.isascii()
+
+
+class _HtmlPage(BaseHTTPRequestHandler):
+    """What a captive portal or a misconfigured proxy answers to anything."""
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        body = b"<html><body><h1>Welcome to the hotel network</h1></body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+@pytest.fixture
+def html_endpoint() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _HtmlPage)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_an_endpoint_answering_html_is_named_in_one_finding_not_a_traceback(html_endpoint: str) -> None:
+    run = _hyperpod_nccl(
+        "diagnose",
+        "--cluster",
+        "c1",
+        "--region",
+        "us-west-2",
+        AWS_ENDPOINT_URL=html_endpoint,
+        AWS_ACCESS_KEY_ID=FAKE_ACCESS_KEY,
+        AWS_SECRET_ACCESS_KEY=FAKE_SECRET_KEY,
+    )
+    assert run.returncode == EXIT_PREREQUISITE
+    assert "Traceback" not in run.stderr
+    assert "not an AWS response" in run.stderr
+    assert "fix AWS credentials" not in run.stderr, "an HTML page is no credentials problem"
+
+
+def test_debug_shows_the_wire_without_the_credentials(html_endpoint: str) -> None:
+    run = _hyperpod_nccl(
+        "diagnose",
+        "--cluster",
+        "c1",
+        "--region",
+        "us-west-2",
+        "--debug",
+        AWS_ENDPOINT_URL=html_endpoint,
+        AWS_ACCESS_KEY_ID=FAKE_ACCESS_KEY,
+        AWS_SECRET_ACCESS_KEY=FAKE_SECRET_KEY,
+        AWS_SESSION_TOKEN="IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQDexampleSessionTokenValue0123456789",
+    )
+    assert "botocore" in run.stderr and "GetCallerIdentity" in run.stderr, "the wire log must be shown"
+    assert FAKE_SECRET_KEY not in run.stderr
+    assert "exampleSessionTokenValue" not in run.stderr
+    assert "Signature=" not in run.stderr or "Signature=<redacted>" in run.stderr.replace(" ", "")
+
+
+def test_progress_in_a_log_is_a_line_per_phase_without_control_sequences(html_endpoint: str) -> None:
+    run = _hyperpod_nccl(
+        "diagnose",
+        "--cluster",
+        "c1",
+        "--region",
+        "us-west-2",
+        "--verbose",
+        AWS_ENDPOINT_URL=html_endpoint,
+        AWS_ACCESS_KEY_ID=FAKE_ACCESS_KEY,
+        AWS_SECRET_ACCESS_KEY=FAKE_SECRET_KEY,
+    )
+    assert "\033" not in run.stderr and "\r" not in run.stderr
+    assert "] verifying AWS credentials" in run.stderr
+
+
+def test_an_endpoint_that_accepts_and_never_answers_is_told_within_15_seconds() -> None:
+    import socket
+    import time
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)  # the kernel completes the handshakes; nothing ever reads or answers
+    try:
+        started = time.monotonic()
+        run = _hyperpod_nccl(
+            "diagnose",
+            "--cluster",
+            "c1",
+            "--region",
+            "us-west-2",
+            AWS_ENDPOINT_URL=f"http://127.0.0.1:{silent.getsockname()[1]}",
+            AWS_ACCESS_KEY_ID=FAKE_ACCESS_KEY,
+            AWS_SECRET_ACCESS_KEY=FAKE_SECRET_KEY,
+        )
+        elapsed = time.monotonic() - started
+    finally:
+        silent.close()
+    assert run.returncode == EXIT_PREREQUISITE
+    assert elapsed < 15, f"a dead endpoint took {elapsed:.0f} s to report"
+    assert "sts:GetCallerIdentity timed out waiting for the answer" in run.stderr
+    assert "127.0.0.1" in run.stderr, "the message names what was unreachable"
