@@ -46,7 +46,8 @@ def verify_credentials(ctx: CollectionContext) -> str:
         if transient is not None:
             what, fix = transient
             raise CredentialsError(
-                f"AWS credentials check: sts:GetCallerIdentity {what} ({error_message(error)})", fix=fix
+                f"AWS credentials check: sts:GetCallerIdentity {what} ({error_message(error)})",
+                fix=f"sts:GetCallerIdentity {what}: {fix}",
             ) from error
         raise CredentialsError(
             f"AWS credentials check failed: {error_message(error)}",
