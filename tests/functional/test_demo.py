@@ -23,13 +23,27 @@ def test_demo_exits_0_and_every_pointer_resolves(cli) -> None:  # type: ignore[n
     assert "Traceback" not in run.stdout + run.stderr
 
 
-def test_demo_json_is_one_document_per_scenario(cli) -> None:  # type: ignore[no-untyped-def]
+def test_demo_json_is_one_document_with_a_report_per_scenario(cli) -> None:  # type: ignore[no-untyped-def]
     import json
 
-    run = cli("demo", "--scenario", "healthy-eks", "--format", "json")
+    run = cli("demo", "--scenario", "healthy-eks", "--scenario", "healthy-eks", "--format", "json")
     assert run.code == 0
-    document = json.loads(run.stdout)
-    assert document["cluster_name"] == "healthy-eks" and document["issues_found"] == 0
+    first, second = json.loads(run.stdout)  # one valid document, whatever the number of scenarios
+    assert first["cluster_name"] == "healthy-eks" and first["issues_found"] == 0
+    assert second["cluster_name"] == "healthy-eks"
+
+
+def test_a_diagnosis_that_stops_still_prints_one_json_document(cli) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from hyperpod_nccl.cli.exit_codes import EXIT_PREREQUISITE
+
+    for command in ("diagnose", "incidents"):
+        run = cli(command, "--cluster", "no-such-cluster", "--region", "us-west-2", "--format", "json")
+        assert run.code == EXIT_PREREQUISITE, run.stderr
+        error = json.loads(run.stdout)["error"]
+        assert "no-such-cluster" in error["message"] and error["exit_code"] == EXIT_PREREQUISITE
+        assert error["fix"] and "[FAIL]" in run.stderr  # stderr tells a person as before
 
 
 class _Tty(io.StringIO):

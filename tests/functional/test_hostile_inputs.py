@@ -61,7 +61,7 @@ def test_crafted_flight_recorder_dumps_crash_nothing(simulate, cli, monkeypatch,
     assert any(f"unreadable dump: nested deeper than {depth} levels" in line for line in hang["evidence"])
     incidents = cli("incidents", *_args(sim, "--format", "json"))
     assert "Traceback" not in incidents.stderr and json.loads(incidents.stdout)["incidents"]
-    bundle = cli("support-bundle", *_args(sim, "--output", str(tmp_path / "bundle")))
+    bundle = cli("support-bundle", *_args(sim, "--output-dir", str(tmp_path / "bundle")))
     assert bundle.code == 0, bundle.stderr
 
 

@@ -213,7 +213,7 @@ def test_triage_shows_hostile_lines_and_file_names_escaped(cli, tmp_path: Path) 
     assert "\\x1b[2J" in text.stdout and "\\x1b]52;c;" in text.stdout
     assert "worker\\x1b]0;pwned\\x07.log" in text.stdout
     assert "gone\\x1b[2J.log" in missing.stderr
-    parsed = json.loads(document.stdout)
+    [parsed] = json.loads(document.stdout)["inputs"]
     assert any(before_cr in line for finding in parsed["findings"] for line in finding["evidence"]), (
         "JSON keeps the exact text (escaped by the JSON encoding, not by us)"
     )

@@ -162,7 +162,7 @@ def test_planted_secrets_never_leave_any_source(simulate, cli, tmp_path, caplog,
     document = cli("diagnose", *target, "--sample-nodes", "all", "--format", "json")
     incidents = cli("incidents", *target)
     bundle = tmp_path / "bundle"
-    support = cli("support-bundle", *target, "--output", str(bundle))
+    support = cli("support-bundle", *target, "--output-dir", str(bundle))
     for run in (*triage, text, document, incidents, support):
         assert run.code in (0, 3), run.stderr
         _assert_clean("stdout", run.stdout)

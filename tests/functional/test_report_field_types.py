@@ -23,7 +23,8 @@ PCI_ADDRESS = re.compile(r"\b[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.
 def _report(cli: Any, scenario: str) -> dict[str, Any]:
     run = cli("demo", "--scenario", scenario, "--format", "json", "--no-color")
     assert run.code == 0, run.stderr
-    document: dict[str, Any] = json.loads(run.stdout)
+    [document] = json.loads(run.stdout)  # demo's JSON: one report per scenario, in one array
+    assert isinstance(document, dict)
     return document
 
 

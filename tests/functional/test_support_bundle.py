@@ -11,7 +11,13 @@ def test_bundle_holds_what_a_support_case_needs(simulate, cli, tmp_path) -> None
     sim = simulate("eks-p5")
     out = tmp_path / "bundle"
     run = cli(
-        "support-bundle", "--cluster", sim.scenario.cluster.name, "--region", sim.scenario.region, "--output", str(out)
+        "support-bundle",
+        "--cluster",
+        sim.scenario.cluster.name,
+        "--region",
+        sim.scenario.region,
+        "--output-dir",
+        str(out),
     )
     assert run.code == 0, run.stderr
     names = {p.name for p in out.iterdir()}
@@ -61,7 +67,7 @@ def test_unwritable_output_is_a_clean_error(simulate, cli, tmp_path) -> None:  #
         sim.scenario.cluster.name,
         "--region",
         sim.scenario.region,
-        "--output",
+        "--output-dir",
         str(blocker / "sub"),
     )
     assert run.code == 1 and "cannot write" in run.stderr and "Traceback" not in run.stderr
@@ -114,5 +120,23 @@ def test_a_cluster_that_cannot_name_a_directory_is_one_line_exit_2(simulate, cli
     assert run.code == 2 and list(tmp_path.iterdir()) == []
     assert run.messages == (
         'hyperpod-nccl support-bundle: error: cluster name "../\\x1b[2Jevil" cannot name a directory: '
-        "pass --output DIR\n"
+        "pass --output-dir DIR\n"
     )
+
+
+def test_an_output_dir_holding_files_is_refused_before_the_diagnosis(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    taken = tmp_path / "case"
+    taken.mkdir()
+    (taken / "notes.txt").write_text("mine\n", encoding="utf-8")
+    # No cluster exists at all: the refusal must come before any AWS call.
+    run = cli("support-bundle", "--cluster", "nosuch", "--region", "us-west-2", "--output-dir", str(taken))
+    assert run.code == 2 and run.stdout == ""
+    assert run.stderr == (
+        f"hyperpod-nccl support-bundle: error: --output-dir {taken} already holds files: "
+        "choose another or pass --force\n"
+    )
+    assert [p.name for p in taken.iterdir()] == ["notes.txt"]
+    afile = tmp_path / "a-file"
+    afile.write_text("", encoding="utf-8")
+    run = cli("support-bundle", "--cluster", "nosuch", "--region", "us-west-2", "--output-dir", str(afile))
+    assert run.code == 2 and "is not a directory" in run.stderr

@@ -40,9 +40,14 @@ def test_json_lines_one_object_per_input(cli, tmp_path: Path) -> None:  # type: 
     failing, healthy = tmp_path / "a.log", tmp_path / "b.log.gz"
     failing.write_text(WATCHDOG + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
     healthy.write_bytes(gzip.compress(HEALTHY.encode()))
-    run = cli("triage", "--format", "json", str(failing), str(healthy))
+    run = cli("triage", "--format", "jsonl", str(failing), str(healthy))
     assert run.code == 0 and run.stderr == ""
     first, second = (json.loads(line) for line in run.stdout.splitlines())
+    # --format json: the same objects in one document.
+    assert json.loads(cli("triage", "--format", "json", str(failing), str(healthy)).stdout) == {
+        "inputs": [first, second],
+        "unreadable": [],
+    }
     assert first["source"] == str(failing)
     by_id = {f["id"]: f for f in first["findings"]}
     assert by_id["watchdog_timeout"]["reference"] == {"file": "debugging-guide.md", "section": "1"}
@@ -71,7 +76,7 @@ def test_one_finding_per_cause_and_what_a_later_line_settled_is_said(cli, tmp_pa
     assert "explains: NCCL system error (socket, EFA, driver or device) — 1 line(s)" in text
     assert "unhandled system error" in text
     assert "[INFO] " in text and "settled by a later line" in text
-    document = json.loads(cli("triage", "--format", "json", str(log)).stdout)
+    [document] = json.loads(cli("triage", "--format", "json", str(log)).stdout)["inputs"]
     (finding,) = document["findings"]
     assert finding["id"] == "nccl_connect_failed"
     assert [folded["id"] for folded in finding["folded"]] == ["nccl_system_error"]
@@ -84,7 +89,7 @@ def test_unreadable_and_binary_inputs_are_named_and_the_rest_reported(cli, tmp_p
     blob = tmp_path / "core.bin"
     blob.write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00" * 50)
     missing = tmp_path / "missing.log"
-    run = cli("triage", "--format", "json", str(missing), str(blob), str(good))
+    run = cli("triage", "--format", "jsonl", str(missing), str(blob), str(good))
     assert run.code == 1
     errors = run.stderr.strip().splitlines()
     assert len(errors) == 2
@@ -92,12 +97,16 @@ def test_unreadable_and_binary_inputs_are_named_and_the_rest_reported(cli, tmp_p
     assert str(blob) in errors[1] and "binary" in errors[1]
     [reported] = [json.loads(line) for line in run.stdout.splitlines()]
     assert reported["source"] == str(good) and reported["findings"][0]["id"] == "watchdog_timeout"
+    # One document names what could not be read beside what was.
+    document = json.loads(cli("triage", "--format", "json", str(missing), str(blob), str(good)).stdout)
+    assert document["inputs"] == [reported]
+    assert [u["source"] for u in document["unreadable"]] == [str(missing), str(blob)]
 
 
 def test_stdin_is_the_default_input(cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     pasted = "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1269, unhandled system error, NCCL version 2.14.3\n"
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(pasted.encode())))
-    run = cli("triage", "--format", "json")
+    run = cli("triage", "--format", "jsonl")
     assert run.code == 0
     [document] = [json.loads(line) for line in run.stdout.splitlines()]
     assert document["source"] == "-"
@@ -118,7 +127,7 @@ def test_an_argument_that_names_no_file_is_the_error_text_itself(cli) -> None:  
     assert run.code == 0
     assert "== text argument (1 lines) ==" in run.stdout
     assert "→ references/debugging-guide.md § 6" in run.stdout  # EFA configuration
-    explicit = cli("triage", "--format", "json", "-e", WATCHDOG.strip(), "-e", "all good")
+    explicit = cli("triage", "--format", "jsonl", "-e", WATCHDOG.strip(), "-e", "all good")
     first, second = (json.loads(line) for line in explicit.stdout.splitlines())
     assert first["source"] == "-e text" and first["findings"][0]["id"] == "watchdog_timeout"
     assert second["findings"] == []

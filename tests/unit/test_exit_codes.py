@@ -58,3 +58,20 @@ def test_partial_ranks_below_every_other_failure_when_runs_combine() -> None:
     assert most_severe([EXIT_PARTIAL, EXIT_FAIL_ON]) == EXIT_FAIL_ON
     assert most_severe([EXIT_OK, EXIT_PARTIAL]) == EXIT_PARTIAL
     assert most_severe([]) == EXIT_OK
+
+
+def test_every_help_ends_with_examples_and_every_exit_code(capsys) -> None:  # type: ignore[no-untyped-def]
+    import pytest
+
+    from hyperpod_nccl.cli.main import build_parser, main
+
+    assert set(exit_codes.ONE_LINE_MEANINGS) == set(CODES.values())
+    commands = [None, *build_parser()._subparsers._group_actions[0].choices]  # type: ignore[union-attr]
+    for command in commands:
+        with pytest.raises(SystemExit) as exited:
+            main([command, "--help"] if command else ["--help"])
+        assert exited.value.code == 0
+        shown = capsys.readouterr().out
+        assert "examples:\n  hyperpod-nccl " in shown, command
+        for code in CODES.values():
+            assert f"\n  {code:<4} " in shown, (command, code)

@@ -23,6 +23,17 @@ EXIT_INTERRUPTED = 130
 # signal stopped. Nothing is printed.
 EXIT_BROKEN_PIPE = 141
 
+# One line each, for every `--help` (README's table says more).
+ONE_LINE_MEANINGS = {
+    EXIT_OK: "completed; with --fail-on, nothing it asks about was found",
+    EXIT_PREREQUISITE: "a prerequisite failed (credentials, unknown cluster, unreadable input, bundle not written)",
+    EXIT_USAGE: "invalid arguments, or a scope that names nothing in the cluster",
+    EXIT_FAIL_ON: "--fail-on P0|P1|P2: something at or above that priority was found",
+    EXIT_PARTIAL: "--fail-on partial: a source was not fully read",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
+    EXIT_BROKEN_PIPE: "the reader of stdout went away (| head); nothing more is printed",
+}
+
 # How the codes of several diagnoses (`demo` over its scenarios) combine: the most severe, where
 # "partial" counts below any other failure (3 stays above 4, as for one diagnosis).
 _SEVERITY = {EXIT_OK: 0, EXIT_PARTIAL: 1, EXIT_PREREQUISITE: 2, EXIT_USAGE: 3, EXIT_FAIL_ON: 4}

@@ -1,6 +1,6 @@
 """Entry point of `hyperpod-nccl`. Subcommands are the modules of `cli.commands`, discovered
-by convention: each defines NAME, HELP, `configure(parser)` and `run(args) -> int` (an exit code
-of `cli.exit_codes`)."""
+by convention: each defines NAME, HELP, EXAMPLES (shown by its `--help` with the exit codes),
+`configure(parser)` and `run(args) -> int` (an exit code of `cli.exit_codes`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 from hyperpod_nccl import __version__
 from hyperpod_nccl.cli import commands
-from hyperpod_nccl.cli.exit_codes import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE
+from hyperpod_nccl.cli.exit_codes import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, ONE_LINE_MEANINGS
 from hyperpod_nccl.redaction import install_log_scrubber
 
 # What the report's few non-ASCII characters become on a terminal or file that cannot encode them
@@ -83,17 +83,40 @@ class OneLineParser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
+TOP_LEVEL_EXAMPLES = (
+    "hyperpod-nccl diagnose --cluster my-cluster --region us-west-2",
+    "hyperpod-nccl triage train.log",
+    "hyperpod-nccl demo",
+    "hyperpod-nccl COMMAND --help",
+)
+
+
+def help_epilog(examples: Sequence[str]) -> str:
+    """What every `--help` ends with: the command's examples, then the exit codes."""
+    lines = ["examples:", *(f"  {example}" for example in examples), "", "exit codes:"]
+    lines.extend(f"  {code:<4} {meaning}" for code, meaning in ONE_LINE_MEANINGS.items())
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser with every discovered subcommand."""
     parser = OneLineParser(
         prog="hyperpod-nccl",
         description="Read-only NCCL diagnosis for Amazon SageMaker HyperPod (EKS and Slurm).",
+        epilog=help_epilog(TOP_LEVEL_EXAMPLES),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
-        sub = subparsers.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+        sub = subparsers.add_parser(
+            module.NAME,
+            help=module.HELP,
+            description=module.HELP,
+            epilog=help_epilog(module.EXAMPLES),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         module.configure(sub)
         sub.set_defaults(handler=module.run)
     return parser

@@ -345,9 +345,14 @@ def _ordered(findings: list[Finding]) -> list[Finding]:
 
 
 def render_json(result: SweepResult) -> str:
-    """One JSON document with every field of the sweep result, its layout version first, plus the
-    derived counts. Every `reference` carries its `pointer`; every finding its `fingerprint`, which
-    the verdict's `evidence` and `explains[].findings` name."""
+    """`report_document` as JSON text."""
+    return json.dumps(report_document(result), indent=2, sort_keys=False)
+
+
+def report_document(result: SweepResult) -> dict[str, object]:
+    """Every field of the sweep result, its layout version first, plus the derived counts. Every
+    `reference` carries its `pointer`; every finding its `fingerprint`, which the verdict's
+    `evidence` and `explains[].findings` name."""
     dumped = result.model_dump(mode="json")
     for finding, entry in zip(result.findings, dumped["findings"], strict=True):
         entry["fingerprint"] = finding.fingerprint
@@ -359,4 +364,4 @@ def render_json(result: SweepResult) -> str:
         "findings_with_issues": len(result.issues),
         "issues_by_priority": {p.value: sum(1 for c in causes if c.priority is p) for p in Priority},
     }
-    return json.dumps(document, indent=2, sort_keys=False)
+    return document

@@ -19,6 +19,10 @@ from hyperpod_nccl.monitor.settings import DEFAULT_MAP_MAX_CONCURRENCY
 
 NAME = "bench"
 HELP = "Benchmark a sweep of a synthetic simulated cluster (no AWS account needed)."
+EXAMPLES = (
+    "hyperpod-nccl bench sweep --nodes 256 --probe-latency 2",
+    "hyperpod-nccl bench sweep --nodes 64 --path state-machine --format json",
+)
 # Keys of `bench sweep --format json`, in order (the documented interface).
 SWEEP_KEYS = ("nodes", "path", "wall_s", "bound_s", "serial_s", "api_calls", "nodes_probed", "nodes_unreachable")
 MAX_NODES = 4096

@@ -3,21 +3,35 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
-from hyperpod_nccl.cli.commands.diagnose import add_scope_arguments, build_request, run_diagnosis
+from hyperpod_nccl.cli.commands.diagnose import (
+    Stopped,
+    add_scope_arguments,
+    build_request,
+    diagnose_or_report,
+    exit_code_of,
+    run_diagnosis,
+)
 from hyperpod_nccl.cli.exit_codes import EXIT_USAGE, most_severe
 from hyperpod_nccl.cli.extras import require_simulation
+from hyperpod_nccl.cli.render import report_document
 from hyperpod_nccl.sanitize import one_line
 
 NAME = "demo"
 HELP = "Run diagnose against the embedded simulated HyperPod cluster (no AWS account needed)."
+EXAMPLES = (
+    "hyperpod-nccl demo",
+    "hyperpod-nccl demo --scenario slurm-p5en --format json",
+    "hyperpod-nccl demo --serverless",
+)
 DEFAULT_SCENARIOS = ("eks-p5", "slurm-p5en")
 # Stands for the shipped scenario names in help text, filled in only when help is shown.
 _SHIPPED = "{shipped}"
 
 
-class _ShippedScenariosFormatter(argparse.HelpFormatter):
+class _ShippedScenariosFormatter(argparse.RawDescriptionHelpFormatter):
     """Lists the shipped scenarios when `demo --help` is printed, not when the parser is built: every
     command builds the whole parser, and none but `demo` may import the simulation package."""
 
@@ -70,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"hyperpod-nccl demo: error: {one_line(str(error))}\n")
         return EXIT_USAGE
     codes: list[int] = []
+    documents: list[dict[str, object]] = []
     for index, scenario in enumerate(scenarios):
         if index and args.format == "text":
             sys.stdout.write("\n" + "=" * 78 + "\n\n")
@@ -78,6 +93,16 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(f"Simulated scenario '{one_line(scenario.name)}': {one_line(scenario.description)}\n\n")
         with SimulatedCluster(scenario) as simulation:
             request = build_request(args, scenario.cluster.name, scenario.region)
-            code = run_diagnosis(request, simulation.clients(), args)
-        codes.append(code)
+            if args.format != "json":
+                codes.append(run_diagnosis(request, simulation.clients(), args))
+                continue
+            outcome = diagnose_or_report(request, simulation.clients(), args)
+        if isinstance(outcome, Stopped):
+            codes.append(outcome.exit_code)
+            documents.append(outcome.document)
+        else:
+            codes.append(exit_code_of(outcome, args))
+            documents.append(report_document(outcome))
+    if args.format == "json":  # one document: the reports in scenario order
+        sys.stdout.write(json.dumps(documents, indent=2) + "\n")
     return most_severe(codes)

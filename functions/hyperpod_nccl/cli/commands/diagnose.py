@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from hyperpod_nccl import thresholds
 from hyperpod_nccl.checks import CheckMeta
@@ -23,6 +25,12 @@ from hyperpod_nccl.sanitize import one_line
 
 NAME = "diagnose"
 HELP = "Diagnose NCCL problems on a HyperPod cluster (read-only)."
+EXAMPLES = (
+    "hyperpod-nccl diagnose --cluster my-cluster --region us-west-2",
+    "hyperpod-nccl diagnose --cluster arn:aws:sagemaker:us-west-2:111122223333:cluster/abcdef123456 --profile oncall",
+    "hyperpod-nccl diagnose --cluster my-cluster --namespace training --job llama-70b --sample-nodes all",
+    "hyperpod-nccl diagnose --cluster my-cluster --format json --fail-on P0 --fail-on partial > report.json",
+)
 # `--fail-on partial`: fail the pipeline when a source was not fully read.
 FAIL_ON_PARTIAL = "partial"
 
@@ -93,6 +101,19 @@ def report_aborted(aborted: DiagnosisAborted, progress: ProgressLine, command: s
     return EXIT_PREREQUISITE
 
 
+def aborted_document(aborted: DiagnosisAborted, exit_code: int) -> dict[str, object]:
+    """What `--format json` prints on stdout for a diagnosis that stopped (the exit code is the
+    same as without it): {"error": {"message", "details", "fix", "exit_code"}}."""
+    return {
+        "error": {
+            "message": aborted.message,
+            "details": list(aborted.details),
+            "fix": aborted.fix,
+            "exit_code": exit_code,
+        }
+    }
+
+
 def fail_on_exit(args: argparse.Namespace, issue_at: Callable[[Priority], bool], partial: bool) -> int:
     """The exit code `--fail-on` asks for: 3 when `issue_at` the loosest priority asked for, else 4
     when `partial` was asked for and the diagnosis is partial, else 0."""
@@ -127,13 +148,18 @@ def build_request(args: argparse.Namespace, cluster: str, region: str) -> Diagno
     )
 
 
+def exit_code_of(result: SweepResult, args: argparse.Namespace) -> int:
+    """The exit code of a finished diagnosis (`--fail-on`)."""
+    return fail_on_exit(args, lambda p: bool(result.at_or_above(p)), partial=bool(result.degraded_sources))
+
+
 def emit(result: SweepResult, args: argparse.Namespace) -> int:
     """Print the result in the chosen format and compute the exit code."""
     if args.format == "json":
         sys.stdout.write(render_json(result) + "\n")
     else:
         TextReport(sys.stdout, use_colour(sys.stdout, args.no_color)).render(result)
-    return fail_on_exit(args, lambda p: bool(result.at_or_above(p)), partial=bool(result.degraded_sources))
+    return exit_code_of(result, args)
 
 
 def check_timing(progress: ProgressLine) -> CheckObserver | None:
@@ -150,16 +176,37 @@ def check_timing(progress: ProgressLine) -> CheckObserver | None:
     return observe
 
 
-def run_diagnosis(request: DiagnoseRequest, aws: AwsClients, args: argparse.Namespace) -> int:
-    """Run the engine with progress on stderr; abort cleanly (exit 1, or 2 for a scope that names
-    nothing) when it must."""
+@dataclass(frozen=True)
+class Stopped:
+    """A diagnosis that stopped: its exit code (why was printed on stderr) and what `--format
+    json` prints for it (`aborted_document`)."""
+
+    exit_code: int
+    document: dict[str, object]
+
+
+def diagnose_or_report(request: DiagnoseRequest, aws: AwsClients, args: argparse.Namespace) -> SweepResult | Stopped:
+    """Run the engine with progress on stderr: the result, or how it stopped (1, or 2 for a scope
+    that names nothing) after saying why on stderr."""
     progress = ProgressLine(verbose=getattr(args, "verbose", False))
     try:
         result = diagnose(request, aws, progress=progress, observe=check_timing(progress))
     except DiagnosisAborted as aborted:
-        return report_aborted(aborted, progress, getattr(args, "command", None) or NAME)
+        code = report_aborted(aborted, progress, getattr(args, "command", None) or NAME)
+        return Stopped(code, aborted_document(aborted, code))
     progress.clear()
-    return emit(result, args)
+    return result
+
+
+def run_diagnosis(request: DiagnoseRequest, aws: AwsClients, args: argparse.Namespace) -> int:
+    """Diagnose and print the report (with `--format json`, an error document when it stopped);
+    the exit code."""
+    outcome = diagnose_or_report(request, aws, args)
+    if isinstance(outcome, Stopped):
+        if args.format == "json":
+            sys.stdout.write(json.dumps(outcome.document, indent=2) + "\n")
+        return outcome.exit_code
+    return emit(outcome, args)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,7 +7,13 @@ import json
 import sys
 from pathlib import Path
 
-from hyperpod_nccl.cli.commands.diagnose import add_scope_arguments, build_request, fail_on_exit, report_aborted
+from hyperpod_nccl.cli.commands.diagnose import (
+    aborted_document,
+    add_scope_arguments,
+    build_request,
+    fail_on_exit,
+    report_aborted,
+)
 from hyperpod_nccl.cli.exit_codes import EXIT_USAGE
 from hyperpod_nccl.cli.progress import ProgressLine
 from hyperpod_nccl.cli.target import add_target_arguments, resolve_clients
@@ -26,6 +32,10 @@ from hyperpod_nccl.sanitize import for_terminal
 
 NAME = "incidents"
 HELP = "Show the verdict's root causes as incidents, each with its timeline (read-only)."
+EXAMPLES = (
+    "hyperpod-nccl incidents --cluster my-cluster --region us-west-2",
+    "hyperpod-nccl incidents --cluster my-cluster --history incidents.json --format json",
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -58,14 +68,23 @@ def read_history(path: Path | None, command: str) -> list[Incident] | None:
 
 
 def execute(
-    request: DiagnoseRequest, aws: AwsClients, history: list[Incident], command: str, *, verbose: bool = False
+    request: DiagnoseRequest,
+    aws: AwsClients,
+    history: list[Incident],
+    command: str,
+    *,
+    verbose: bool = False,
+    json_errors: bool = False,
 ) -> IncidentRun | int:
     """Run the incident diagnosis with progress on stderr; the exit code (after printing why) when aborted."""
     progress = ProgressLine(verbose=verbose)
     try:
         run_ = run_incidents(request, aws, history=history, progress=progress)
     except DiagnosisAborted as aborted:
-        return report_aborted(aborted, progress, command)
+        code = report_aborted(aborted, progress, command)
+        if json_errors:  # --format json: one document on stdout, whatever happened
+            sys.stdout.write(json.dumps(aborted_document(aborted, code), indent=2) + "\n")
+        return code
     progress.clear()
     return run_
 
@@ -80,7 +99,8 @@ def incident_run(args: argparse.Namespace, command: str) -> IncidentRun | int:
     if history is None:
         return EXIT_USAGE
     request = build_request(args, args.cluster, aws.region)
-    return execute(request, aws, history, command, verbose=args.verbose)
+    json_errors = command == NAME and args.format == "json"
+    return execute(request, aws, history, command, verbose=args.verbose, json_errors=json_errors)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import re
 import sys
 from datetime import UTC, datetime
@@ -32,16 +33,23 @@ from hyperpod_nccl.sanitize import for_terminal, one_line
 
 NAME = "support-bundle"
 HELP = "Write a local bundle with everything an AWS Support case needs (read-only)."
+EXAMPLES = (
+    "hyperpod-nccl support-bundle --cluster my-cluster --region us-west-2",
+    "hyperpod-nccl support-bundle --cluster my-cluster --output-dir case-1234",
+)
 # skill.md: "a full diagnostic with a bigger sample (--sample-nodes 10)".
 BUNDLE_SAMPLE_NODES = 10
 ERROR_LINE = re.compile(r"(?i)(nccl|libfabric|net/ofi|\bofi\b|\bfi_|efa|watchdog|c10d|xid|rendezvous)")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """Declare the flags: those of diagnose (with a larger default sample), plus --output."""
+    """Declare the flags: those of diagnose (with a larger default sample), plus --output-dir and --force."""
     add_target_arguments(parser)
     parser.add_argument(
-        "--output", type=Path, metavar="DIR", help="bundle directory (default: ./support-<cluster>-<UTC>)"
+        "--output-dir", type=Path, metavar="DIR", help="bundle directory (default: ./support-<cluster>-<UTC>)"
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="write into an --output-dir that already holds files (never by default)"
     )
     add_history_argument(parser)
     add_scope_arguments(parser)
@@ -218,16 +226,35 @@ def default_directory(cluster_name: str, requested: str) -> Path | None:
     return Path(f"support-{slug}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}")
 
 
+def output_dir_problem(directory: Path, force: bool) -> str | None:
+    """Why the bundle cannot go to `directory`, told before a diagnosis that can take minutes:
+    it is a file, it already holds files (unless `force`), or the nearest existing directory
+    above it cannot be written. None when it can."""
+    if directory.exists() and not directory.is_dir():
+        return f"--output-dir {directory} is not a directory"
+    if directory.is_dir() and any(directory.iterdir()) and not force:
+        return f"--output-dir {directory} already holds files: choose another or pass --force"
+    existing = directory if directory.is_dir() else next((p for p in directory.parents if p.is_dir()), Path())
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"--output-dir {directory}: {existing} is not writable"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
-    """Diagnose with a larger sample, build incidents, write the bundle."""
+    """Check where the bundle goes, diagnose with a larger sample, build incidents, write the bundle."""
+    if args.output_dir is not None:
+        problem = output_dir_problem(args.output_dir, args.force)
+        if problem is not None:
+            sys.stderr.write(f"hyperpod-nccl {NAME}: error: {one_line(problem)}\n")
+            return EXIT_USAGE
     outcome = incident_run(args, NAME)
     if isinstance(outcome, int):
         return outcome
-    directory = args.output or default_directory(outcome.result.cluster_name, args.cluster)
+    directory = args.output_dir or default_directory(outcome.result.cluster_name, args.cluster)
     if directory is None:
         name = one_line(outcome.result.cluster_name)
         sys.stderr.write(
-            f'hyperpod-nccl {NAME}: error: cluster name "{name}" cannot name a directory: pass --output DIR\n'
+            f'hyperpod-nccl {NAME}: error: cluster name "{name}" cannot name a directory: pass --output-dir DIR\n'
         )
         return EXIT_USAGE
     shown = one_line(str(directory))

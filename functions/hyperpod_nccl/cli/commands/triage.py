@@ -35,6 +35,11 @@ from hyperpod_nccl.sanitize import one_line
 
 NAME = "triage"
 HELP = "Classify error strings or log files (NCCL, EFA, CUDA, driver, kernel) and point at the runbook."
+EXAMPLES = (
+    "hyperpod-nccl triage train.log rank*.log.gz",
+    "kubectl logs job/llama-70b | hyperpod-nccl triage",
+    "hyperpod-nccl triage -e 'NCCL WARN NET/OFI Unable to register memory'",
+)
 SNIFF_BYTES = 8192
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -61,7 +66,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-e", "--error", action="append", default=[], metavar="TEXT", help="classify TEXT itself (repeatable)"
     )
-    parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
+    parser.add_argument(
+        "--format",
+        choices=("text", "json", "jsonl"),
+        default="text",
+        help='text (default); json: one document {"inputs": [...]}; jsonl: one JSON line per input as it is read',
+    )
     parser.add_argument(
         "--fail-on",
         action="append",
@@ -106,16 +116,20 @@ def _finding_json(hit: SignatureHit) -> dict[str, object]:
     }
 
 
-def render_json(source: str, result: ScanResult) -> str:
-    """One line: {"source", "lines", "findings": [...]}."""
-    document = {
+def input_json(source: str, result: ScanResult) -> dict[str, Any]:
+    """One input's result: {"source", "lines", "success_markers", "findings": [...], "resolved"}."""
+    return {
         "source": source,
         "lines": result.lines_scanned,
         "success_markers": result.success_markers,
         "findings": [_finding_json(hit) for hit in result.hits],
         "resolved": [settled.model_dump() for settled in result.resolved],
     }
-    return json.dumps(document, sort_keys=False)
+
+
+def render_json(source: str, result: ScanResult) -> str:
+    """One JSON line (`--format jsonl`): `input_json`."""
+    return json.dumps(input_json(source, result), sort_keys=False)
 
 
 def render_text(source: str, result: ScanResult) -> str:
@@ -193,23 +207,31 @@ def run(args: argparse.Namespace) -> int:
     """Classify each input and print its report; unreadable inputs get a one-line error."""
     codes = [EXIT_OK]
     found: list[SignatureHit] = []
+    documents: list[dict[str, Any]] = []
+    errors: list[dict[str, str]] = []
     for index, (name, text) in enumerate(_inputs(args)):
         try:
             result = _scan(name, text)
         except NotText as error:
             sys.stderr.write(f"hyperpod-nccl triage: {one_line(str(error))}\n")
+            errors.append({"source": name, "error": str(error)})
             codes.append(EXIT_PREREQUISITE)
             continue
         except (OSError, EOFError) as error:  # missing, unreadable, a directory, a truncated gzip
             reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
             sys.stderr.write(f"hyperpod-nccl triage: {one_line(name)}: cannot read ({one_line(reason)})\n")
+            errors.append({"source": name, "error": f"cannot read ({reason})"})
             codes.append(EXIT_PREREQUISITE)
             continue
         found.extend(result.hits)
-        if args.format == "json":
+        if args.format == "jsonl":
             sys.stdout.write(render_json(name, result) + "\n")
+        elif args.format == "json":
+            documents.append(input_json(name, result))
         else:
             sys.stdout.write(("\n" if index else "") + render_text(name, result) + "\n")
+    if args.format == "json":  # one document, whatever could or could not be read
+        sys.stdout.write(json.dumps({"inputs": documents, "unreadable": errors}) + "\n")
     if found and args.format == "text":
         sys.stdout.write(f"\n{runbooks_line()}\n{DIAGNOSE_HINT}\n")
     codes.append(fail_on_exit(args, lambda p: any(hit.priority.rank <= p.rank for hit in found), partial=False))
