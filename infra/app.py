@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from aws_cdk import App, Environment, Tags, Validations
 from cdk_nag import AwsSolutionsChecks
 
 from infra.config import StageConfig
-from infra.constants import CDK_JSON, DEFAULT_OUTDIR, OFFLINE_ACCOUNT, OFFLINE_REGION
+from infra.constants import CDK_JSON, DEFAULT_OUTDIR, OFFLINE_ACCOUNT, OFFLINE_REGION, PLACEHOLDER_CLUSTER
 from infra.stack import MonitorStack
 
 # The configuration's keys are plain camelCase words; the CDK's own context keys (feature flags,
@@ -32,6 +33,24 @@ def _check_context_keys(context: Mapping[str, Any]) -> None:
     unknown = sorted(k for k in context if k not in known and _CONFIG_KEY_SHAPE.match(k))
     if unknown:
         raise ValueError(f"unknown context keys {unknown}; the configuration keys are {sorted(known)}")
+
+
+NO_ALERT_DESTINATION = (
+    "no alert destination: alertEmails is empty and slack is null, so findings are stored but nobody is "
+    "told (set -c alertEmails='[\"oncall@example.com\"]' or slack)"
+)
+
+
+def _check_deployable(config: StageConfig) -> None:
+    """Refuse the shipped placeholder cluster (a stack that watches a cluster nobody has), and say
+    on stderr when no alert destination is set (a monitor that tells nobody)."""
+    if any(cluster.name == PLACEHOLDER_CLUSTER for cluster in config.clusters):
+        raise ValueError(
+            f"cdk.json still watches the placeholder cluster {PLACEHOLDER_CLUSTER!r}: set clusters to yours, e.g. "
+            '-c clusters=\'[{"name": "ml-cluster", "region": "us-west-2"}]\' (README: Deploying the monitor)'
+        )
+    if not config.alert_emails and config.slack is None:
+        sys.stderr.write(f"warning: {NO_ALERT_DESTINATION}\n")
 
 
 def _cdk_json_context(path: Path | None) -> dict[str, Any]:
@@ -53,6 +72,7 @@ def build_app(
     )
     _check_context_keys(app.node.get_all_context())
     config = StageConfig.from_context(app.node.try_get_context)
+    _check_deployable(config)
     # The CDK CLI exports the deploying account and region; offline synthesis uses fixed dummies so
     # nothing is ever looked up.
     env = Environment(

@@ -23,6 +23,8 @@ RUNTIME_REQUIREMENTS = REPO_ROOT / "requirements" / "runtime.txt"
 LAYERS_DIR = REPO_ROOT / "layers"
 DEFAULT_OUTDIR = REPO_ROOT / "cdk.out"
 CDK_JSON = REPO_ROOT / "cdk.json"
+# The cluster name the shipped cdk.json watches until it is edited: synth refuses to deploy it.
+PLACEHOLDER_CLUSTER = "my-hyperpod-cluster"
 
 # --- Lambda platform: one place, used by the functions AND by the layer's pip --platform ------------
 # The newest Python runtime Lambda offers (cdk-nag AwsSolutions-L1 asks for the latest of the family);

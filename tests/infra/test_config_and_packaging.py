@@ -16,10 +16,17 @@ import pytest
 from pydantic import ValidationError
 
 from hyperpod_nccl.monitor.settings import FUNCTION_ENVIRONMENT, MonitorSettings
-from infra.app import _check_context_keys
+from infra.app import NO_ALERT_DESTINATION, _check_context_keys, _check_deployable
 from infra.code_asset import shipped_modules
 from infra.config import MAX_MAP_CONCURRENCY, StageConfig
-from infra.constants import CDK_JSON, FUNCTIONS_DIR, LAMBDA_PIP_PLATFORM, LAMBDA_PYTHON_VERSION, REFERENCES_DIR
+from infra.constants import (
+    CDK_JSON,
+    FUNCTIONS_DIR,
+    LAMBDA_PIP_PLATFORM,
+    LAMBDA_PYTHON_VERSION,
+    PLACEHOLDER_CLUSTER,
+    REFERENCES_DIR,
+)
 from infra.constructs.functions import PackageBundling, lay_out_code_asset, package_digest
 from layers.build_layer import STAMP_NAME, build, inputs_digest
 from layers.bytecode import cache_tag, compile_tree
@@ -47,6 +54,18 @@ def test_the_shipped_cdk_json_is_a_valid_configuration() -> None:
     # the CDK CLI's credentials), so each has a working example.
     assert set(context) == set(StageConfig.context_keys()) - {"account", "region"}
     assert config.clusters and config.node_coverage == "all"
+
+
+def test_the_shipped_placeholder_cluster_is_refused_and_a_silent_monitor_is_warned_about(capsys) -> None:  # type: ignore[no-untyped-def]
+    context = json.loads(CDK_JSON.read_text())["context"]
+    assert [c["name"] for c in context["clusters"]] == [PLACEHOLDER_CLUSTER]
+    with pytest.raises(ValueError, match="placeholder cluster 'my-hyperpod-cluster'"):
+        _check_deployable(_config(**context))
+    real = {**context, "clusters": [{"name": "ml-cluster", "region": "us-west-2"}]}
+    _check_deployable(_config(**real))
+    assert capsys.readouterr().err == f"warning: {NO_ALERT_DESTINATION}\n"
+    _check_deployable(_config(**{**real, "alertEmails": ["oncall@example.com"]}))
+    assert capsys.readouterr().err == ""
 
 
 def test_defaults_synthesize_with_no_context_at_all() -> None:
