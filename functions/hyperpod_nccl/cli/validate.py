@@ -22,6 +22,21 @@ _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_WINDOW_SECONDS = 14 * 86400
 
 
+def _matched(pattern: re.Pattern[str], value: str, complaint: str) -> str:
+    """`value` when `pattern` matches all of it; else the usage error `complaint`."""
+    if pattern.fullmatch(value):
+        return value
+    raise argparse.ArgumentTypeError(complaint)
+
+
+def _number(value: str) -> float:
+    """`value` as a float; 0.0 when it is none (every caller refuses 0)."""
+    try:
+        return float(value)
+    except ValueError:
+        return 0.0
+
+
 def cluster(value: str) -> str:
     """A HyperPod cluster name or ARN."""
     if CLUSTER_NAME.fullmatch(value) or CLUSTER_ARN.fullmatch(value):
@@ -50,17 +65,12 @@ def cluster_arn_region(value: str) -> str | None:
 
 def profile(value: str) -> str:
     """A named profile of the AWS config files."""
-    if PROFILE.fullmatch(value):
-        return value
-    raise argparse.ArgumentTypeError(f"invalid profile {value!r}: expected letters, digits and _.@+-")
+    return _matched(PROFILE, value, f"invalid profile {value!r}: expected letters, digits and _.@+-")
 
 
 def timeout(value: str) -> float:
     """Seconds to wait, more than 0 and at most MAX_TIMEOUT_SECONDS."""
-    try:
-        number = float(value)
-    except ValueError:
-        number = 0.0
+    number = _number(value)
     if not 0 < number <= MAX_TIMEOUT_SECONDS:
         raise argparse.ArgumentTypeError(
             f"invalid timeout {value!r}: expected seconds, more than 0 and at most {MAX_TIMEOUT_SECONDS:g}"
@@ -70,23 +80,18 @@ def timeout(value: str) -> float:
 
 def region(value: str) -> str:
     """An AWS region code such as us-west-2."""
-    if REGION.fullmatch(value):
-        return value
-    raise argparse.ArgumentTypeError(f"invalid region {value!r}: expected a code like us-west-2")
+    return _matched(REGION, value, f"invalid region {value!r}: expected a code like us-west-2")
 
 
 def instance_id(value: str) -> str:
     """An EC2 instance id (i- followed by 8 to 17 hex digits)."""
-    if INSTANCE_ID.fullmatch(value):
-        return value
-    raise argparse.ArgumentTypeError(f"invalid instance id {value!r}: expected i- followed by 8-17 hex digits")
+    return _matched(INSTANCE_ID, value, f"invalid instance id {value!r}: expected i- followed by 8-17 hex digits")
 
 
 def dns_label(value: str) -> str:
     """A Kubernetes namespace or job name (DNS-1123 label)."""
-    if DNS_1123_LABEL.fullmatch(value):
-        return value
-    raise argparse.ArgumentTypeError(f"invalid name {value!r}: expected a DNS-1123 label (a-z, 0-9, '-', max 63)")
+    complaint = f"invalid name {value!r}: expected a DNS-1123 label (a-z, 0-9, '-', max 63)"
+    return _matched(DNS_1123_LABEL, value, complaint)
 
 
 def sample_nodes(value: str) -> int | str:
@@ -110,10 +115,7 @@ def clamp_sample(value: int | str) -> tuple[int | str, str | None]:
 
 def rate(value: str) -> float:
     """A positive rate per second, e.g. 3 or 1.5."""
-    try:
-        number = float(value)
-    except ValueError:
-        number = 0.0
+    number = _number(value)
     if not 0 < number < float("inf"):
         raise argparse.ArgumentTypeError(f"invalid rate {value!r}: expected a positive number per second, e.g. 2")
     return number
