@@ -10,6 +10,7 @@ from typing import Any
 
 from hyperpod_nccl.redaction import REDACTED, scrub
 from hyperpod_nccl_sim.aws import FAKE_SECRET_KEY
+from tests.functional.test_support_bundle import unpack
 
 # Planted by the eks-p5 scenario in a ConfigMap the training pods read (WANDB_API_KEY).
 PLANTED_SECRET = "0123456789abcdef-simulated-not-real"
@@ -167,7 +168,7 @@ def test_planted_secrets_never_leave_any_source(simulate, cli, tmp_path, caplog,
         assert run.code in (0, 3), run.stderr
         _assert_clean("stdout", run.stdout)
         _assert_clean("stderr", run.stderr)
-    files = {path.name: path.read_text(encoding="utf-8") for path in sorted(bundle.iterdir())}
+    files = unpack(bundle)
     for name, content in files.items():
         _assert_clean(f"bundle {name}", content)
 

@@ -3,8 +3,20 @@
 from __future__ import annotations
 
 import json
+import tarfile
+from pathlib import Path
 
 from hyperpod_nccl.incidents.escalation import SITUATIONS
+
+
+def unpack(directory: Path) -> dict[str, str]:
+    """The files of the one archive in `directory`, by name (all under one folder, its stem)."""
+    [archive] = directory.glob("support-*.tar.gz")
+    folder = archive.name.removesuffix(".tar.gz")
+    with tarfile.open(archive, mode="r:gz") as unpacked:
+        members = unpacked.getmembers()
+        assert all(m.isfile() and m.name.startswith(f"{folder}/") for m in members)
+        return {m.name.split("/", 1)[1]: unpacked.extractfile(m).read().decode() for m in members}  # type: ignore[union-attr]
 
 
 def test_bundle_holds_what_a_support_case_needs(simulate, cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -20,8 +32,8 @@ def test_bundle_holds_what_a_support_case_needs(simulate, cli, tmp_path) -> None
         str(out),
     )
     assert run.code == 0, run.stderr
-    names = {p.name for p in out.iterdir()}
-    assert names == {
+    files = unpack(out)
+    assert set(files) == {
         "case.md",
         "nccl-diag.txt",
         "nccl-diag.json",
@@ -29,9 +41,13 @@ def test_bundle_holds_what_a_support_case_needs(simulate, cli, tmp_path) -> None
         "describe-cluster.json",
         "nccl-env.txt",
         "error-lines.txt",
+        "manifest.json",
     }
-    case = (out / "case.md").read_text()
-    diag = json.loads((out / "nccl-diag.json").read_text())
+    manifest = json.loads(files["manifest.json"])
+    assert {f["name"] for f in manifest["files"]} == set(files) - {"manifest.json"}
+    assert all(len(files[f["name"]].encode()) == f["bytes"] for f in manifest["files"])
+    case = files["case.md"]
+    diag = json.loads(files["nccl-diag.json"])
     assert sim.scenario.cluster.name in case and diag["cluster_arn"] in case
     assert "Region: " + sim.scenario.region in case
     assert "Orchestrator: eks; EKS cluster " in case
@@ -42,9 +58,9 @@ def test_bundle_holds_what_a_support_case_needs(simulate, cli, tmp_path) -> None
         assert f"{number}. [" in case and text in case
     # The larger sample of the skill's bundle (--sample-nodes 10).
     assert diag["scope"]["sample_nodes"] == 10
-    errors = (out / "error-lines.txt").read_text()
+    errors = files["error-lines.txt"]
     assert "Xid" in errors or "NCCL" in errors
-    assert json.loads((out / "describe-cluster.json").read_text())["arn"] == diag["cluster_arn"]
+    assert json.loads(files["describe-cluster.json"])["arn"] == diag["cluster_arn"]
     assert "Support bundle written to" in run.stdout
 
 
@@ -55,22 +71,6 @@ def test_redaction_of_secret_looking_values() -> None:
     assert redact("NCCL_SOCKET_IFNAME", "^lo,docker") == "^lo,docker"
     assert redact("TORCH_HUB_TOKEN", "abc") == "<redacted>"
     assert redact("FI_EFA_USE_DEVICE_RDMA", "AKIAABCDEFGHIJKLMNOP") == "<redacted>"
-
-
-def test_unwritable_output_is_a_clean_error(simulate, cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    sim = simulate("healthy-eks")
-    blocker = tmp_path / "file"
-    blocker.write_text("x")
-    run = cli(
-        "support-bundle",
-        "--cluster",
-        sim.scenario.cluster.name,
-        "--region",
-        sim.scenario.region,
-        "--output-dir",
-        str(blocker / "sub"),
-    )
-    assert run.code == 1 and "cannot write" in run.stderr and "Traceback" not in run.stderr
 
 
 def _cluster_named(monkeypatch, name: str, requested: str | None = None) -> None:  # type: ignore[no-untyped-def]
@@ -99,7 +99,8 @@ def test_default_directory_is_a_safe_form_of_the_cluster_name(simulate, cli, tmp
     args = ("support-bundle", "--cluster", sim.scenario.cluster.name, "--region", sim.scenario.region)
     assert cli(*args).code == 0
     [made] = list(work.iterdir())
-    assert made.name.startswith(f"support-{sim.scenario.cluster.name}-") and (made / "case.md").is_file()
+    assert made.name.startswith(f"support-{sim.scenario.cluster.name}-") and made.name.endswith(".tar.gz")
+    assert "case.md" in unpack(work)
 
     # A name that is a path and a terminal escape: the bundle is named after --cluster, in here.
     made.rename(tmp_path / "first")
@@ -118,25 +119,55 @@ def test_a_cluster_that_cannot_name_a_directory_is_one_line_exit_2(simulate, cli
     _cluster_named(monkeypatch, "../\x1b[2Jevil", requested="../evil")
     run = cli("support-bundle", "--cluster", sim.scenario.cluster.name, "--region", sim.scenario.region)
     assert run.code == 2 and list(tmp_path.iterdir()) == []
-    assert run.messages == (
-        'hyperpod-nccl support-bundle: error: cluster name "../\\x1b[2Jevil" cannot name a directory: '
-        "pass --output-dir DIR\n"
-    )
+    assert run.messages == 'hyperpod-nccl support-bundle: error: cluster name "../\\x1b[2Jevil" cannot name a file\n'
 
 
-def test_an_output_dir_holding_files_is_refused_before_the_diagnosis(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    taken = tmp_path / "case"
-    taken.mkdir()
-    (taken / "notes.txt").write_text("mine\n", encoding="utf-8")
-    # No cluster exists at all: the refusal must come before any AWS call.
-    run = cli("support-bundle", "--cluster", "nosuch", "--region", "us-west-2", "--output-dir", str(taken))
-    assert run.code == 2 and run.stdout == ""
-    assert run.stderr == (
-        f"hyperpod-nccl support-bundle: error: --output-dir {taken} already holds files: "
-        "choose another or pass --force\n"
-    )
-    assert [p.name for p in taken.iterdir()] == ["notes.txt"]
+def test_an_output_dir_that_cannot_be_written_is_refused_before_the_diagnosis(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
     afile = tmp_path / "a-file"
     afile.write_text("", encoding="utf-8")
-    run = cli("support-bundle", "--cluster", "nosuch", "--region", "us-west-2", "--output-dir", str(afile))
-    assert run.code == 2 and "is not a directory" in run.stderr
+    # No cluster exists at all: the refusal must come before any AWS call.
+    for target, complaint in [(afile, "is not a directory"), (afile / "sub", f"{afile} is not a writable directory")]:
+        run = cli("support-bundle", "--cluster", "nosuch", "--region", "us-west-2", "--output-dir", str(target))
+        assert run.code == 2 and run.stdout == "", run.stderr
+        [line] = run.stderr.splitlines()
+        assert line.startswith(f"hyperpod-nccl support-bundle: error: --output-dir {target}") and complaint in line
+
+
+def test_an_archive_is_never_replaced_without_force(simulate, cli, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from hyperpod_nccl.cli.commands import support_bundle
+
+    sim = simulate("healthy-eks")
+    monkeypatch.setattr(support_bundle, "default_name", lambda *_: "support-fixed")
+    args = ("support-bundle", "--cluster", sim.scenario.cluster.name, "--region", sim.scenario.region)
+    assert cli(*args, "--output-dir", str(tmp_path)).code == 0
+    first = (tmp_path / "support-fixed.tar.gz").read_bytes()
+    again = cli(*args, "--output-dir", str(tmp_path))
+    assert again.code == 2 and "support-fixed.tar.gz exists: pass --force" in again.messages
+    assert (tmp_path / "support-fixed.tar.gz").read_bytes() == first
+    assert cli(*args, "--output-dir", str(tmp_path), "--force").code == 0
+
+
+def test_a_bundle_over_the_limit_cuts_its_largest_files_and_says_so(simulate, cli, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from hyperpod_nccl.cli.commands import support_bundle
+
+    sim = simulate("eks-p5")
+    monkeypatch.setattr(support_bundle, "BUNDLE_MAX_BYTES", 24 * 1024)
+    real = support_bundle.pack_bundle
+    monkeypatch.setattr(support_bundle, "pack_bundle", lambda run_, folder: real(run_, folder, 24 * 1024))
+    run = cli(
+        "support-bundle",
+        "--cluster",
+        sim.scenario.cluster.name,
+        "--region",
+        sim.scenario.region,
+        "--output-dir",
+        str(tmp_path),
+    )
+    assert run.code == 0, run.stderr
+    [archive] = tmp_path.glob("*.tar.gz")
+    assert archive.stat().st_size <= 24 * 1024
+    files = unpack(tmp_path)
+    cut = {f["name"]: f["trimmed_bytes"] for f in json.loads(files["manifest.json"])["files"] if "trimmed_bytes" in f}
+    assert "nccl-diag.json" in cut and "cut short by" in run.stdout
+    assert "left out to keep the bundle under" in files["nccl-diag.json"]
+    assert "Attach the archive to the case" in files["case.md"]  # the summary is always whole

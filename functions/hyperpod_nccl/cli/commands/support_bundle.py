@@ -4,22 +4,25 @@ The bundle holds the cluster's identity (name, ARN, region, orchestrator, EKS cl
 controller), the failure window in UTC, the verbatim NCCL/libfabric error lines, the affected
 instances / nodes / pods / job, the full diagnosis (JSON and text, larger node sample), the
 NCCL-relevant environment in effect (`nccl_env`) with secret-looking values redacted, the
-incident timeline, and which of the five escalation situations apply. Nothing is uploaded: the
-operator attaches the directory (or an S3 URI they create) to the case.
+incident timeline, and which of the five escalation situations apply. It is one archive,
+`support-<cluster>-<UTC>.tar.gz`, under BUNDLE_MAX_BYTES, with a manifest (each file's size, hash
+and redaction count). Nothing is uploaded: the operator attaches the archive to the case.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import io
 import json
 import os
 import re
 import sys
+import tarfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from hyperpod_nccl import nccl_env
+from hyperpod_nccl import __version__, nccl_env
 from hyperpod_nccl.cli import validate
 from hyperpod_nccl.cli.commands.diagnose import add_scope_arguments
 from hyperpod_nccl.cli.commands.incidents import add_history_argument, incident_run
@@ -46,11 +49,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     """Declare the flags: those of diagnose (with a larger default sample), plus --output-dir and --force."""
     add_target_arguments(parser)
     parser.add_argument(
-        "--output-dir", type=Path, metavar="DIR", help="bundle directory (default: ./support-<cluster>-<UTC>)"
+        "--output-dir",
+        type=Path,
+        metavar="DIR",
+        help="where the archive support-<cluster>-<UTC>.tar.gz goes (default: the current directory; created)",
     )
-    parser.add_argument(
-        "--force", action="store_true", help="write into an --output-dir that already holds files (never by default)"
-    )
+    parser.add_argument("--force", action="store_true", help="replace an archive of the same name (never by default)")
     add_history_argument(parser)
     add_scope_arguments(parser)
     parser.set_defaults(sample_nodes=BUNDLE_SAMPLE_NODES)
@@ -178,13 +182,21 @@ def case_summary(run_: IncidentRun, files: list[str], redacted: dict[str, int] |
     if redacted is not None:
         w(f"\nSecret-looking values redacted in this bundle: {sum(redacted.values())} (keys, tokens, passwords, ")
         w("URL credentials), each replaced where it was read, before anything was stored.\n")
-    w("\nUpload the directory to S3 and put the S3 URI in the case (this tool never uploads).\n")
+    w("\nAttach the archive to the case (this tool never uploads).\n")
     return out.getvalue()
 
 
-def write_bundle(run_: IncidentRun, directory: Path) -> list[Path]:
-    """Write every bundle file into `directory`; returns the paths written."""
-    directory.mkdir(parents=True, exist_ok=True)
+# AWS Support takes attachments of a few megabytes each: the whole bundle stays under this.
+BUNDLE_MAX_BYTES = 5 * 1024 * 1024
+MANIFEST = "manifest.json"
+# The files that give way, largest first, when the archive would pass BUNDLE_MAX_BYTES (the case
+# summary, the incidents and the cluster description are always whole).
+_TRIMMABLE = ("nccl-diag.json", "nccl-diag.txt", "error-lines.txt", "nccl-env.txt")
+
+
+def bundle_files(run_: IncidentRun) -> dict[str, str]:
+    """Every file of the bundle by name, scrubbed once more and, for the files meant for people,
+    escaped (JSON files are escaped by json.dumps)."""
     text = io.StringIO()
     TextReport(text, colour=False).render(run_.result)
     cluster = run_.inventory.control_plane.cluster
@@ -196,79 +208,136 @@ def write_bundle(run_: IncidentRun, directory: Path) -> list[Path]:
         "nccl-env.txt": "\n".join(nccl_environment(run_)) + "\n",
         "error-lines.txt": "\n".join(error_lines(run_)) + "\n",
     }
-    # Everything was redacted where it entered; this directory leaves the account, so one last
-    # pass here, and the count of what is redacted goes into case.md (and to the terminal).
+    # Everything was redacted where it entered; this bundle leaves the account, so one last pass
+    # here, and the count of what is redacted goes into case.md (and to the terminal).
     files = {name: scrub(content) for name, content in files.items()}
     redacted = {name: count_redacted(content) for name, content in files.items()}
-    names = [*files, "case.md"]
+    names = [*files, "case.md", MANIFEST]
     redacted["case.md"] = count_redacted(scrub(case_summary(run_, names)))  # the count lines hold none
     files["case.md"] = scrub(case_summary(run_, names, redacted))
-    written = []
-    for name, content in files.items():
-        path = directory / name
-        if name.endswith((".md", ".txt")):
-            # Files meant for people quote evidence, env values and names verbatim: escape their
-            # control characters here, once for all (JSON files are escaped by json.dumps).
-            content = for_terminal(content)
-        path.write_text(content, encoding="utf-8")
-        written.append(path)
-    return written
+    # Files meant for people quote evidence, env values and names verbatim: their control
+    # characters are escaped here, once for all.
+    return {name: for_terminal(c) if name.endswith((".md", ".txt")) else c for name, c in files.items()}
 
 
-def default_directory(cluster_name: str, requested: str) -> Path | None:
-    """`support-<cluster>-<UTC>` in the current directory, named after the cluster's name when it
-    has a HyperPod name's shape, else after the cluster the operator named (a name, or an ARN's
-    cluster id); None when neither can be a directory name (a path separator, `..`, control
-    characters: the name comes from an API response)."""
+def _manifest(run_: IncidentRun, files: dict[str, bytes], trimmed: dict[str, int]) -> bytes:
+    result = run_.result
+    document = {
+        "tool": f"hyperpod-nccl-monitor {__version__}",
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "cluster": result.cluster_name,
+        "cluster_arn": result.cluster_arn,
+        "region": result.region,
+        "files": [
+            {
+                "name": name,
+                "bytes": len(data),
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "redacted": count_redacted(data.decode("utf-8")),
+                **({"trimmed_bytes": trimmed[name]} if name in trimmed else {}),
+            }
+            for name, data in files.items()
+        ],
+    }
+    return (json.dumps(document, indent=2) + "\n").encode()
+
+
+def _tar_gz(folder: str, files: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    now = int(datetime.now(UTC).timestamp())
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for name, data in files.items():
+            member = tarfile.TarInfo(f"{folder}/{name}")
+            member.size, member.mtime, member.mode = len(data), now, 0o644
+            archive.addfile(member, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def pack_bundle(run_: IncidentRun, folder: str, limit: int = BUNDLE_MAX_BYTES) -> tuple[bytes, dict[str, int]]:
+    """The bundle as one .tar.gz (every file under `folder/`, with its manifest) of at most
+    `limit` bytes, and the bytes left out of each trimmed file. A file that gives way keeps its
+    beginning and says, at its end, what was left out and how to get it whole."""
+    files = {name: content.encode("utf-8") for name, content in bundle_files(run_).items()}
+    trimmed: dict[str, int] = {}
+    while True:
+        data = _tar_gz(folder, {**files, MANIFEST: _manifest(run_, files, trimmed)})
+        if len(data) <= limit:
+            return data, trimmed
+        candidates = [name for name in _TRIMMABLE if len(files[name]) > 1024]
+        if not candidates:
+            raise OSError(f"the bundle is {len(data)} bytes even with its large files cut short")
+        largest = max(candidates, key=lambda name: len(files[name]))
+        keep = len(files[largest]) // 2
+        trimmed[largest] = trimmed.get(largest, 0) + len(files[largest]) - keep
+        note = (
+            f"\n[{trimmed[largest]} bytes left out to keep the bundle under {limit // (1024 * 1024)} MB: "
+            f"`hyperpod-nccl diagnose --cluster {validate.cluster_slug(run_.result.cluster_name) or '<cluster>'} "
+            "--format json` writes the whole report]\n"
+        )
+        files[largest] = files[largest][:keep] + note.encode()
+
+
+def default_name(cluster_name: str, requested: str) -> str | None:
+    """`support-<cluster>-<UTC>`, named after the cluster's name when it has a HyperPod name's
+    shape, else after the cluster the operator named (a name, or an ARN's cluster id); None when
+    neither can name a file (a path separator, `..`, control characters: the name comes from an
+    API response)."""
     slug = validate.cluster_slug(cluster_name) or validate.cluster_slug(requested)
     if slug is None:
         return None
-    return Path(f"support-{slug}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}")
+    return f"support-{slug}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}"
 
 
-def output_dir_problem(directory: Path, force: bool) -> str | None:
-    """Why the bundle cannot go to `directory`, told before a diagnosis that can take minutes:
-    it is a file, it already holds files (unless `force`), or the nearest existing directory
-    above it cannot be written. None when it can."""
+def output_dir_problem(directory: Path) -> str | None:
+    """Why the bundle cannot go to `directory`, told before a diagnosis that can take minutes: it
+    is a file, or the nearest existing directory above it cannot be written. None when it can."""
     if directory.exists() and not directory.is_dir():
         return f"--output-dir {directory} is not a directory"
-    if directory.is_dir() and any(directory.iterdir()) and not force:
-        return f"--output-dir {directory} already holds files: choose another or pass --force"
-    existing = directory if directory.is_dir() else next((p for p in directory.parents if p.is_dir()), Path())
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return f"--output-dir {directory}: {existing} is not writable"
+    existing = directory if directory.is_dir() else next((p for p in directory.parents if p.exists()), Path())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        return f"--output-dir {directory}: {existing} is not a writable directory"
     return None
 
 
 def run(args: argparse.Namespace) -> int:
-    """Check where the bundle goes, diagnose with a larger sample, build incidents, write the bundle."""
-    if args.output_dir is not None:
-        problem = output_dir_problem(args.output_dir, args.force)
-        if problem is not None:
-            sys.stderr.write(f"hyperpod-nccl {NAME}: error: {one_line(problem)}\n")
-            return EXIT_USAGE
+    """Check where the bundle goes, diagnose with a larger sample, build incidents, write the one
+    archive (never over an existing file without --force)."""
+    directory: Path = args.output_dir or Path()
+    problem = output_dir_problem(directory)
+    if problem is not None:
+        sys.stderr.write(f"hyperpod-nccl {NAME}: error: {one_line(problem)}\n")
+        return EXIT_USAGE
     outcome = incident_run(args, NAME)
     if isinstance(outcome, int):
         return outcome
-    directory = args.output_dir or default_directory(outcome.result.cluster_name, args.cluster)
-    if directory is None:
-        name = one_line(outcome.result.cluster_name)
-        sys.stderr.write(
-            f'hyperpod-nccl {NAME}: error: cluster name "{name}" cannot name a directory: pass --output-dir DIR\n'
-        )
+    name = default_name(outcome.result.cluster_name, args.cluster)
+    if name is None:
+        cluster = one_line(outcome.result.cluster_name)
+        sys.stderr.write(f'hyperpod-nccl {NAME}: error: cluster name "{cluster}" cannot name a file\n')
         return EXIT_USAGE
-    shown = one_line(str(directory))
+    archive = directory / f"{name}.tar.gz"
+    shown = one_line(str(archive))
     try:
-        written = write_bundle(outcome, directory)
+        data, trimmed = pack_bundle(outcome, name)
+        directory.mkdir(parents=True, exist_ok=True)
+        with archive.open("wb" if args.force else "xb") as handle:
+            handle.write(data)
+    except FileExistsError:
+        sys.stderr.write(f"hyperpod-nccl {NAME}: error: {shown} exists: pass --force to replace it\n")
+        return EXIT_USAGE
     except OSError as error:
         sys.stderr.write(f"hyperpod-nccl {NAME}: error: cannot write {shown}: {one_line(str(error))}\n")
         return EXIT_PREREQUISITE
-    sys.stdout.write(f"Support bundle written to {shown}/ (nothing was uploaded)\n")
-    total = 0
-    for path in written:
-        count = count_redacted(path.read_text(encoding="utf-8"))
-        total += count
-        sys.stdout.write(f"  {path.name}" + (f" ({count} redacted)" if count else "") + "\n")
+    sys.stdout.write(f"Support bundle written to {shown} ({len(data)} bytes; nothing was uploaded)\n")
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as unpacked:
+        total = 0
+        for member in unpacked.getmembers():
+            extracted = unpacked.extractfile(member)
+            count = count_redacted(extracted.read().decode("utf-8")) if extracted else 0
+            total += count
+            short = member.name.split("/", 1)[-1]
+            cut = f", cut short by {trimmed[short]} bytes" if short in trimmed else ""
+            sys.stdout.write(f"  {short}" + (f" ({count} redacted{cut})" if count or cut else "") + "\n")
     sys.stdout.write(f"{total} secret-looking value(s) redacted, shown as {REDACTED}\n")
     applicable = [e for e in outcome.escalations if e.verdict != "no"]
     if applicable:
