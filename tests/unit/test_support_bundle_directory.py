@@ -1,4 +1,4 @@
-"""The support bundle's default directory is named after a validated form of the cluster: never
+"""The support bundle's default archive is named after a validated form of the cluster: never
 a path, a `..` or a control character that an API response or an argument could carry."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from hyperpod_nccl.cli.commands.support_bundle import default_directory
+from hyperpod_nccl.cli.commands.support_bundle import default_name
 from hyperpod_nccl.cli.validate import cluster_slug
 
 ARN = "arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdef123456"
@@ -34,9 +34,9 @@ def test_cluster_slug_accepts_names_and_arn_ids_only(value: str, slug: str | Non
     assert cluster_slug(value) == slug
 
 
-def test_default_directory_prefers_the_clusters_name_then_what_the_operator_named() -> None:
+def test_default_name_prefers_the_clusters_name_then_what_the_operator_named() -> None:
     stamp = r"\d{8}T\d{6}Z"
-    assert re.fullmatch(rf"support-ml-{stamp}", str(default_directory("ml", ARN)))
+    assert re.fullmatch(rf"support-ml-{stamp}", str(default_name("ml", ARN)))
     # DescribeCluster answered a name of no HyperPod shape: the validated --cluster names it.
-    assert re.fullmatch(rf"support-abcdef123456-{stamp}", str(default_directory("../\x1b[2Jx", ARN)))
-    assert default_directory("../x", "../y") is None
+    assert re.fullmatch(rf"support-abcdef123456-{stamp}", str(default_name("../\x1b[2Jx", ARN)))
+    assert default_name("../x", "../y") is None
