@@ -473,20 +473,19 @@ def run_data_channel(
         raise _refused_handshake(error) from error
     except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as error:
         raise SessionError(SessionErrorKind.TRANSPORT, f"cannot open the data channel: {error}") from error
-    channel = DataChannel(ws, token, clock=clock, limits=limits)
-    try:
-        channel.open()
-        channel.run(deadline)
-    except ConnectionClosed as closed:
-        raise SessionError(
-            SessionErrorKind.TRANSPORT, f"data channel closed: {closed}", partial_output=bytes(channel.output)
-        ) from closed
-    except SessionError as error:
-        if not error.partial_output:
-            error.partial_output = bytes(channel.output)
-        raise
-    finally:
-        ws.close()
+    with ws:  # closed on every way out, as websockets' documented use
+        channel = DataChannel(ws, token, clock=clock, limits=limits)
+        try:
+            channel.open()
+            channel.run(deadline)
+        except ConnectionClosed as closed:
+            raise SessionError(
+                SessionErrorKind.TRANSPORT, f"data channel closed: {closed}", partial_output=bytes(channel.output)
+            ) from closed
+        except SessionError as error:
+            if not error.partial_output:
+                error.partial_output = bytes(channel.output)
+            raise
     output, marker_code = split_exit_code(bytes(channel.output))
     return output, marker_code if marker_code is not None else channel.exit_code
 
