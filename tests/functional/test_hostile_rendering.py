@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError
 
-from hyperpod_nccl.cli.commands.support_bundle import write_bundle
+from hyperpod_nccl.cli.commands.support_bundle import bundle_files
 from hyperpod_nccl.cli.render import TextReport, render_json
 from hyperpod_nccl.incidents.report import IncidentRun, incidents_json, render_incidents_text, run_incidents
 from hyperpod_nccl.models.findings import Scope
@@ -98,7 +98,7 @@ def _assert_visible(name: str, text: str) -> None:
     assert not missing, f"{name}: hostile content lost: {missing}"
 
 
-def _renderings(incident_run: IncidentRun, bundle: Path) -> dict[str, str]:
+def _renderings(incident_run: IncidentRun) -> dict[str, str]:
     """Every rendering for people of one diagnosis (one collection, so that the test is fast;
     the CLI wiring is exercised by the `diagnose` run of the test)."""
     outputs: dict[str, str] = {}
@@ -110,9 +110,9 @@ def _renderings(incident_run: IncidentRun, bundle: Path) -> dict[str, str]:
     render_incidents_text(incidents, incident_run)
     outputs["incidents text"] = incidents.getvalue()
     outputs["incidents json"] = json.dumps(incidents_json(incident_run), indent=2)
-    for path in write_bundle(incident_run, bundle):
-        # Bytes, not read_text(): universal newlines would turn a raw "\r" into a line break.
-        outputs[f"bundle {path.name}"] = path.read_bytes().decode("utf-8")
+    # The files as they go into the archive (no universal-newline reading: a raw "\r" stays one).
+    for name, content in bundle_files(incident_run).items():
+        outputs[f"bundle {name}"] = content
     return outputs
 
 
@@ -149,12 +149,12 @@ def _assert_safe_chat(name: str, text: str) -> None:
     assert "``` *fake*" not in text and "```\n[PASS]" not in text, f"{name}: fence break-out"
 
 
-def test_no_renderer_passes_control_characters_or_markup(simulate, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_no_renderer_passes_control_characters_or_markup(simulate, cli) -> None:  # type: ignore[no-untyped-def]
     sim = simulate("slurm-p5en", edit=_plant)
     cluster, region = sim.scenario.cluster.name, sim.scenario.region
     request = DiagnoseRequest(cluster=cluster, region=region, scope=Scope(sample_nodes="all"))
     incident_run = run_incidents(request, sim.clients())
-    outputs = _renderings(incident_run, tmp_path / "bundle")
+    outputs = _renderings(incident_run)
     run = cli("diagnose", "--cluster", cluster, "--region", region, "--sample-nodes", "1")
     assert run.code == 0, run.stderr
     outputs["diagnose (CLI)"] = run.stdout + run.stderr
