@@ -19,18 +19,16 @@ def unpack(directory: Path) -> dict[str, str]:
         return {m.name.split("/", 1)[1]: unpacked.extractfile(m).read().decode() for m in members}  # type: ignore[union-attr]
 
 
+def _bundle(cli, sim, out: Path, *flags: str):  # type: ignore[no-untyped-def]
+    """`support-bundle` of the simulated cluster into `out`."""
+    cluster, region = sim.scenario.cluster.name, sim.scenario.region
+    return cli("support-bundle", "--cluster", cluster, "--region", region, "--output-dir", str(out), *flags)
+
+
 def test_bundle_holds_what_a_support_case_needs(simulate, cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
     sim = simulate("eks-p5")
     out = tmp_path / "bundle"
-    run = cli(
-        "support-bundle",
-        "--cluster",
-        sim.scenario.cluster.name,
-        "--region",
-        sim.scenario.region,
-        "--output-dir",
-        str(out),
-    )
+    run = _bundle(cli, sim, out)
     assert run.code == 0, run.stderr
     files = unpack(out)
     assert set(files) == {
@@ -151,18 +149,9 @@ def test_a_bundle_over_the_limit_cuts_its_largest_files_and_says_so(simulate, cl
     from hyperpod_nccl.cli.commands import support_bundle
 
     sim = simulate("eks-p5")
-    monkeypatch.setattr(support_bundle, "BUNDLE_MAX_BYTES", 24 * 1024)
     real = support_bundle.pack_bundle
     monkeypatch.setattr(support_bundle, "pack_bundle", lambda run_, folder: real(run_, folder, 24 * 1024))
-    run = cli(
-        "support-bundle",
-        "--cluster",
-        sim.scenario.cluster.name,
-        "--region",
-        sim.scenario.region,
-        "--output-dir",
-        str(tmp_path),
-    )
+    run = _bundle(cli, sim, tmp_path)
     assert run.code == 0, run.stderr
     [archive] = tmp_path.glob("*.tar.gz")
     assert archive.stat().st_size <= 24 * 1024
