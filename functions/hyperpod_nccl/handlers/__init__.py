@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     from hyperpod_nccl.monitor.store import Store
 
 SERVICE = "hyperpod-nccl-monitor"
-# The collectors' own read timeout when the environment sets none (collectors.aws.AwsClients).
-_COLLECTOR_READ_TIMEOUT = 30.0
 
 
 def powertools(function: str) -> tuple[Logger, Tracer, Metrics]:
@@ -102,7 +100,9 @@ def sfn_client(settings: MonitorSettings) -> SFNClient:
 
 def collector_clients(settings: MonitorSettings, region: str) -> AwsClients:
     """The collectors' clients for one sweep (their errors become degraded sources)."""
-    return AwsClients(region=region, read_timeout=settings.sdk_read_timeout or _COLLECTOR_READ_TIMEOUT)
+    if settings.sdk_read_timeout is None:  # AwsClients' own default
+        return AwsClients(region=region)
+    return AwsClients(region=region, read_timeout=settings.sdk_read_timeout)
 
 
 class AwsCallFailed(RuntimeError):

@@ -19,6 +19,7 @@ import os
 import re
 import sys
 import tarfile
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -253,16 +254,27 @@ def _tar_gz(folder: str, files: dict[str, bytes]) -> bytes:
     return buffer.getvalue()
 
 
-def pack_bundle(run_: IncidentRun, folder: str, limit: int = BUNDLE_MAX_BYTES) -> tuple[bytes, dict[str, int]]:
+@dataclass(frozen=True)
+class PackedBundle:
+    """The archive's bytes, each member's content in archive order (the manifest last), and the
+    bytes left out of each trimmed file."""
+
+    data: bytes
+    members: dict[str, bytes]
+    trimmed: dict[str, int]
+
+
+def pack_bundle(run_: IncidentRun, folder: str, limit: int = BUNDLE_MAX_BYTES) -> PackedBundle:
     """The bundle as one .tar.gz (every file under `folder/`, with its manifest) of at most
-    `limit` bytes, and the bytes left out of each trimmed file. A file that gives way keeps its
-    beginning and says, at its end, what was left out and how to get it whole."""
+    `limit` bytes. A file that gives way keeps its beginning and says, at its end, what was left
+    out and how to get it whole."""
     files = {name: content.encode("utf-8") for name, content in bundle_files(run_).items()}
     trimmed: dict[str, int] = {}
     while True:
-        data = _tar_gz(folder, {**files, MANIFEST: _manifest(run_, files, trimmed)})
+        members = {**files, MANIFEST: _manifest(run_, files, trimmed)}
+        data = _tar_gz(folder, members)
         if len(data) <= limit:
-            return data, trimmed
+            return PackedBundle(data, members, trimmed)
         candidates = [name for name in _TRIMMABLE if len(files[name]) > 1024]
         if not candidates:
             raise OSError(f"the bundle is {len(data)} bytes even with its large files cut short")
@@ -318,26 +330,23 @@ def run(args: argparse.Namespace) -> int:
     archive = directory / f"{name}.tar.gz"
     shown = one_line(str(archive))
     try:
-        data, trimmed = pack_bundle(outcome, name)
+        packed = pack_bundle(outcome, name)
         directory.mkdir(parents=True, exist_ok=True)
         with archive.open("wb" if args.force else "xb") as handle:
-            handle.write(data)
+            handle.write(packed.data)
     except FileExistsError:
         sys.stderr.write(f"hyperpod-nccl {NAME}: error: {shown} exists: pass --force to replace it\n")
         return EXIT_USAGE
     except OSError as error:
         sys.stderr.write(f"hyperpod-nccl {NAME}: error: cannot write {shown}: {one_line(str(error))}\n")
         return EXIT_PREREQUISITE
-    sys.stdout.write(f"Support bundle written to {shown} ({len(data)} bytes; nothing was uploaded)\n")
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as unpacked:
-        total = 0
-        for member in unpacked.getmembers():
-            extracted = unpacked.extractfile(member)
-            count = count_redacted(extracted.read().decode("utf-8")) if extracted else 0
-            total += count
-            short = member.name.split("/", 1)[-1]
-            cut = f", cut short by {trimmed[short]} bytes" if short in trimmed else ""
-            sys.stdout.write(f"  {short}" + (f" ({count} redacted{cut})" if count or cut else "") + "\n")
+    sys.stdout.write(f"Support bundle written to {shown} ({len(packed.data)} bytes; nothing was uploaded)\n")
+    total = 0
+    for member, content in packed.members.items():
+        count = count_redacted(content.decode("utf-8"))
+        total += count
+        cut = f", cut short by {packed.trimmed[member]} bytes" if member in packed.trimmed else ""
+        sys.stdout.write(f"  {member}" + (f" ({count} redacted{cut})" if count or cut else "") + "\n")
     sys.stdout.write(f"{total} secret-looking value(s) redacted, shown as {REDACTED}\n")
     applicable = [e for e in outcome.escalations if e.verdict != "no"]
     if applicable:
