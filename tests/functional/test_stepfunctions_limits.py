@@ -14,7 +14,7 @@ import urllib.request
 import uuid
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -63,6 +63,8 @@ class StateMachines:
 
     emulation: EmulatedAws
     role_arn: str
+    # What each function's next invocations return (function name -> JSON texts, in turn).
+    results: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def sfn(self) -> Any:
@@ -97,8 +99,9 @@ class StateMachines:
 
     def function(self, *results: Any) -> str:
         """A function of the emulated Lambda (moto's Docker-less one, which echoes its event); its
-        next invocations return `results`, JSON-encoded, in turn. moto queues them per account and
-        Region, not per function: queue only what the test's invocations consume."""
+        next invocations return `results`, JSON-encoded, in turn (queued per function here: moto's
+        own queue is one per account and Region, from which an execution an earlier test left
+        running could take this test's results)."""
         code = io.BytesIO()
         with zipfile.ZipFile(code, "w") as archive:
             archive.writestr("handler.py", "def handler(event, context):\n    return event\n")
@@ -109,14 +112,19 @@ class StateMachines:
             Handler="handler.handler",
             Code={"ZipFile": code.getvalue()},
         )["FunctionArn"]
-        if results:
-            body = {
-                "account_id": self.emulation.account_id,
-                "region": REGION,
-                "results": [json.dumps(r) for r in results],
-            }
-            _post(self.emulation, "/moto-api/static/lambda-simple/response", body)
+        self.results[str(arn).rsplit(":", 1)[-1]] = [json.dumps(r) for r in results]
         return str(arn)
+
+    def answer(self, original: Any) -> Any:
+        """moto's Docker-less `invoke`, answering this fixture's functions from `results`."""
+
+        def invoke(backend: Any, function_name: str, *args: Any, **kwargs: Any) -> Any:
+            queued = self.results.get(function_name.split(":function:", 1)[-1].split(":", 1)[0])
+            if queued:
+                return queued.pop(0).encode()
+            return original(backend, function_name, *args, **kwargs)
+
+        return invoke
 
 
 def _post(emulation: EmulatedAws, path: str, body: dict[str, Any]) -> None:
@@ -145,7 +153,11 @@ def machines(
     role_arn = emulation.client("iam", REGION).create_role(
         RoleName=f"limits-{uuid.uuid4().hex[:8]}", AssumeRolePolicyDocument="{}"
     )["Role"]["Arn"]
-    yield StateMachines(emulation, role_arn)
+    machines = StateMachines(emulation, role_arn)
+    from moto.awslambda_simple.models import LambdaSimpleBackend
+
+    monkeypatch.setattr(LambdaSimpleBackend, "invoke", machines.answer(LambdaSimpleBackend.invoke))
+    yield machines
 
 
 def _payload_of(size: int) -> dict[str, str]:
