@@ -46,6 +46,7 @@ from hyperpod_nccl.monitor.settings import SCHEDULE_SOURCE
 from hyperpod_nccl.monitor.states.notify import _keep_pending
 from hyperpod_nccl.monitor.states.probe_node import load_probe_results
 from hyperpod_nccl.monitor.store import ALERT_PENDING, DIFF, DYNAMODB_ITEM_MAX_BYTES, cluster_key, sweep_key
+from hyperpod_nccl.ssm.client import SessionRunner
 from hyperpod_nccl_sim import hang_job
 from hyperpod_nccl_sim.scenario import FaultSpec
 from hyperpod_nccl_sim.serverless import FunctionError, LocalMonitor, SweepRun
@@ -65,8 +66,10 @@ READ_TIMEOUT_S = 0.5
 # unheld DescribeLogGroups once took longer, so the held FilterLogEvents was never reached.
 SM_TIMEOUT_DELAY_S = 5.0
 SM_READ_TIMEOUT_S = 2.5
-# The CLI rows' SSM budget per node (test_cli_path_under_fault).
+# The CLI rows' SSM budget per node (test_cli_path_under_fault), before CLI_SSM_TIME_SCALE.
 CLI_SSM_BUDGET_S = 20.0
+# The StartSession rows' budget and retry backoff, scaled: every wait of those rows is a sleep.
+CLI_SSM_TIME_SCALE = 0.2
 NOT_RUN = "—"
 
 
@@ -488,9 +491,14 @@ def test_cli_operations_are_the_recorded_ones(simulate) -> None:  # type: ignore
 )
 def test_cli_path_under_fault(simulate, monkeypatch, operation: str, fault: Fault) -> None:  # type: ignore[no-untyped-def]
     if operation == "ssm:StartSession":
-        # A throttled start is retried until the node's budget (180 s deployed); a shorter one
-        # that still outlasts the 15 s a transient failure is retried for gives the same cells.
-        ssm_budget(monkeypatch, CLI_SSM_BUDGET_S)
+        # A throttled start is retried until the node's budget (180 s deployed), a transient failure
+        # 5 times with a backoff doubling from 1 s (15 s): both scaled by CLI_SSM_TIME_SCALE give the
+        # same cells (the budget still outlasts the transient retries).
+        ssm_budget(
+            monkeypatch,
+            CLI_SSM_BUDGET_S * CLI_SSM_TIME_SCALE,
+            backoff_seconds=SessionRunner.backoff_seconds * CLI_SSM_TIME_SCALE,
+        )
     outcome = _observe(simulate, CLI_OPERATIONS[operation], operation, fault)
     check_cell(CLI_HEADING, operation, fault, outcome)
 

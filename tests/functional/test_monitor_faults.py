@@ -222,9 +222,10 @@ def hanging_gpu_tools(scenario: Scenario) -> None:
     )
 
 
-def ssm_budget(monkeypatch: Any, seconds: float) -> None:
-    """The SSM budget scaled down for the test (deployed: thresholds.SSM_NODE_BUDGET_SECONDS); the
-    runner is otherwise the product's own (its paced client, pacer and output limits)."""
+def ssm_budget(monkeypatch: Any, seconds: float, *, backoff_seconds: float | None = None) -> None:
+    """The SSM budget scaled down for the test (deployed: thresholds.SSM_NODE_BUDGET_SECONDS), and
+    with `backoff_seconds` the retries' first backoff (deployed: 1 s, doubling); the runner is
+    otherwise the product's own (its paced client, pacer and output limits)."""
     from hyperpod_nccl.collectors import node_probes
 
     product_runner = node_probes._runner
@@ -232,6 +233,8 @@ def ssm_budget(monkeypatch: Any, seconds: float) -> None:
     def runner(ctx: Any) -> Any:
         built = product_runner(ctx)
         built.budget_seconds = seconds
+        if backoff_seconds is not None:
+            built.backoff_seconds = backoff_seconds
         return built
 
     monkeypatch.setattr(node_probes, "_runner", runner)
