@@ -29,7 +29,6 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import boto3
-import botocore.loaders
 import botocore.session
 from werkzeug.serving import BaseWSGIServer, make_server
 
@@ -37,6 +36,7 @@ from hyperpod_nccl import reads
 from hyperpod_nccl.aws_limits import FILTER_LOG_EVENTS_PER_SECOND
 from hyperpod_nccl.models.cluster import CONTINUOUS_PROVISIONING
 from hyperpod_nccl.thresholds import SSM_START_SESSION_PER_SECOND
+from hyperpod_nccl_sim.parsed_models import share_with_every_session, shared_loader
 from hyperpod_nccl_sim.scenario import FaultSpec
 from hyperpod_nccl_sim.stepfunctions_limits import install_stepfunctions_limits
 
@@ -425,20 +425,6 @@ class _ActiveFault:
     remaining: int | None
 
 
-_loader_lock = threading.Lock()
-_loader: Any = None
-
-
-def _shared_loader() -> Any:
-    """One botocore loader for every emulation of this process: its cache keeps each service model
-    parsed once (EC2's alone is megabytes of JSON), not once per scenario started."""
-    global _loader
-    with _loader_lock:
-        if _loader is None:
-            _loader = botocore.loaders.create_loader()
-        return _loader
-
-
 class FaultInjector:
     """WSGI middleware: answers matching calls with an AWS-shaped error instead of moto."""
 
@@ -729,7 +715,8 @@ class EmulatedAws:
             "127.0.0.1", 0, self._as_account, threaded=True, request_handler=MotoRequestHandler
         )
         self._thread = threading.Thread(target=self._server.serve_forever, name="emulated-aws", daemon=True)
-        self._loader = _shared_loader()
+        share_with_every_session()
+        self._loader = shared_loader()
         self._clients: dict[tuple[str, str], Any] = {}
         self._clients_lock = threading.Lock()
 
