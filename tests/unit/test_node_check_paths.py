@@ -153,3 +153,26 @@ def test_a_loopback_test_that_fell_back_to_tcp_is_said_not_judged() -> None:
     # fi_pingpong over TCP measures no EFA path: reported (INFO), not compared with EFA latencies
     (finding,) = _run("node.efa_latency", efa_latency=LoopbackLatency(provider="tcp", small_message_usec=60.0))
     assert finding.status is Status.INFO and "fell back" in finding.title
+
+
+def test_a_gpu_finding_names_each_faulty_gpu_by_a_serial_of_serial_shape_once() -> None:
+    # The monitor keys a GPU's fault history by its serial: a serial the node made up (a key of
+    # its own choosing, a newline) names no GPU; the node still names the finding.
+    gpus = [
+        GpuInfo(index=0, serial="1652921001234", ecc_uncorrected_volatile=2, **H100),
+        GpuInfo(index=1, serial="GPU#../x\n", ecc_uncorrected_volatile=1, name=H100["name"], bus_id="0000:64:00.0"),
+        GpuInfo(index=2, serial=None, ecc_uncorrected_volatile=1, name=H100["name"], bus_id="0000:75:00.0"),
+    ]
+    [finding] = _run("node.gpu_ecc", gpu_present=True, gpus=gpus)
+    assert [(r.kind, r.id) for r in finding.resources] == [("node", "i-0f1e2d3c4b5a69788"), ("gpu", "1652921001234")]
+
+
+def test_a_node_finding_whose_faulty_gpus_grow_keeps_its_fingerprint() -> None:
+    one = [GpuInfo(index=0, serial="1652921001234", ecc_uncorrected_volatile=2, **H100)]
+    two = [
+        *one,
+        GpuInfo(index=1, serial="1652921005678", ecc_uncorrected_volatile=1, name=H100["name"], bus_id="0000:64:00.0"),
+    ]
+    [first] = _run("node.gpu_ecc", gpu_present=True, gpus=one)
+    [worse] = _run("node.gpu_ecc", gpu_present=True, gpus=two)
+    assert len(worse.resources) == 3 and worse.fingerprint == first.fingerprint

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
 
 from hyperpod_nccl import suggested
 from hyperpod_nccl.models.findings import Resource, SuggestedCommand
 from hyperpod_nccl.models.inventory import Inventory
-from hyperpod_nccl.models.node_probe import NodeProbeData, NodeProbeResult
+from hyperpod_nccl.models.node_probe import GPU_SERIAL_PATTERN, GpuInfo, NodeProbeData, NodeProbeResult
+
+_GPU_SERIAL = re.compile(GPU_SERIAL_PATTERN)
 
 
 def probed_nodes(inv: Inventory) -> Iterator[tuple[NodeProbeResult, NodeProbeData]]:
@@ -25,6 +28,18 @@ def node_resource(result: NodeProbeResult) -> Resource:
     if result.hostname:
         name = f"{name} {result.hostname.split('.', 1)[0]}".strip()
     return Resource(kind="node", id=result.instance_id, name=name or None)
+
+
+def gpu_resources(gpus: Iterable[GpuInfo | None]) -> list[Resource]:
+    """The GPUs a finding is about, as resources named by serial (the node's resource comes first
+    in the finding): the monitor keeps each GPU's fault history under its serial, so that it follows
+    the GPU across node replacements. A GPU whose serial is missing or of no serial's shape is left
+    out (the node still names it); each GPU once."""
+    named: dict[str, Resource] = {}
+    for gpu in gpus:
+        if gpu is not None and gpu.serial and _GPU_SERIAL.fullmatch(gpu.serial):
+            named.setdefault(gpu.serial, Resource(kind="gpu", id=gpu.serial, name=f"GPU {gpu.index} ({gpu.bus_id})"))
+    return list(named.values())
 
 
 def node_label(result: NodeProbeResult) -> str:

@@ -7,7 +7,15 @@ from collections.abc import Iterator
 
 from hyperpod_nccl import instance_types
 from hyperpod_nccl.checks import check
-from hyperpod_nccl.checks._node import node_label, node_resource, nodes_count, probed_nodes, reboot, replace
+from hyperpod_nccl.checks._node import (
+    gpu_resources,
+    node_label,
+    node_resource,
+    nodes_count,
+    probed_nodes,
+    reboot,
+    replace,
+)
 from hyperpod_nccl.models.findings import Finding, Priority
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.references import DBG_P2P_ACS, NODE_DCGM, NODE_GPU, NODE_NVIDIA, NODE_ROW_REMAP
@@ -55,7 +63,7 @@ def gpu_xid(inv: Inventory) -> Iterator[Finding]:
             if hardware
             else "application-level Xid: fix or restart the workload before touching hardware",
             evidence=evidence + [e.line for e in probe.xids[:3]],
-            resources=[node_resource(result)],
+            resources=[node_resource(result), *gpu_resources(gpu_by_bus.get(e.bus_id) for e in probe.xids)],
             suggested_commands=commands,
             # One code is a number, several a comma list (the classifier's rule for a field's values).
             fields={
@@ -140,7 +148,7 @@ def gpu_ecc(inv: Inventory) -> Iterator[Finding]:
                 detail=f"read together with the row-remap state ({NODE_ROW_REMAP.pointer}): pending remap → reboot; "
                 "failure → replace",
                 evidence=[f"GPU {g.index} ({g.bus_id}, serial {g.serial}): {g.ecc_uncorrected_volatile}" for g in bad],
-                resources=[node_resource(result)],
+                resources=[node_resource(result), *gpu_resources(bad)],
                 suggested_commands=[reboot(inv, result)],
             )
 
@@ -161,12 +169,13 @@ def gpu_row_remap(inv: Inventory) -> Iterator[Finding]:
         checked += 1
         failed = [r for r in probe.remapped_rows if r.failure]
         pending = [r for r in probe.remapped_rows if r.pending and not r.failure]
+        gpu_by_bus = {g.bus_id: g for g in probe.gpus}
         if failed:
             yield gpu_row_remap.fail(
                 f"row remapping FAILED on {len(failed)} GPU(s) of {node_label(result)} → replace",
                 detail="no spare rows are left: the GPU can no longer hide bad memory",
                 evidence=[f"{r.bus_id}: failure=Yes uncorrectable={r.uncorrectable}" for r in failed],
-                resources=[node_resource(result)],
+                resources=[node_resource(result), *gpu_resources(gpu_by_bus.get(r.bus_id) for r in failed)],
                 suggested_commands=[replace(inv, result)],
                 fields={"state": "failure"},
             )
@@ -176,7 +185,7 @@ def gpu_row_remap(inv: Inventory) -> Iterator[Finding]:
                 priority=Priority.P1,
                 detail="the remap takes effect only after a GPU reset; if it is still pending after a reboot, replace",
                 evidence=[f"{r.bus_id}: pending=Yes uncorrectable={r.uncorrectable}" for r in pending],
-                resources=[node_resource(result)],
+                resources=[node_resource(result), *gpu_resources(gpu_by_bus.get(r.bus_id) for r in pending)],
                 suggested_commands=[reboot(inv, result)],
                 fields={"state": "pending"},
             )

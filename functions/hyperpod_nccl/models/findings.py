@@ -82,8 +82,10 @@ class Finding(BaseModel):
 
     @property
     def fingerprint(self) -> str:
-        """Stable identity across sweeps: the check and the resources, not the wording."""
-        parts = [self.check_id, *sorted(f"{r.kind}={r.id}" for r in self.resources)]
+        """Stable identity across sweeps: the check and the resources, not the wording. GPUs are
+        left out: a node's finding whose faulty GPUs grow from one to two is the same finding,
+        worse, not a resolved one and a new one."""
+        parts = [self.check_id, *sorted(f"{r.kind}={r.id}" for r in self.resources if r.kind != "gpu")]
         discriminator = self.fields.get("signature")
         if discriminator is not None:
             parts.append(f"signature={discriminator}")

@@ -21,6 +21,9 @@ ProbeRole = Literal["node", "slurm_controller"]
 INSTANCE_ID_PATTERN = r"^i-[0-9a-f]{8,17}$"
 INSTANCE_GROUP_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
 CLUSTER_ID_PATTERN = r"^[a-z0-9]{12}$"
+# A GPU serial as nvidia-smi prints it (digits on NVIDIA's boards): only such a serial names a GPU
+# resource, whose fault history the monitor keys by it (and `hyperpod-nccl history --gpu` asks for).
+GPU_SERIAL_PATTERN = r"^[A-Za-z0-9-]{1,64}$"
 
 
 # nvidia-smi writes `00000000:53:00.0` (a 32-bit domain, upper case), the kernel's Xid lines
