@@ -11,7 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from hyperpod_nccl.handlers import SERVICE
-from hyperpod_nccl.monitor.settings import METRICS_NAMESPACE
+from hyperpod_nccl.monitor.settings import (
+    METRICS_NAMESPACE,
+    STACK_OUTPUT_TABLE,
+    STACK_OUTPUT_TRIGGER_FUNCTION,
+    STACK_OUTPUT_WATCHED_CLUSTERS,
+)
 from hyperpod_nccl.probe.documents import DEFAULT_STACK_NAME
 
 # --- repository layout (the app runs from anywhere; paths are anchored on this file) -------------
@@ -48,10 +53,11 @@ OFFLINE_REGION = "us-west-2"
 # --- Construct ids (PascalCase nouns) and CfnOutput logical ids (fixed; tests and scripts read them) -
 # The CLI looks for the probe documents of a stack of this name, so the runtime owns the default.
 STACK_ID_DEFAULT = DEFAULT_STACK_NAME
-OUTPUT_TABLE_NAME = "FindingsTableName"
+OUTPUT_TABLE_NAME = STACK_OUTPUT_TABLE
 OUTPUT_TOPIC_ARN = "AlertsTopicArn"
 OUTPUT_STATE_MACHINE_ARN = "SweepStateMachineArn"
-OUTPUT_TRIGGER_FUNCTION = "TriggerFunctionName"
+OUTPUT_TRIGGER_FUNCTION = STACK_OUTPUT_TRIGGER_FUNCTION
+OUTPUT_WATCHED_CLUSTERS = STACK_OUTPUT_WATCHED_CLUSTERS
 OUTPUT_KUBERNETES_ROLE_ARN = "KubernetesCollectorRoleArn"
 OUTPUT_DASHBOARD = "DashboardName"
 # The probe-only Session documents, by probe role.

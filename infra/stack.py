@@ -33,6 +33,7 @@ from infra.constants import (
     OUTPUT_TABLE_NAME,
     OUTPUT_TOPIC_ARN,
     OUTPUT_TRIGGER_FUNCTION,
+    OUTPUT_WATCHED_CLUSTERS,
     TRIGGER_FUNCTION,
 )
 from infra.constructs.documents import ProbeDocuments
@@ -61,15 +62,16 @@ class MonitorStack(Stack):
         self.probe_documents = ProbeDocuments(self, "ProbeDocuments", stack_name=config.stack_name)
         self._warn_unprobed_regions()
         state_machine_name = f"{config.stack_name}-sweep"
+        self._watched_clusters_json = json.dumps(
+            [cluster.model_dump(exclude_none=True) for cluster in config.clusters], separators=(",", ":")
+        )
         environment = {
             FINDINGS_TABLE_ENV: self.storage.table.table_name,
             ALERTS_TOPIC_ENV: self.notifications.topic.topic_arn,
             STATE_MACHINE_ENV: state_machine_arn(self, state_machine_name),
             REFERENCE_BASE_URL_ENV: config.reference_base_url,
             NODE_COVERAGE_ENV: str(config.node_coverage),
-            CLUSTERS_ENV: json.dumps(
-                [cluster.model_dump(exclude_none=True) for cluster in config.clusters], separators=(",", ":")
-            ),
+            CLUSTERS_ENV: self._watched_clusters_json,
             HISTORY_DAYS_ENV: str(config.history_retention_days),
             PROBE_DOCUMENTS_ENV: json.dumps(self.probe_documents.names, separators=(",", ":")),
             START_SESSION_RATE_ENV: f"{config.start_session_rate:g}",
@@ -183,6 +185,8 @@ class MonitorStack(Stack):
             # collection works; see README "Deploying the monitor".
             OUTPUT_KUBERNETES_ROLE_ARN: self.functions.functions["collect_kubernetes"].role.role_arn,  # type: ignore[union-attr]
             OUTPUT_DASHBOARD: self.observability.dashboard.dashboard_name,
+            # `hyperpod-nccl status` lists these clusters when none is named.
+            OUTPUT_WATCHED_CLUSTERS: self._watched_clusters_json,
             **{OUTPUT_PROBE_DOCUMENTS[role]: doc.ref for role, doc in self.probe_documents.documents.items()},
         }
         for logical_id, value in values.items():

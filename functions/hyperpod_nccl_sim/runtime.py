@@ -7,7 +7,7 @@ import os
 from datetime import UTC, datetime
 
 from hyperpod_nccl.collectors.aws import AwsClients
-from hyperpod_nccl_sim.aws import EmulatedAws, EmulatedLimits
+from hyperpod_nccl_sim.aws import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, EmulatedAws, EmulatedLimits
 from hyperpod_nccl_sim.kubernetes import KubernetesApi, start_kubernetes_api
 from hyperpod_nccl_sim.logs import seed_logs
 from hyperpod_nccl_sim.nodes import NodeAgents, start_node_agents
@@ -76,6 +76,16 @@ class SimulatedCluster:
             session=self.emulation.session(self.scenario.region),
             max_attempts=max_attempts,
         )
+
+    def cli_environment(self) -> dict[str, str]:
+        """The environment under which `hyperpod-nccl` run in this process talks to the emulation as
+        it would to AWS (AWS_ENDPOINT_URL, the emulation's credentials, the scenario's region)."""
+        return {
+            "AWS_ENDPOINT_URL": self.emulation.endpoint_url,
+            "AWS_ACCESS_KEY_ID": FAKE_ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": FAKE_SECRET_KEY,
+            "AWS_REGION": self.scenario.region,
+        }
 
     def instance_id(self, node_key: str) -> str:
         """The instance id of a scenario node key ("worker:3")."""

@@ -48,6 +48,7 @@ import time
 import urllib.request
 import uuid
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TextIO
@@ -78,6 +79,7 @@ from hyperpod_nccl.monitor.settings import (
     execution_arn,
     handler_path,
 )
+from hyperpod_nccl.monitor.store import Store
 from hyperpod_nccl.probe import documents
 from hyperpod_nccl.references import REFERENCES_URL
 from hyperpod_nccl.sanitize import one_line
@@ -363,6 +365,13 @@ class LocalMonitor:
     def client(self, service: str) -> Any:
         """A client of the emulation (test set-up and read-back)."""
         return self.emulation.client(service, self.region)
+
+    def store(self) -> Store:
+        """The deployed monitor's table, read through the product's own data-access layer."""
+        resource = self.emulation.session(self.region).resource(
+            "dynamodb", endpoint_url=self.emulation.endpoint_url, region_name=self.region
+        )
+        return Store(resource.Table(TABLE_NAME))
 
     def _create_resources(self) -> None:
         iam = self.client("iam")
@@ -770,12 +779,7 @@ def _print_execution(out: TextIO, title: str, run: SweepRun, probes: list[Invoca
 
 
 def _print_stored(out: TextIO, monitor: LocalMonitor) -> None:
-    from hyperpod_nccl.monitor.store import Store
-
-    table = monitor.emulation.session(monitor.region).resource(
-        "dynamodb", endpoint_url=monitor.emulation.endpoint_url, region_name=monitor.region
-    )
-    store = Store(table.Table(TABLE_NAME))
+    store = monitor.store()
     cluster = monitor.simulation.scenario.cluster.name
     findings = store.open_findings(monitor.region, cluster)
     by_priority: dict[str, int] = {}
@@ -810,8 +814,10 @@ def _print_notifications(out: TextIO, notifications: list[dict[str, Any]]) -> No
             out.write(f"  | ... ({len(description) - 30} more lines)\n")
 
 
-def run_demo(scenario: str, out: TextIO) -> int:
-    """Two scheduled sweeps of `scenario` through the state machine; prints what each did."""
+def run_demo(scenario: str, out: TextIO, then: Callable[[LocalMonitor], int] | None = None) -> int:
+    """Two scheduled sweeps of `scenario` through the state machine; prints what each did. `then`
+    runs after them with the monitor still deployed (its table readable, the CLI's AWS endpoint
+    the emulation): `demo status|history`. The exit code: 1 if a sweep failed, else `then`'s."""
     saved = set_environment(_quiet_handlers())
     try:
         with SimulatedCluster(scenario) as simulation, LocalMonitor(simulation) as monitor:
@@ -838,6 +844,12 @@ def run_demo(scenario: str, out: TextIO) -> int:
             else:
                 out.write("Nothing new, worse or resolved: no notification sent (repeats are not re-sent).\n")
             ok = first.status == "SUCCEEDED" and second.status == "SUCCEEDED"
-            return 0 if ok else 1
+            if not ok:
+                return 1
+            if then is None:
+                return 0
+            out.write("\n")
+            out.flush()
+            return then(monitor)
     finally:
         restore_environment(saved)

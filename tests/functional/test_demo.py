@@ -90,3 +90,28 @@ def test_progress_rewrites_a_terminal_line_and_writes_a_log_a_line_per_phase(mon
     dumb = _Tty()
     ProgressLine(dumb)("describing cluster")
     assert "\033" not in dumb.getvalue() and dumb.getvalue().endswith("describing cluster\n")
+
+
+def test_demo_status_and_history_read_the_table_the_serverless_monitor_filled(cli) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    status = cli("demo", "status", "--scenario", "hung-job", "--format", "json")
+    assert status.code == 0, status.stderr
+    [cluster] = json.loads(status.stdout)["clusters"]  # stdout is the status alone: the sweeps go to stderr
+    assert cluster["cluster"] == "ml-hung-job-eks" and cluster["last_sweep"]["status"] == "complete"
+    assert [c["occurrences"] for c in cluster["open_root_causes"]] == [2] * len(cluster["open_root_causes"]) != []
+    assert "Sweep 2" in status.stderr
+
+    history = cli("demo", "history", "--scenario", "hung-job")
+    assert history.code == 0, history.stderr
+    assert re.match(r"Node i-[0-9a-f]+: \d+ faults? recorded, oldest first", history.stdout), history.stdout
+
+
+def test_demo_incidents_and_support_bundle_run_against_the_simulated_cluster(cli, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    incidents = cli("demo", "incidents", "--scenario", "hung-job")
+    assert incidents.code == 0, incidents.stderr
+    assert "Cluster: ml-hung-job-eks" in incidents.stdout and "Incidents: 1 " in incidents.stdout
+    monkeypatch.chdir(tmp_path)
+    bundle = cli("demo", "support-bundle", "--scenario", "healthy-eks")
+    assert bundle.code == 0, bundle.stderr
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("support-healthy-eks-")], bundle.stdout

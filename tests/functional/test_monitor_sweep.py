@@ -26,7 +26,7 @@ from hyperpod_nccl.references import NODE_HARDWARE
 from hyperpod_nccl.sanitize import for_slack
 from hyperpod_nccl_sim.runtime import SimulatedCluster
 from hyperpod_nccl_sim.scenario import FaultSpec
-from hyperpod_nccl_sim.serverless import TABLE_NAME, LocalMonitor
+from hyperpod_nccl_sim.serverless import LocalMonitor
 
 EVENTS = Path(__file__).resolve().parents[1] / "data" / "events"
 MonitorFactory = Callable[..., LocalMonitor]
@@ -49,10 +49,7 @@ def monitor() -> Iterator[MonitorFactory]:
 
 
 def _store(monitor: LocalMonitor) -> Store:
-    resource = monitor.emulation.session(monitor.region).resource(
-        "dynamodb", endpoint_url=monitor.emulation.endpoint_url, region_name=monitor.region
-    )
-    return Store(resource.Table(TABLE_NAME))
+    return monitor.store()
 
 
 def _sweep_records(monitor: LocalMonitor) -> list[dict[str, Any]]:

@@ -31,11 +31,17 @@ REGION_ENV = ("AWS_REGION", "AWS_DEFAULT_REGION")
 def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     """`--cluster`, `--region`, `--profile`, the timeouts and `--debug`."""
     parser.add_argument("--cluster", required=True, type=validate.cluster, help="HyperPod cluster name or ARN")
-    parser.add_argument(
-        "--region",
-        type=validate.region,
-        help="AWS region (default: the cluster ARN's, else the profile's or $AWS_REGION / $AWS_DEFAULT_REGION)",
-    )
+    region_help = "AWS region (default: the cluster ARN's, else the profile's or $AWS_REGION / $AWS_DEFAULT_REGION)"
+    add_account_arguments(parser, region_help=region_help)
+
+
+def add_account_arguments(
+    parser: argparse.ArgumentParser,
+    *,
+    region_help: str = "AWS region (default: the profile's or $AWS_REGION / $AWS_DEFAULT_REGION)",
+) -> None:
+    """`--region`, `--profile`, the timeouts and `--debug`: how to reach AWS."""
+    parser.add_argument("--region", type=validate.region, help=region_help)
     parser.add_argument(
         "--profile", type=validate.profile, help="named profile of ~/.aws/config (default: $AWS_PROFILE)"
     )
@@ -78,7 +84,8 @@ def resolve_region(args: argparse.Namespace, command: str) -> str | None:
     """The region to call, or None after printing why there is none (a usage error)."""
     from botocore.exceptions import BotoCoreError
 
-    arn_region = validate.cluster_arn_region(args.cluster)
+    cluster = getattr(args, "cluster", None)
+    arn_region = validate.cluster_arn_region(cluster) if isinstance(cluster, str) else None
     if args.region and arn_region and args.region != arn_region:
         _usage_error(command, f"--region {args.region} conflicts with the cluster ARN's region {arn_region}")
         return None

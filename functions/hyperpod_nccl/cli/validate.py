@@ -7,6 +7,7 @@ import argparse
 import re
 
 from hyperpod_nccl import thresholds
+from hyperpod_nccl.models.node_probe import GPU_SERIAL_PATTERN
 
 CLUSTER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 CLUSTER_ARN = re.compile(r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:cluster/[a-z0-9]{12}$")
@@ -17,6 +18,10 @@ DURATION = re.compile(r"^(\d+)([smhd])$")
 # A named profile of ~/.aws/config as people name them (the AWS CLI itself accepts more: a name
 # outside this set is refused here rather than passed on to a file lookup).
 PROFILE = re.compile(r"^[A-Za-z0-9_.@+-]{1,128}$")
+# DynamoDB table names (CreateTable: 3-255 of a-z A-Z 0-9 _ - .) and CloudFormation stack names.
+TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
+STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
+GPU_SERIAL = re.compile(GPU_SERIAL_PATTERN)
 MAX_TIMEOUT_SECONDS = 600.0
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_WINDOW_SECONDS = 14 * 86400
@@ -86,6 +91,22 @@ def region(value: str) -> str:
 def instance_id(value: str) -> str:
     """An EC2 instance id (i- followed by 8 to 17 hex digits)."""
     return _matched(INSTANCE_ID, value, f"invalid instance id {value!r}: expected i- followed by 8-17 hex digits")
+
+
+def table_name(value: str) -> str:
+    """A DynamoDB table name."""
+    return _matched(TABLE_NAME, value, f"invalid table {value!r}: expected 3-255 letters, digits, '_', '-', '.'")
+
+
+def stack_name(value: str) -> str:
+    """A CloudFormation stack name."""
+    complaint = f"invalid stack {value!r}: expected a letter, then letters, digits and hyphens (max 128)"
+    return _matched(STACK_NAME, value, complaint)
+
+
+def gpu_serial(value: str) -> str:
+    """A GPU serial number (nvidia-smi's `serial`)."""
+    return _matched(GPU_SERIAL, value, f"invalid GPU serial {value!r}: expected letters, digits and hyphens")
 
 
 def dns_label(value: str) -> str:

@@ -76,31 +76,50 @@ class AwsClients:
         with self._lock:
             return self._client_locked(service, paced, first_contact)
 
+    def table(self, name: str) -> Any:
+        """The DynamoDB table `name` (a boto3 Table resource) through this run's session, region,
+        endpoint and timeouts: what the CLI reads the deployed monitor's findings from."""
+        with self._lock:
+            resource: Any = self._session().resource(  # boto3's overloads want a literal service name
+                "dynamodb", region_name=self.region, endpoint_url=self.endpoint_url, config=self._config(False, False)
+            )
+        refuse_html_answers(resource.meta.client)
+        return resource.Table(name)
+
+    def _session(self) -> boto3.Session:
+        if self.session is None:
+            self.session = new_session(self.region, self.profile)
+        return self.session
+
+    def _config(self, paced: bool, first_contact: bool) -> Config:
+        retries: dict[str, Any] = {"mode": "standard"}
+        connect_timeout, read_timeout = self.connect_timeout, self.read_timeout
+        if paced:
+            retries["total_max_attempts"] = 1
+        elif first_contact:
+            retries["total_max_attempts"] = FIRST_CONTACT_ATTEMPTS
+            connect_timeout = min(connect_timeout, FIRST_CONTACT_TIMEOUT_SECONDS)
+            read_timeout = min(read_timeout, FIRST_CONTACT_TIMEOUT_SECONDS)
+        elif self.max_attempts is not None:
+            retries["max_attempts"] = self.max_attempts
+        return Config(
+            retries=retries,  # type: ignore[arg-type]
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            user_agent_extra="hyperpod-nccl",
+        )
+
     def _client_locked(self, service: str, paced: bool, first_contact: bool) -> Any:
         key = f"{service}#paced" if paced else f"{service}#first" if first_contact else service
         if key not in self._clients:
-            if self.session is None:
-                self.session = new_session(self.region, self.profile)
-            session = self.session
-            retries: dict[str, Any] = {"mode": "standard"}
-            connect_timeout, read_timeout = self.connect_timeout, self.read_timeout
-            if paced:
-                retries["total_max_attempts"] = 1
-            elif first_contact:
-                retries["total_max_attempts"] = FIRST_CONTACT_ATTEMPTS
-                connect_timeout = min(connect_timeout, FIRST_CONTACT_TIMEOUT_SECONDS)
-                read_timeout = min(read_timeout, FIRST_CONTACT_TIMEOUT_SECONDS)
-            elif self.max_attempts is not None:
-                retries["max_attempts"] = self.max_attempts
-            config = Config(
-                retries=retries,  # type: ignore[arg-type]
-                connect_timeout=connect_timeout,
-                read_timeout=read_timeout,
-                user_agent_extra="hyperpod-nccl",
-            )
-            factory: Any = session  # boto3's overloads want a literal service name
+            factory: Any = self._session()  # boto3's overloads want a literal service name
             self._clients[key] = refuse_html_answers(
-                factory.client(service, region_name=self.region, endpoint_url=self.endpoint_url, config=config)
+                factory.client(
+                    service,
+                    region_name=self.region,
+                    endpoint_url=self.endpoint_url,
+                    config=self._config(paced, first_contact),
+                )
             )
         return self._clients[key]
 

@@ -163,6 +163,13 @@ ASL_FUNCTION_PLACEHOLDERS: dict[str, str] = {
 }
 
 
+# --- Outputs of the monitor's stack the CLI's read side looks up (infra/constants.py re-exports them)
+STACK_OUTPUT_TABLE = "FindingsTableName"
+STACK_OUTPUT_TRIGGER_FUNCTION = "TriggerFunctionName"
+# The watched clusters, as CLUSTERS_ENV holds them (JSON list of WatchedCluster).
+STACK_OUTPUT_WATCHED_CLUSTERS = "WatchedClusters"
+
+
 # --- DynamoDB single table (access patterns documented in monitor/store.py) -------------------
 # The table's key and TTL attribute names: the schema below and monitor/store.py, which spells every
 # key and item with them (tests/unit/test_store_owns_table.py: no other module spells them).

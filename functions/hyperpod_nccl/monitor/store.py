@@ -749,6 +749,29 @@ class Store:
                 return False
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
+    def last_sweep(self, region: str, cluster: str) -> dict[str, Any] | None:
+        """The record of a cluster's newest sweep (`record_sweep`), None before its first."""
+        page = self.table.query(
+            KeyConditionExpression=Key(PARTITION_KEY).eq(cluster_key(region, cluster))
+            & Key(SORT_KEY).begins_with(SWEEP),
+            ScanIndexForward=False,
+            Limit=1,
+            ConsistentRead=True,
+        )
+        items = page.get("Items", [])
+        return dict(items[0]) if items else None
+
+    def fault_history(self, kind: str, resource_id: str) -> list[dict[str, Any]]:
+        """Every fault the monitor recorded on one node (`kind` "node", its instance id) or one GPU
+        ("gpu", its serial), oldest first, whichever cluster it was in (`add_fault_history`), each
+        with the `seen_at` (the sweep's start, ISO) and `sweep_id` its key holds."""
+        partition = NODE if kind == "node" else GPU
+        faults = []
+        for item in self.query(f"{partition}{resource_id}", FAULT):
+            seen_at, sweep_id, _ = [*str(item[SORT_KEY]).removeprefix(FAULT).split("#", 2), "", ""][:3]
+            faults.append({**item, "seen_at": seen_at, "sweep_id": sweep_id})
+        return faults
+
     def last_full_sweep_probe_seconds(self, region: str, cluster: str) -> float | None:
         """The probe time (seconds, a high percentile) the newest cluster-wide evaluated sweep
         (complete or partial) of the cluster recorded; None when there is no such sweep (a first

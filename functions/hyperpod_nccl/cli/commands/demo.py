@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from hyperpod_nccl.cli.commands.diagnose import (
     Stopped,
@@ -25,7 +27,14 @@ EXAMPLES = (
     "hyperpod-nccl demo",
     "hyperpod-nccl demo --scenario slurm-p5en --format json",
     "hyperpod-nccl demo --serverless",
+    "hyperpod-nccl demo status",
+    "hyperpod-nccl demo history",
+    "hyperpod-nccl demo incidents --scenario hung-job",
 )
+# `demo VIEW`: the command run on the simulated cluster. status and history read the table the
+# serverless monitor filled (two sweeps first); incidents and support-bundle diagnose the cluster.
+MONITOR_VIEWS = ("status", "history")
+DIAGNOSIS_VIEWS = ("incidents", "support-bundle")
 DEFAULT_SCENARIOS = ("eks-p5", "slurm-p5en")
 # Stands for the shipped scenario names in help text, filled in only when help is shown.
 _SHIPPED = "{shipped}"
@@ -46,7 +55,14 @@ class _ShippedScenariosFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """Declare demo's flags (the scope flags of diagnose, plus the scenario)."""
+    """Declare demo's flags (the scope flags of diagnose, plus the scenario) and its optional view."""
+    parser.add_argument(
+        "view",
+        nargs="?",
+        choices=(*MONITOR_VIEWS, *DIAGNOSIS_VIEWS),
+        help="run this command on the simulated cluster instead of diagnose: status and history after two "
+        "sweeps of the serverless monitor (its table), incidents and support-bundle against the cluster",
+    )
     parser.add_argument(
         "--scenario",
         action="append",
@@ -73,10 +89,14 @@ def run(args: argparse.Namespace) -> int:
     from hyperpod_nccl_sim.runtime import SimulatedCluster
     from hyperpod_nccl_sim.scenario import load_scenario
 
-    if getattr(args, "serverless", False):
+    view = getattr(args, "view", None)
+    if getattr(args, "serverless", False) or view in MONITOR_VIEWS:
         from hyperpod_nccl_sim.serverless import run_demo
 
-        return run_demo((args.scenario or ["eks-p5"])[0], sys.stdout)
+        then = None if view is None else _monitor_view(view, args.format)
+        return run_demo((args.scenario or ["eks-p5"])[0], sys.stderr if view else sys.stdout, then)
+    if view in DIAGNOSIS_VIEWS:
+        return _diagnosis_view(view, (args.scenario or ["eks-p5"])[0], args.format)
     names = args.scenario or list(DEFAULT_SCENARIOS)
     try:
         scenarios = [load_scenario(name) for name in names]
@@ -106,3 +126,42 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":  # one document: the reports in scenario order
         sys.stdout.write(json.dumps(documents, indent=2) + "\n")
     return most_severe(codes)
+
+
+def _monitor_view(view: str, output_format: str) -> Callable[[Any], int]:
+    """`status` or `history` run on the deployed monitor's table, as an operator would run them."""
+    from hyperpod_nccl.cli.main import main
+    from hyperpod_nccl_sim.serverless import TABLE_NAME
+
+    def then(monitor: Any) -> int:
+        scenario = monitor.simulation.scenario
+        where = ["--table", TABLE_NAME, "--region", scenario.region, "--format", output_format]
+        if view == "status":
+            return main(["status", "--cluster", scenario.cluster.name, *where])
+        store = monitor.store()
+        # The first node of the scenario the monitor recorded a fault on (its history is the demo).
+        nodes = [monitor.simulation.instance_id(key) for key in scenario.node_keys()]
+        faulty = next((node for node in nodes if store.fault_history("node", node)), nodes[0])
+        return main(["history", "--node", faulty, *where])
+
+    return then
+
+
+def _diagnosis_view(view: str, scenario_name: str, output_format: str) -> int:
+    """`incidents` or `support-bundle` run against the simulated cluster, as against AWS."""
+    from hyperpod_nccl.cli.main import main
+    from hyperpod_nccl_sim.runtime import SimulatedCluster, restore_environment, set_environment
+    from hyperpod_nccl_sim.scenario import load_scenario
+
+    try:
+        scenario = load_scenario(scenario_name)
+    except ValueError as error:
+        sys.stderr.write(f"hyperpod-nccl demo: error: {one_line(str(error))}\n")
+        return EXIT_USAGE
+    with SimulatedCluster(scenario) as simulation:
+        saved = set_environment(simulation.cli_environment())
+        try:
+            argv = [view, "--cluster", scenario.cluster.name, "--region", scenario.region, "--sample-nodes", "all"]
+            return main([*argv, "--format", output_format] if view == "incidents" else argv)
+        finally:
+            restore_environment(saved)

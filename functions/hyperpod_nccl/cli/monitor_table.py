@@ -1,0 +1,121 @@
+"""Where the deployed monitor keeps its findings, for the commands that read them (`status`,
+`history`): the table named by `--table`, else the `FindingsTableName` output of the monitor's stack
+(`--stack`, default $HYPERPOD_NCCL_MONITOR_STACK or the stack name `cdk deploy` uses), and the
+watched clusters from `--cluster` or the stack's `WatchedClusters` output. Read-only: one
+cloudformation:DescribeStacks, then DynamoDB queries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from hyperpod_nccl.aws_errors import AWS_CALL_ERRORS, error_code, error_message, is_access_denied, transport_failure
+from hyperpod_nccl.cli import validate
+from hyperpod_nccl.cli.target import add_account_arguments
+from hyperpod_nccl.collectors.aws import AwsClients
+from hyperpod_nccl.monitor.settings import STACK_OUTPUT_TABLE, STACK_OUTPUT_WATCHED_CLUSTERS, WatchedCluster
+from hyperpod_nccl.monitor.store import Store
+from hyperpod_nccl.probe.documents import DEFAULT_STACK_NAME, MONITOR_STACK_ENV
+from hyperpod_nccl.sanitize import one_line
+
+DESCRIBE_STACKS = "cloudformation:DescribeStacks"
+
+
+@dataclass
+class MonitorTable:
+    """The monitor's table, opened, and the clusters to read from it (name, region)."""
+
+    name: str
+    store: Store
+    clusters: list[tuple[str, str]] = field(default_factory=list)
+
+
+class NotLocated(Exception):
+    """The table or its clusters could not be found: the message says why and what to do."""
+
+
+def add_table_arguments(parser: argparse.ArgumentParser, *, clusters: bool) -> None:
+    """`--stack`, `--table` (and with `clusters`, a repeatable `--cluster`), then how to reach AWS."""
+    parser.add_argument(
+        "--stack",
+        type=validate.stack_name,
+        help=f"the monitor's CloudFormation stack (default ${MONITOR_STACK_ENV} or {DEFAULT_STACK_NAME})",
+    )
+    parser.add_argument("--table", type=validate.table_name, help="the monitor's findings table (instead of --stack)")
+    if clusters:
+        parser.add_argument(
+            "--cluster",
+            action="append",
+            type=validate.cluster,
+            metavar="NAME",
+            help="a watched cluster to show (repeatable; default: every cluster the stack watches)",
+        )
+    add_account_arguments(parser, region_help="the monitor's AWS region (default: the profile's or $AWS_REGION)")
+
+
+def _stack_outputs(aws: AwsClients, stack: str) -> dict[str, str]:
+    try:
+        stacks = aws.client("cloudformation").describe_stacks(StackName=stack)["Stacks"]
+    except AWS_CALL_ERRORS as error:
+        told = transport_failure(error)
+        if told is not None:
+            raise NotLocated(f"{DESCRIBE_STACKS} failed: {told[0]}; fix: {told[1]}") from error
+        if is_access_denied(error):
+            raise NotLocated(f"{DESCRIBE_STACKS} denied; fix: grant it, or pass --table") from error
+        if error_code(error) == "ValidationError":
+            raise NotLocated(
+                f"no stack {stack} in {aws.region}; fix: pass --stack (the name you deployed) or --table, and --region"
+            ) from error
+        raise NotLocated(f"{DESCRIBE_STACKS} failed: {error_message(error) or error}") from error
+    outputs = stacks[0].get("Outputs", []) if stacks else []
+    return {str(o.get("OutputKey")): str(o.get("OutputValue", "")) for o in outputs}
+
+
+def _watched(value: str, stack: str) -> list[tuple[str, str]]:
+    try:
+        listed = [WatchedCluster.model_validate(c) for c in json.loads(value)]
+    except (ValueError, TypeError, ValidationError) as error:
+        problem = f"stack {stack}: its {STACK_OUTPUT_WATCHED_CLUSTERS} output does not parse: {error}"
+        raise NotLocated(problem) from error
+    return [(c.name, c.region) for c in listed]
+
+
+def locate(args: argparse.Namespace, aws: AwsClients, *, clusters: bool) -> MonitorTable:
+    """The table (and with `clusters`, the clusters) the arguments name; NotLocated says why not."""
+    named = [(name, aws.region) for name in (getattr(args, "cluster", None) or [])]
+    outputs: dict[str, str] = {}
+    stack = args.stack or os.environ.get(MONITOR_STACK_ENV, "").strip() or DEFAULT_STACK_NAME
+    if args.table is None or (clusters and not named):
+        outputs = _stack_outputs(aws, stack)
+    name = args.table or outputs.get(STACK_OUTPUT_TABLE, "")
+    if not name:
+        raise NotLocated(f"stack {stack} has no {STACK_OUTPUT_TABLE} output: is it the monitor's stack? fix: --table")
+    table = MonitorTable(name=name, store=Store(aws.table(name)))
+    if clusters:
+        table.clusters = named or _watched(outputs.get(STACK_OUTPUT_WATCHED_CLUSTERS, "[]"), stack)
+        if not table.clusters:
+            raise NotLocated(f"stack {stack} watches no cluster; fix: name one with --cluster")
+    return table
+
+
+def read_failure(error: BaseException, table: str) -> str:
+    """One line for a failed read of the table: what failed and the fix."""
+    told = transport_failure(error)
+    if told is not None:
+        return f"reading table {table} failed: {told[0]}; fix: {told[1]}"
+    if is_access_denied(error):
+        return f"reading table {table} was denied; fix: grant dynamodb:Query and dynamodb:GetItem on it"
+    if error_code(error) == "ResourceNotFoundException":
+        return f"no table {table} in this region; fix: check --table/--stack and --region"
+    return f"reading table {table} failed: {error_message(error) or error}"
+
+
+def say(command: str, message: str) -> None:
+    """Print `message` as the command's one error line."""
+    sys.stderr.write(f"hyperpod-nccl {command}: error: {one_line(message)}\n")
