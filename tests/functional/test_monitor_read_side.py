@@ -5,6 +5,7 @@ names, and every failure to find or read the table is one line."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -147,3 +148,22 @@ def test_stored_text_is_escaped_in_the_terminal(swept: LocalMonitor, cli) -> Non
     run = cli("history", "--gpu", "9999999999999", *_where(swept))
     assert run.code == 0, run.stderr
     assert "\x1b" not in run.stdout and "\\x1b[2J" in run.stdout and "\\nforged line" in run.stdout
+
+
+def test_sweep_now_starts_one_sweep_through_the_trigger_and_only_of_a_watched_cluster(simulate, cli) -> None:  # type: ignore[no-untyped-def]
+    with LocalMonitor(simulate("healthy-eks"), node_coverage=2) as deployed:
+        cluster, function = deployed.simulation.scenario.cluster.name, deployed.function_arns["trigger"]
+        target = ["--region", deployed.region, "--function", function]
+        run = cli("sweep-now", "--cluster", cluster, *target)
+        assert run.code == 0, run.stderr
+        # (The emulated trigger's own log lines reach this process's stdout too, as Lambda's logs.)
+        match = re.search(rf"^{cluster}: sweep started \(sweep (?P<sweep>[\w-]+)\)$", run.stdout, re.MULTILINE)
+        assert match, run.stdout
+        swept = deployed.wait(deployed.execution_arn(match["sweep"]))
+        assert swept.status == "SUCCEEDED" and len(deployed.executions()) == 1
+        [record] = deployed.store().query(cluster_key(deployed.region, cluster), SWEEP)
+        assert record["sweep_id"] == match["sweep"]
+        # The trigger sweeps only what the stack watches, whoever asks.
+        other = cli("sweep-now", "--cluster", "not-watched", *target)
+        assert other.code == 2 and "names unwatched cluster(s): 'not-watched'" in other.messages
+        assert len(deployed.executions()) == 1

@@ -19,7 +19,12 @@ from hyperpod_nccl.aws_errors import AWS_CALL_ERRORS, error_code, error_message,
 from hyperpod_nccl.cli import validate
 from hyperpod_nccl.cli.target import add_account_arguments
 from hyperpod_nccl.collectors.aws import AwsClients
-from hyperpod_nccl.monitor.settings import STACK_OUTPUT_TABLE, STACK_OUTPUT_WATCHED_CLUSTERS, WatchedCluster
+from hyperpod_nccl.monitor.settings import (
+    STACK_OUTPUT_TABLE,
+    STACK_OUTPUT_TRIGGER_FUNCTION,
+    STACK_OUTPUT_WATCHED_CLUSTERS,
+    WatchedCluster,
+)
 from hyperpod_nccl.monitor.store import Store
 from hyperpod_nccl.probe.documents import DEFAULT_STACK_NAME, MONITOR_STACK_ENV
 from hyperpod_nccl.sanitize import one_line
@@ -42,11 +47,7 @@ class NotLocated(Exception):
 
 def add_table_arguments(parser: argparse.ArgumentParser, *, clusters: bool) -> None:
     """`--stack`, `--table` (and with `clusters`, a repeatable `--cluster`), then how to reach AWS."""
-    parser.add_argument(
-        "--stack",
-        type=validate.stack_name,
-        help=f"the monitor's CloudFormation stack (default ${MONITOR_STACK_ENV} or {DEFAULT_STACK_NAME})",
-    )
+    add_stack_argument(parser)
     parser.add_argument("--table", type=validate.table_name, help="the monitor's findings table (instead of --stack)")
     if clusters:
         parser.add_argument(
@@ -90,7 +91,7 @@ def locate(args: argparse.Namespace, aws: AwsClients, *, clusters: bool) -> Moni
     """The table (and with `clusters`, the clusters) the arguments name; NotLocated says why not."""
     named = [(name, aws.region) for name in (getattr(args, "cluster", None) or [])]
     outputs: dict[str, str] = {}
-    stack = args.stack or os.environ.get(MONITOR_STACK_ENV, "").strip() or DEFAULT_STACK_NAME
+    stack = _stack_name(args)
     if args.table is None or (clusters and not named):
         outputs = _stack_outputs(aws, stack)
     name = args.table or outputs.get(STACK_OUTPUT_TABLE, "")
@@ -102,6 +103,28 @@ def locate(args: argparse.Namespace, aws: AwsClients, *, clusters: bool) -> Moni
         if not table.clusters:
             raise NotLocated(f"stack {stack} watches no cluster; fix: name one with --cluster")
     return table
+
+
+def add_stack_argument(parser: argparse.ArgumentParser) -> None:
+    """`--stack`: the monitor's CloudFormation stack."""
+    parser.add_argument(
+        "--stack",
+        type=validate.stack_name,
+        help=f"the monitor's CloudFormation stack (default ${MONITOR_STACK_ENV} or {DEFAULT_STACK_NAME})",
+    )
+
+
+def _stack_name(args: argparse.Namespace) -> str:
+    return str(args.stack or os.environ.get(MONITOR_STACK_ENV, "").strip() or DEFAULT_STACK_NAME)
+
+
+def locate_trigger(args: argparse.Namespace, aws: AwsClients) -> str:
+    """The trigger function of the monitor's stack (its `TriggerFunctionName` output)."""
+    stack = _stack_name(args)
+    name = _stack_outputs(aws, stack).get(STACK_OUTPUT_TRIGGER_FUNCTION, "")
+    if not name:
+        raise NotLocated(f"stack {stack} has no {STACK_OUTPUT_TRIGGER_FUNCTION} output: is it the monitor's stack?")
+    return name
 
 
 def read_failure(error: BaseException, table: str) -> str:

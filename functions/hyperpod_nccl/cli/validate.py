@@ -22,6 +22,8 @@ PROFILE = re.compile(r"^[A-Za-z0-9_.@+-]{1,128}$")
 TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
 STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
 GPU_SERIAL = re.compile(GPU_SERIAL_PATTERN)
+# A Lambda function name (CreateFunction: 1-64 of letters, digits, hyphens, underscores) or its ARN.
+FUNCTION = re.compile(r"^(arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:function:)?[A-Za-z0-9_-]{1,64}$")
 MAX_TIMEOUT_SECONDS = 600.0
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_WINDOW_SECONDS = 14 * 86400
@@ -49,6 +51,18 @@ def cluster(value: str) -> str:
     raise argparse.ArgumentTypeError(
         f"invalid cluster {value!r}: expected a name (letters, digits, hyphens, max 63) or a cluster ARN"
     )
+
+
+def cluster_name(value: str) -> str:
+    """A HyperPod cluster name (not an ARN: the monitor's configuration names its clusters)."""
+    return _matched(
+        CLUSTER_NAME, value, f"invalid cluster {value!r}: expected a name (letters, digits, hyphens, max 63)"
+    )
+
+
+def function_name(value: str) -> str:
+    """A Lambda function name or ARN."""
+    return _matched(FUNCTION, value, f"invalid function {value!r}: expected a Lambda function name or ARN")
 
 
 def cluster_slug(value: str) -> str | None:

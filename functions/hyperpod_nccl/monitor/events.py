@@ -129,6 +129,8 @@ class ScheduleInput(BaseModel):
     schedule: str | None = None
     time: str
     clusters: list[WatchedCluster] | None = None
+    # Sent by `hyperpod-nccl sweep-now` (a person asked for this sweep), not by the schedule.
+    manual: bool = False
 
     @property
     def trigger_id(self) -> str:
@@ -262,10 +264,12 @@ def _schedule(event: dict[str, Any], watched: list[WatchedCluster], now: datetim
     return [
         TriggerRequest(
             trigger_id=tick.trigger_id,
-            kind="schedule",
+            kind="manual" if tick.manual else "schedule",
             cluster=c.name,
             region=c.region,
-            reason=f"scheduled sweep at {tick.time}",
+            reason=f"sweep asked for with sweep-now at {tick.time}"
+            if tick.manual
+            else f"scheduled sweep at {tick.time}",
             received_at=now,
         )
         for c in clusters
