@@ -159,3 +159,46 @@ def test_an_endpoint_that_accepts_and_never_answers_is_told_within_15_seconds() 
     assert elapsed < 15, f"a dead endpoint took {elapsed:.0f} s to report"
     assert "sts:GetCallerIdentity timed out waiting for the answer" in run.stderr
     assert "127.0.0.1" in run.stderr, "the message names what was unreachable"
+
+
+@pytest.mark.parametrize(
+    ("where", "told"),
+    [
+        ("proxy", "could not connect through the proxy: check HTTPS_PROXY/HTTP_PROXY and NO_PROXY"),
+        ("tls", "TLS"),
+        ("dns", "could not resolve the endpoint's name (DNS)"),
+    ],
+)
+def test_a_network_path_that_fails_is_named_with_its_fix(html_endpoint: str, where: str, told: str) -> None:
+    # Each is a botocore transport error of its own class (aws_errors.transport_failure): a proxy
+    # that refuses, a TLS handshake with a server that speaks plain HTTP, a name that cannot resolve.
+    if where == "proxy":
+        run = _diagnose("https://sts.us-west-2.amazonaws.com", HTTPS_PROXY="http://127.0.0.1:9")
+    elif where == "tls":
+        run = _diagnose(html_endpoint.replace("http://", "https://"))
+    else:
+        run = _diagnose("http://no-such-host.invalid")
+    assert run.returncode == EXIT_PREREQUISITE, run.stderr
+    assert told in run.stderr and "Traceback" not in run.stderr, run.stderr
+
+
+@pytest.mark.parametrize("command", ["diagnose", "incidents", "demo"])
+def test_report_commands_meet_a_closed_pipe_and_an_ascii_stdout(simulate, command: str) -> None:  # type: ignore[no-untyped-def]
+    # The cases `triage` is tested for above, for the commands that print a report of a cluster (the
+    # simulated one, reached through the emulation as through AWS; `demo` starts its own).
+    sim = simulate("eks-p5")
+    target = [] if command == "demo" else ["--cluster", sim.scenario.cluster.name, "--region", sim.scenario.region]
+    reach = {"AWS_ENDPOINT_URL": sim.emulation.endpoint_url, "AWS_ACCESS_KEY_ID": FAKE_ACCESS_KEY}
+    reach["AWS_SECRET_ACCESS_KEY"] = FAKE_SECRET_KEY
+    argv = [command, *target, *(["--scenario", "eks-p5"] if command == "demo" else [])]
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        closed = _hyperpod_nccl(*argv, stdout=write_end, **reach)
+    finally:
+        os.close(write_end)
+    assert closed.returncode == EXIT_BROKEN_PIPE, closed.stderr
+    assert "Traceback" not in closed.stderr and "BrokenPipe" not in closed.stderr, closed.stderr
+    ascii_run = _hyperpod_nccl(*argv, PYTHONIOENCODING="ascii", **reach)
+    assert "Traceback" not in ascii_run.stderr, ascii_run.stderr
+    assert ascii_run.stdout.isascii() and "-> references/" in ascii_run.stdout

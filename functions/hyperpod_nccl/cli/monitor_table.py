@@ -11,13 +11,16 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from pydantic import ValidationError
 
 from hyperpod_nccl.aws_errors import AWS_CALL_ERRORS, error_code, error_message, is_access_denied, transport_failure
 from hyperpod_nccl.cli import validate
-from hyperpod_nccl.cli.target import add_account_arguments
+from hyperpod_nccl.cli.exit_codes import EXIT_PREREQUISITE, EXIT_USAGE
+from hyperpod_nccl.cli.target import add_account_arguments, resolve_clients
 from hyperpod_nccl.collectors.aws import AwsClients
 from hyperpod_nccl.monitor.settings import (
     STACK_OUTPUT_TABLE,
@@ -30,6 +33,7 @@ from hyperpod_nccl.probe.documents import DEFAULT_STACK_NAME, MONITOR_STACK_ENV
 from hyperpod_nccl.sanitize import one_line
 
 DESCRIBE_STACKS = "cloudformation:DescribeStacks"
+Read = TypeVar("Read")
 
 
 @dataclass
@@ -142,3 +146,23 @@ def read_failure(error: BaseException, table: str) -> str:
 def say(command: str, message: str) -> None:
     """Print `message` as the command's one error line."""
     sys.stderr.write(f"hyperpod-nccl {command}: error: {one_line(message)}\n")
+
+
+def read_monitor(
+    args: argparse.Namespace, command: str, *, clusters: bool, read: Callable[[MonitorTable], Read]
+) -> tuple[MonitorTable, Read] | int:
+    """Reach AWS, locate the table (and with `clusters`, the clusters), and `read` it: the table and
+    what was read, or the exit code after one line saying what failed and the fix."""
+    aws = resolve_clients(args, command)
+    if aws is None:
+        return EXIT_USAGE
+    try:
+        table = locate(args, aws, clusters=clusters)
+    except NotLocated as missing:
+        say(command, str(missing))
+        return EXIT_PREREQUISITE
+    try:
+        return table, read(table)
+    except AWS_CALL_ERRORS as error:
+        say(command, read_failure(error, table.name))
+        return EXIT_PREREQUISITE

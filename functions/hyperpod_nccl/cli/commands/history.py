@@ -8,11 +8,9 @@ import argparse
 import json
 import sys
 
-from hyperpod_nccl.aws_errors import AWS_CALL_ERRORS
 from hyperpod_nccl.cli import validate
-from hyperpod_nccl.cli.exit_codes import EXIT_OK, EXIT_PREREQUISITE, EXIT_USAGE
-from hyperpod_nccl.cli.monitor_table import NotLocated, add_table_arguments, locate, read_failure, say
-from hyperpod_nccl.cli.target import resolve_clients
+from hyperpod_nccl.cli.exit_codes import EXIT_OK
+from hyperpod_nccl.cli.monitor_table import add_table_arguments, read_monitor
 from hyperpod_nccl.monitor.read_side import FaultRecord, FaultSubject, fault_history
 from hyperpod_nccl.sanitize import one_line
 
@@ -48,27 +46,16 @@ def render_text(subject: FaultSubject, resource_id: str, faults: list[FaultRecor
 
 def run(args: argparse.Namespace) -> int:
     """Locate the table, read the node's or GPU's faults, print them."""
-    aws = resolve_clients(args, NAME)
-    if aws is None:
-        return EXIT_USAGE
     subject: FaultSubject = "node" if args.node else "gpu"
     resource_id = str(args.node or args.gpu)
-    try:
-        table = locate(args, aws, clusters=False)
-    except NotLocated as missing:
-        say(NAME, str(missing))
-        return EXIT_PREREQUISITE
-    try:
-        faults = fault_history(table.store, subject, resource_id)
-    except AWS_CALL_ERRORS as error:
-        say(NAME, read_failure(error, table.name))
-        return EXIT_PREREQUISITE
+    outcome = read_monitor(
+        args, NAME, clusters=False, read=lambda table: fault_history(table.store, subject, resource_id)
+    )
+    if isinstance(outcome, int):
+        return outcome
+    table, faults = outcome
     if args.format == "json":
-        document = {
-            "table": table.name,
-            subject: resource_id,
-            "faults": [f.model_dump(mode="json") for f in faults],
-        }
+        document = {"table": table.name, subject: resource_id, "faults": [f.model_dump(mode="json") for f in faults]}
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
     else:
         sys.stdout.write(render_text(subject, resource_id, faults))

@@ -8,10 +8,8 @@ import argparse
 import json
 import sys
 
-from hyperpod_nccl.aws_errors import AWS_CALL_ERRORS
-from hyperpod_nccl.cli.exit_codes import EXIT_OK, EXIT_PREREQUISITE, EXIT_USAGE
-from hyperpod_nccl.cli.monitor_table import NotLocated, add_table_arguments, locate, read_failure, say
-from hyperpod_nccl.cli.target import resolve_clients
+from hyperpod_nccl.cli.exit_codes import EXIT_OK
+from hyperpod_nccl.cli.monitor_table import add_table_arguments, read_monitor
 from hyperpod_nccl.monitor.read_side import ClusterStatus, LastSweep, cluster_status
 from hyperpod_nccl.sanitize import one_line
 
@@ -69,19 +67,15 @@ def render_text(table: str, statuses: list[ClusterStatus]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Locate the table, read each cluster's status, print it."""
-    aws = resolve_clients(args, NAME)
-    if aws is None:
-        return EXIT_USAGE
-    try:
-        table = locate(args, aws, clusters=True)
-    except NotLocated as missing:
-        say(NAME, str(missing))
-        return EXIT_PREREQUISITE
-    try:
-        statuses = [cluster_status(table.store, region, cluster) for cluster, region in table.clusters]
-    except AWS_CALL_ERRORS as error:
-        say(NAME, read_failure(error, table.name))
-        return EXIT_PREREQUISITE
+    outcome = read_monitor(
+        args,
+        NAME,
+        clusters=True,
+        read=lambda table: [cluster_status(table.store, region, cluster) for cluster, region in table.clusters],
+    )
+    if isinstance(outcome, int):
+        return outcome
+    table, statuses = outcome
     if args.format == "json":
         document = {"table": table.name, "clusters": [s.model_dump(mode="json") for s in statuses]}
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
