@@ -38,6 +38,7 @@ def test_bundle_holds_what_a_support_case_needs(simulate, cli, tmp_path) -> None
         "incidents.json",
         "describe-cluster.json",
         "nccl-env.txt",
+        "node-versions.txt",
         "error-lines.txt",
         "manifest.json",
     }
@@ -60,6 +61,12 @@ def test_bundle_holds_what_a_support_case_needs(simulate, cli, tmp_path) -> None
     assert "Xid" in errors or "NCCL" in errors
     assert json.loads(files["describe-cluster.json"])["arn"] == diag["cluster_arn"]
     assert "Support bundle written to" in run.stdout
+    # Each node the diagnosis tried to probe, with the versions its probe read (the simulated p5
+    # nodes report theirs) or why none were read.
+    header, *rows = (line.split("\t") for line in files["node-versions.txt"].splitlines())
+    assert header[3:6] == ["driver", "cuda", "nccl"]
+    assert len(rows) == diag["coverage"]["nodes_probed"] + diag["coverage"]["nodes_unreachable"], rows
+    assert any(row[3] not in ("-", "") and not row[3].startswith("not read") for row in rows), rows
 
 
 def test_redaction_of_secret_looking_values() -> None:

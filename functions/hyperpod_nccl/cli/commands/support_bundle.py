@@ -91,6 +91,27 @@ def nccl_environment(run_: IncidentRun) -> list[str]:
     return lines
 
 
+# The columns of node-versions.txt: what AWS Support asks first of a NCCL case (Versions' fields).
+VERSION_COLUMNS = ("driver", "cuda", "nccl", "ofi_nccl", "libfabric", "efa_installer", "efa_module", "kernel")
+
+
+def node_versions(run_: IncidentRun) -> list[str]:
+    """One tab-separated line per node the diagnosis tried to probe: its id, group and type, then
+    each version its probe read (`-` where the probe could not tell), or why it was not read."""
+    lines = ["\t".join(("instance", "group", "type", *VERSION_COLUMNS))]
+    probes = run_.inventory.node_probes
+    for result in probes.results if probes else []:
+        if result.role != "node":
+            continue
+        where = [result.instance_id, result.instance_group or "-", result.instance_type or "-"]
+        if result.probe is None:
+            lines.append("\t".join([*where, f"not read: {result.error or 'unreachable'}"]))
+            continue
+        versions = result.probe.versions.model_dump()
+        lines.append("\t".join([*where, *(str(versions.get(column) or "-") for column in VERSION_COLUMNS)]))
+    return lines
+
+
 def error_lines(run_: IncidentRun) -> list[str]:
     """Verbatim NCCL / libfabric / watchdog / Xid lines from the findings and incidents."""
     seen: dict[str, None] = {}
@@ -192,7 +213,7 @@ BUNDLE_MAX_BYTES = 5 * 1024 * 1024
 MANIFEST = "manifest.json"
 # The files that give way, largest first, when the archive would pass BUNDLE_MAX_BYTES (the case
 # summary, the incidents and the cluster description are always whole).
-_TRIMMABLE = ("nccl-diag.json", "nccl-diag.txt", "error-lines.txt", "nccl-env.txt")
+_TRIMMABLE = ("nccl-diag.json", "nccl-diag.txt", "error-lines.txt", "nccl-env.txt", "node-versions.txt")
 
 
 def bundle_files(run_: IncidentRun) -> dict[str, str]:
@@ -207,6 +228,7 @@ def bundle_files(run_: IncidentRun) -> dict[str, str]:
         "incidents.json": json.dumps(incidents_json(run_), indent=2) + "\n",
         "describe-cluster.json": json.dumps(cluster.model_dump(mode="json") if cluster else {}, indent=2) + "\n",
         "nccl-env.txt": "\n".join(nccl_environment(run_)) + "\n",
+        "node-versions.txt": "\n".join(node_versions(run_)) + "\n",
         "error-lines.txt": "\n".join(error_lines(run_)) + "\n",
     }
     # Everything was redacted where it entered; this bundle leaves the account, so one last pass
