@@ -384,7 +384,17 @@ def test_outputs_have_fixed_logical_ids(synthesized: Synthesized) -> None:
         "TriggerFunctionName",
         "KubernetesCollectorRoleArn",
         "DashboardName",
+        "WatchedClusters",
     } <= set(outputs)
+    # `hyperpod-nccl status` reads the watched clusters from this output: the functions' own list.
+    watched = outputs["WatchedClusters"]["Value"]
+    environments = [
+        f["Properties"]["Environment"]["Variables"]
+        for f in synthesized.template["Resources"].values()
+        if f["Type"] == "AWS::Lambda::Function" and "Environment" in f.get("Properties", {})
+    ]
+    assert watched and all(env.get(CLUSTERS_ENV, watched) == watched for env in environments)
+    assert any(CLUSTERS_ENV in env for env in environments)
     Template.from_json(synthesized.template).has_output("SweepStateMachineArn", {"Value": {"Ref": Match.any_value()}})
 
 
