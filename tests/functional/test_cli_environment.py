@@ -202,3 +202,30 @@ def test_report_commands_meet_a_closed_pipe_and_an_ascii_stdout(simulate, comman
     ascii_run = _hyperpod_nccl(*argv, PYTHONIOENCODING="ascii", **reach)
     assert "Traceback" not in ascii_run.stderr, ascii_run.stderr
     assert ascii_run.stdout.isascii() and "-> references/" in ascii_run.stdout
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["incidents", "--cluster", "c1"],
+        ["support-bundle", "--cluster", "c1", "--output-dir", "{tmp}"],
+        ["status", "--cluster", "c1"],
+        ["history", "--node", "i-0123456789abcdef0"],
+        ["sweep-now", "--cluster", "c1"],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_each_aws_command_names_an_html_answer(html_endpoint: str, tmp_path: Path, argv: list[str]) -> None:
+    # diagnose is tested above; the others reach AWS through other first calls (DescribeStacks for
+    # the monitor's commands), each of which must refuse the page the same way.
+    filled = [str(tmp_path) if arg == "{tmp}" else arg for arg in argv]
+    run = _hyperpod_nccl(
+        *filled,
+        "--region",
+        "us-west-2",
+        AWS_ENDPOINT_URL=html_endpoint,
+        AWS_ACCESS_KEY_ID=FAKE_ACCESS_KEY,
+        AWS_SECRET_ACCESS_KEY=FAKE_SECRET_KEY,
+    )
+    assert run.returncode == EXIT_PREREQUISITE, run.stderr
+    assert "Traceback" not in run.stderr and "not an AWS response" in run.stderr, run.stderr
