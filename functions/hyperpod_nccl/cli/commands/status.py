@@ -49,11 +49,12 @@ def render_text(table: str, statuses: list[ClusterStatus]) -> str:
     lines = [f"Monitor table: {one_line(table)}"]
     for status in statuses:
         lines.append("")
-        lines.append(f"Cluster {one_line(status.cluster)} ({status.region}): {_sweep_line(status.last_sweep)}")
+        where = f"{one_line(status.cluster)} ({one_line(status.region)})"
+        lines.append(f"Cluster {where}: {_sweep_line(status.last_sweep)}")
         causes = status.open_root_causes
         lines.append(f"  {len(causes)} open root cause{'' if len(causes) == 1 else 's'}" + (":" if causes else ""))
         for cause in causes:
-            seen = f"first seen {cause.first_seen or '?'}, last seen {cause.last_seen or '?'}"
+            seen = one_line(f"first seen {cause.first_seen or '?'}, last seen {cause.last_seen or '?'}")
             sweeps = f"{cause.occurrences} sweep{'' if cause.occurrences == 1 else 's'}"
             folds = f"{cause.findings_folded} finding{'' if cause.findings_folded == 1 else 's'}"
             lines.append(f"  [{cause.priority}] {one_line(cause.title)}")
