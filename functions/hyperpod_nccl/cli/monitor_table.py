@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from hyperpod_nccl.monitor.settings import (
     WatchedCluster,
 )
 from hyperpod_nccl.monitor.store import Store
-from hyperpod_nccl.probe.documents import DEFAULT_STACK_NAME, MONITOR_STACK_ENV
+from hyperpod_nccl.probe.documents import DEFAULT_STACK_NAME, MONITOR_STACK_ENV, monitor_stack_name
 from hyperpod_nccl.sanitize import one_line
 
 DESCRIBE_STACKS = "cloudformation:DescribeStacks"
@@ -68,16 +67,13 @@ def _stack_outputs(aws: AwsClients, stack: str) -> dict[str, str]:
     try:
         stacks = aws.client("cloudformation").describe_stacks(StackName=stack)["Stacks"]
     except AWS_CALL_ERRORS as error:
-        told = transport_failure(error)
-        if told is not None:
-            raise NotLocated(f"{DESCRIBE_STACKS} failed: {told[0]}; fix: {told[1]}") from error
-        if is_access_denied(error):
-            raise NotLocated(f"{DESCRIBE_STACKS} denied; fix: grant it, or pass --table") from error
-        if error_code(error) == "ValidationError":
-            raise NotLocated(
-                f"no stack {stack} in {aws.region}; fix: pass --stack (the name you deployed) or --table, and --region"
-            ) from error
-        raise NotLocated(f"{DESCRIBE_STACKS} failed: {error_message(error) or error}") from error
+        missing = (
+            f"no stack {stack} in {aws.region}; fix: pass --stack (the name you deployed) or --table, and --region"
+        )
+        told = call_failure(
+            DESCRIBE_STACKS, error, denied_fix="grant it, or pass --table", absent=("ValidationError", missing)
+        )
+        raise NotLocated(told) from error
     outputs = stacks[0].get("Outputs", []) if stacks else []
     return {str(o.get("OutputKey")): str(o.get("OutputValue", "")) for o in outputs}
 
@@ -119,7 +115,7 @@ def add_stack_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def _stack_name(args: argparse.Namespace) -> str:
-    return str(args.stack or os.environ.get(MONITOR_STACK_ENV, "").strip() or DEFAULT_STACK_NAME)
+    return monitor_stack_name(args.stack)
 
 
 def locate_trigger(args: argparse.Namespace, aws: AwsClients) -> str:
@@ -131,16 +127,31 @@ def locate_trigger(args: argparse.Namespace, aws: AwsClients) -> str:
     return name
 
 
-def read_failure(error: BaseException, table: str) -> str:
-    """One line for a failed read of the table: what failed and the fix."""
+def call_failure(what: str, error: BaseException, *, denied_fix: str, absent: tuple[str, str] | None = None) -> str:
+    """One line for a failed call of `what` (an action and its target): the network path when the
+    answer never came (proxy, TLS, DNS, a non-AWS answer), `denied_fix` when access was denied,
+    `absent`'s message when its error code (the target does not exist), else AWS's message."""
     told = transport_failure(error)
     if told is not None:
-        return f"reading table {table} failed: {told[0]}; fix: {told[1]}"
+        return f"{what} failed: {told[0]}; fix: {told[1]}"
     if is_access_denied(error):
-        return f"reading table {table} was denied; fix: grant dynamodb:Query and dynamodb:GetItem on it"
-    if error_code(error) == "ResourceNotFoundException":
-        return f"no table {table} in this region; fix: check --table/--stack and --region"
-    return f"reading table {table} failed: {error_message(error) or error}"
+        return f"{what} was denied; fix: {denied_fix}"
+    if absent is not None and error_code(error) == absent[0]:
+        return absent[1]
+    return f"{what} failed: {error_message(error) or error}"
+
+
+def read_failure(error: BaseException, table: str) -> str:
+    """One line for a failed read of the table: what failed and the fix."""
+    return call_failure(
+        f"reading table {table}",
+        error,
+        denied_fix="grant dynamodb:Query and dynamodb:GetItem on it",
+        absent=(
+            "ResourceNotFoundException",
+            f"no table {table} in this region; fix: check --table/--stack and --region",
+        ),
+    )
 
 
 def say(command: str, message: str) -> None:

@@ -12,7 +12,6 @@ unreachable ones, and `rate_limited_source` names it as a partial source (docs/p
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -285,8 +284,7 @@ def collect_node_probes(ctx: CollectionContext, control_plane: ControlPlaneInven
     if not plan.targets:
         return assemble(plan, []) if plan.skipped else None
     if ctx.probe_documents is None:
-        stack = os.environ.get(documents.MONITOR_STACK_ENV, "").strip() or documents.DEFAULT_STACK_NAME
-        ctx.probe_documents = deployed_documents(ctx, stack)
+        ctx.probe_documents = deployed_documents(ctx, documents.monitor_stack_name())
     runner = _runner(ctx)
     results: list[NodeProbeResult] = []
     lock = threading.Lock()

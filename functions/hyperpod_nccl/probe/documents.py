@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from collections.abc import Mapping
 from typing import Any, get_args
 
@@ -28,6 +29,14 @@ from hyperpod_nccl.ssm.client import DOCUMENT, wrap_command
 DEFAULT_STACK_NAME = "HyperPodNcclMonitor"
 # CLI: the monitor stack whose documents the diagnosis looks for (default DEFAULT_STACK_NAME).
 MONITOR_STACK_ENV = "HYPERPOD_NCCL_MONITOR_STACK"
+
+
+def monitor_stack_name(named: str | None = None) -> str:
+    """The monitor's stack the CLI looks at: `named` (a `--stack` flag), else $MONITOR_STACK_ENV,
+    else the stack name `cdk deploy` uses."""
+    return named or os.environ.get(MONITOR_STACK_ENV, "").strip() or DEFAULT_STACK_NAME
+
+
 DOCUMENT_SUFFIXES: dict[ProbeRole, str] = {"node": "NodeProbe", "slurm_controller": "SlurmControllerProbe"}
 ROLES: tuple[ProbeRole, ...] = get_args(ProbeRole)
 DOCUMENT_TYPE = "Session"

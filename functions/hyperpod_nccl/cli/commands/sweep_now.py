@@ -11,10 +11,10 @@ import sys
 import uuid
 from datetime import UTC, datetime
 
-from hyperpod_nccl.aws_errors import AWS_CALL_ERRORS, error_message, is_access_denied, transport_failure
+from hyperpod_nccl.aws_errors import AWS_CALL_ERRORS
 from hyperpod_nccl.cli import validate
 from hyperpod_nccl.cli.exit_codes import EXIT_OK, EXIT_PREREQUISITE, EXIT_USAGE
-from hyperpod_nccl.cli.monitor_table import NotLocated, add_stack_argument, locate_trigger, say
+from hyperpod_nccl.cli.monitor_table import NotLocated, add_stack_argument, call_failure, locate_trigger, say
 from hyperpod_nccl.cli.target import add_account_arguments, resolve_clients
 from hyperpod_nccl.monitor.settings import SCHEDULE_SOURCE
 from hyperpod_nccl.sanitize import one_line
@@ -42,15 +42,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_account_arguments(parser, region_help="the cluster's and the monitor's region (default: the profile's)")
 
 
-def _invocation_failure(error: BaseException, function: str) -> str:
-    told = transport_failure(error)
-    if told is not None:
-        return f"{INVOKE} of {function} failed: {told[0]}; fix: {told[1]}"
-    if is_access_denied(error):
-        return f"{INVOKE} on {function} was denied; fix: grant it (the monitor's trigger only)"
-    return f"{INVOKE} of {function} failed: {error_message(error) or error}"
-
-
 def run(args: argparse.Namespace) -> int:
     """Invoke the trigger with a manual tick for the cluster and say what it did."""
     aws = resolve_clients(args, NAME)
@@ -75,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         )
         body = json.loads(answer["Payload"].read() or b"{}")
     except AWS_CALL_ERRORS as error:
-        say(NAME, _invocation_failure(error, function))
+        say(NAME, call_failure(f"{INVOKE} of {function}", error, denied_fix="grant it (the monitor's trigger only)"))
         return EXIT_PREREQUISITE
     except ValueError as error:
         say(NAME, f"the trigger answered something that is not JSON: {error}")
