@@ -25,6 +25,8 @@ from typing import Any
 import botocore.loaders
 import botocore.session
 
+from hyperpod_nccl.collectors.aws import shared_model_loader
+
 # Every service whose client a handler creates (the collectors' reads, the monitor's own table,
 # topic, queue and state machine).
 SANDBOX_SERVICES = (
@@ -40,19 +42,15 @@ SANDBOX_SERVICES = (
     "sts",
 )
 
-_loader_lock = threading.Lock()
-_loader: Any = None
+_share_lock = threading.Lock()
 _shared = False
 
 
 def shared_loader() -> Any:
-    """The process's one botocore loader (created on first use): its cache keeps each data file
-    parsed once, not once per session."""
-    global _loader
-    with _loader_lock:
-        if _loader is None:
-            _loader = botocore.loaders.create_loader()
-        return _loader
+    """The process's one botocore loader: the product's own (`collectors.aws.shared_model_loader`,
+    which every session the product makes already uses), so the emulation and the sessions made
+    elsewhere share its cache too."""
+    return shared_model_loader()
 
 
 def _loader_for(search_path_string: str | None = None) -> Any:
@@ -67,7 +65,7 @@ def share_with_every_session() -> None:
     `SANDBOX_SERVICES` now, so that processes forked from this one inherit them parsed (once per
     process; later calls do nothing)."""
     global _shared
-    with _loader_lock:
+    with _share_lock:
         if _shared:
             return
         _shared = True

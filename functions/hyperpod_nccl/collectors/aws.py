@@ -38,6 +38,11 @@ DEFAULT_CONNECT_TIMEOUT_SECONDS = 5.0
 DEFAULT_READ_TIMEOUT_SECONDS = 30.0
 
 
+def shared_model_loader() -> botocore.loaders.Loader:
+    """The process's one botocore loader, whose cache every session of ours shares."""
+    return _MODEL_LOADER
+
+
 def new_session(region: str | None, profile: str | None = None) -> boto3.Session:
     """A fresh boto3 session (its own credential resolution, from `profile` when given) sharing
     the process's model cache."""
