@@ -262,6 +262,18 @@ SIGNATURE_CASES: dict[str, tuple[str, str]] = {
         "[   27.812345] NVRM: GPU 0000:3b:00.0: RmInitAdapter failed! (0x62:0x55:2477)",
         "[   27.812345] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.90.07",
     ),
+    "gsp_rpc_timeout": (
+        "NVRM: GPU1 sanity check failed 0xf waiting for RPC response from GSP. Expected function 76 (GSP_RM_CONTROL)",
+        "NVRM: RPC response from GSP received after 2 ms",
+    ),
+    "gpu_recovery_action": (
+        "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)",
+        "GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)",
+    ),
+    "ibverbs_efa_provider": (
+        "libibverbs: Warning: couldn't load driver 'libefa-rdmav34.so': libefa-rdmav34.so: cannot open shared object",
+        "libibverbs: Warning: couldn't load driver 'libmlx4-rdmav34.so': libmlx4-rdmav34.so: cannot open shared object",
+    ),
     "nvswitch_fabric_error": (
         "Detected fatal NvSwitch SXID 24007",
         "nvidia-fabricmanager: Successfully configured all the available NVSwitches",
