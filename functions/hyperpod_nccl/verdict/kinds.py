@@ -389,6 +389,7 @@ def _c(
 # First match wins: specific signatures before the catch-all of the same check.
 _HARDWARE_LINES = (
     "xid", "gpu_fallen_off_bus", "ecc_uncorrectable", "nvlink_error", "nvswitch_fabric_error", "nvrm_init_failed",
+    "gsp_rpc_timeout", "gpu_recovery_action",
 )  # fmt: skip
 # A job's own output (its training and NCCL streams) gathers every rank's lines: a GPU error there
 # is the job's report of a fault somewhere, not evidence about the node whose stream holds it.
@@ -408,6 +409,7 @@ OWN_CAUSE_SIGNATURES = frozenset(
         "socket_ifname",  # NCCL_SOCKET_IFNAME names no interface
         "efa_health_check_failed",  # HyperPod's provisioning check: hardware or the group, not known here
         "efa_provider_error",  # libfabric / the EFA driver on the node
+        "ibverbs_efa_provider",  # rdma-core's EFA provider missing or mismatched in the image or on the node
         "nccl_system_error",  # socket, EFA, driver or device: the line alone does not say which
         "nccl_internal_error",
         "nccl_invalid_usage",  # the program's rank/device mapping
@@ -438,6 +440,8 @@ CLASSIFICATION: tuple[Classify, ...] = (
     *_log("gpu_error_in_job_output", *_HARDWARE_LINES, streams=_JOB_OUTPUT),
     *_log("gpu_hardware", "xid", hardware_xid=True),
     *_log("gpu_hardware", "gpu_fallen_off_bus", "ecc_uncorrectable", "nvlink_error", "nvswitch_fabric_error"),
+    # the GPU's firmware stopped answering (Xid 119), or the driver asks for a reset or reboot (Xid 154)
+    *_log("gpu_hardware", "gsp_rpc_timeout", "gpu_recovery_action"),
     *_log("gpu_hardware", "nvrm_init_failed"),  # the driver could not bring the GPU up
     # the health-monitoring agent's own lines: the same fault `logs.hma_detections` reports
     *_log("gpu_hardware", "hma_detection", "hma_node_health_event"),
