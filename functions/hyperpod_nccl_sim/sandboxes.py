@@ -240,6 +240,8 @@ class SandboxPool:
     _idle: dict[str, list[_Sandbox]] = field(default_factory=dict)
     _all: list[_Sandbox] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Set by `close`: a sandbox still starting then is not kept (its invocation stops it at its end).
+    _closed: bool = False
     # Cold starts by function (handler path): what the cost model bills as init time.
     cold_starts: dict[str, int] = field(default_factory=dict)
 
@@ -282,7 +284,9 @@ class SandboxPool:
         child.close()
         sandbox = _Sandbox(process=process, connection=parent, log_path=log_path)
         with self._lock:
-            self._all.append(sandbox)
+            # Forking takes a while under load: the pool may have been closed meanwhile.
+            if not self._closed:
+                self._all.append(sandbox)
         return sandbox, True
 
     def _invoke_in(self, sandbox: _Sandbox, body: bytes, context: LambdaContext, timeout: float, cold: bool) -> Answer:
@@ -317,6 +321,7 @@ class SandboxPool:
     def close(self) -> None:
         """Discard every sandbox (the stack is gone)."""
         with self._lock:
+            self._closed = True
             sandboxes, self._all = list(self._all), []
             self._idle.clear()
         for sandbox in sandboxes:
