@@ -69,6 +69,24 @@ def test_bundle_holds_what_a_support_case_needs(simulate, cli, tmp_path) -> None
     assert any(row[3] not in ("-", "") and not row[3].startswith("not read") for row in rows), rows
 
 
+def _listed(case: str, label: str) -> set[str]:
+    [line] = [line for line in case.splitlines() if line.startswith(f"- Affected {label}: ")]
+    return set(line.removeprefix(f"- Affected {label}: ").split(", "))
+
+
+def test_case_lists_every_node_and_pod_an_issue_names(simulate, cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # The hung job's incident blames one node; the issues of the diagnosis name every node of the
+    # job (they wait in the collective): all of them are affected, in or out of an incident.
+    sim = simulate("hung-job")
+    assert _bundle(cli, sim, tmp_path).code == 0
+    files = unpack(tmp_path)
+    issues = [f for f in json.loads(files["nccl-diag.json"])["findings"] if f["status"] in ("FAIL", "WARN")]
+    named = {kind: {r["id"] for f in issues for r in f["resources"] if r["kind"] == kind} for kind in ("node", "pod")}
+    assert len(named["node"]) > 1 and named["pod"], named
+    assert _listed(files["case.md"], "instance ids") >= named["node"]
+    assert _listed(files["case.md"], "pods") >= named["pod"]
+
+
 def test_redaction_of_secret_looking_values() -> None:
     from hyperpod_nccl.cli.commands.support_bundle import redact
 

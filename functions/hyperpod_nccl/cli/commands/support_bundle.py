@@ -34,6 +34,7 @@ from hyperpod_nccl.incidents.report import IncidentRun, incidents_json, write_es
 from hyperpod_nccl.models.findings import SweepResult
 from hyperpod_nccl.redaction import REDACTED, count_redacted, redact_value, scrub
 from hyperpod_nccl.sanitize import for_terminal, one_line
+from hyperpod_nccl.verdict.fold import named_instances
 
 NAME = "support-bundle"
 HELP = "Write a local bundle with everything an AWS Support case needs (read-only)."
@@ -154,6 +155,24 @@ def _fenced(text: str) -> str:
     return f"{fence}\n{text}\n{fence}\n"
 
 
+def affected(run_: IncidentRun) -> tuple[list[str], list[str], list[str]]:
+    """The instance ids, pods and jobs the case is about: those of the incidents and those every
+    issue of the diagnosis names (an issue outside any incident, a crash-looping pod for one, still
+    affects the cluster), each once, sorted, on one line."""
+    instances = {i for inc in run_.incidents for i in inc.affected.instance_ids}
+    pods = {p for inc in run_.incidents for p in inc.affected.pods}
+    jobs = {j for inc in run_.incidents for j in inc.affected.jobs}
+    for finding in run_.result.issues:
+        instances.update(named_instances(finding))
+        pods.update(r.id for r in finding.resources if r.kind == "pod")
+        jobs.update(r.id for r in finding.resources if r.kind == "job")
+    return _listed(instances), _listed(pods), _listed(jobs)
+
+
+def _listed(names: set[str]) -> list[str]:
+    return sorted({one_line(name) for name in names})
+
+
 def case_summary(run_: IncidentRun, files: list[str], redacted: dict[str, int] | None = None) -> str:
     """case.md: the text to paste into the AWS Support case; `redacted` counts the secret-looking
     values replaced in each file (listed with the files)."""
@@ -168,9 +187,7 @@ def case_summary(run_: IncidentRun, files: list[str], redacted: dict[str, int] |
     w(f"- Diagnosis window (UTC): {result.window_start:%Y-%m-%d %H:%M:%S} → {result.window_end:%Y-%m-%d %H:%M:%S}\n")
     coverage = result.coverage
     w(f"- Issues Found: {len(result.issues)}; nodes probed {coverage.nodes_probed}/{coverage.nodes_total}\n")
-    instances = sorted({i for inc in run_.incidents for i in inc.affected.instance_ids})
-    pods = sorted({p for inc in run_.incidents for p in inc.affected.pods})
-    jobs = sorted({j for inc in run_.incidents for j in inc.affected.jobs})
+    instances, pods, jobs = affected(run_)
     scope = result.scope
     w(f"- Affected instance ids: {', '.join(instances) or 'none identified'}\n")
     w(f"- Affected pods: {', '.join(pods) or 'none identified'}\n")
