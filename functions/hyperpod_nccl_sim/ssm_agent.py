@@ -34,8 +34,11 @@ from hyperpod_nccl_sim.node_behaviours import SessionFaultSpec
 AGENT_VERSION = "3.3.1142.0"
 _RETRANSMIT_SECONDS = 0.2
 _POLL_SECONDS = 0.02
-# How long the agent keeps a channel open waiting for acks before giving up.
-_DRAIN_SECONDS = 30.0
+# How long the agent waits, after the command's last output, for the client to acknowledge what it
+# sent before it closes the channel: what is still unacknowledged then is lost. The real agent's
+# DataChannel.PrepareToCloseChannel gives up after 2 s (aws/amazon-ssm-agent@1c217c89,
+# agent/session/datachannel/datachannel.go).
+_DRAIN_SECONDS = 2.0
 _HANDSHAKE_SECONDS = 15.0
 
 

@@ -94,6 +94,36 @@ def test_kms_encryption_fails_closed(agent) -> None:  # type: ignore[no-untyped-
     assert statuses == {"SessionType": 1, "KMSEncryption": 2}
 
 
+def test_the_agent_waits_two_seconds_for_acks_then_closes_losing_what_was_not_acknowledged(  # type: ignore[no-untyped-def]
+    agent, monkeypatch
+) -> None:
+    # As the real agent's PrepareToCloseChannel does: after the last output it waits up to 2 s for
+    # the client's acks, then closes the channel whatever is still unacknowledged.
+    from hyperpod_nccl.ssm import client
+
+    def receive_without_acking(channel, message) -> None:  # type: ignore[no-untyped-def]
+        if message.payload_type != codec.PayloadType.OUTPUT:
+            return original(channel, message)
+        # The output is read, its acknowledgement never sent.
+        send = channel.ws.send
+        channel.ws.send = lambda frame: None if codec.decode(frame).message_type == codec.ACKNOWLEDGE else send(frame)
+        try:
+            original(channel, message)
+        finally:
+            channel.ws.send = send
+
+    original = client.DataChannel._on_stream
+    monkeypatch.setattr(client.DataChannel, "_on_stream", receive_without_acking)
+    response = agent.add_session("target", OUTPUT)
+    started = time.monotonic()
+    output, _ = run_data_channel(response["StreamUrl"], response["TokenValue"], time.monotonic() + 40)
+    took = time.monotonic() - started
+    session = agent.session(response["SessionId"])
+    assert session is not None and not session.completed, "unacknowledged output must count as not delivered"
+    assert output == EXPECTED  # what the client did receive (the agent resent it meanwhile) is kept
+    assert 1.5 < took < 10, f"the agent closed after {took:.1f} s, not about 2 s after the output"
+
+
 def test_a_dropped_connection_is_a_retryable_transport_error(agent) -> None:  # type: ignore[no-untyped-def]
     response = agent.add_session("target", OUTPUT, SessionFaultSpec(disconnect_after=1))
     with pytest.raises(SessionError) as raised:
