@@ -31,6 +31,8 @@ from hyperpod_nccl.pacing import PACED_BURST, RateLimiter, cooldown_seconds, slo
 logger = logging.getLogger(__name__)
 # The one table call a reservation makes (Store.reserve_start).
 PACE_ACTION = "dynamodb:UpdateItem"
+# How many times a start that had already passed when its reservation came back is reserved again.
+LATE_RESERVATION_RETRIES = 3
 
 
 @dataclass
@@ -89,14 +91,40 @@ class SharedPacer:
 
     def acquire(self, deadline: float | None = None) -> bool:
         """Reserve the account's next start of `api` and sleep until it. False, reserving nothing,
-        when that start would come after `deadline` (on `deadline_clock`)."""
+        when that start would come after `deadline` (on `deadline_clock`).
+
+        A start that has already passed by more than one interval when the reservation comes back
+        (the table answered late: a sandbox starved of CPU, a slow first call) is not kept: calls
+        sent that late arrive together with the ones reserved after them and are throttled as a
+        bunch. Such a start is reserved again, up to `LATE_RESERVATION_RETRIES` times (the passed
+        start stays unused; it cost the account nothing)."""
+        start = float("-inf")
+        for attempt in range(LATE_RESERVATION_RETRIES + 1):
+            reserved = self._reserve(deadline)
+            if reserved is None:
+                return False
+            if reserved == float("-inf"):  # paced alone, by the in-process fallback
+                return True
+            start = reserved
+            late = self.clock() - start
+            if late <= self.interval or attempt == LATE_RESERVATION_RETRIES:
+                break
+            logger.info("start of %s reserved %.2f s late: reserving another", self.api, late)
+        wait = start - self.clock()
+        if wait > 0:
+            self.sleep(wait)
+        return True
+
+    def _reserve(self, deadline: float | None) -> float | None:
+        """The start reserved in the table (on `clock`); None when it would come after `deadline`;
+        -inf when the table could not be used and the in-process pacer paced this call instead."""
         now = self.clock()
         if deadline is None:
             latest = float("inf")
         else:
             latest = now + (deadline - self.deadline_clock())
             if latest < now:
-                return False
+                return None
         try:
             start = self.store.reserve_start(
                 self.api,
@@ -112,14 +140,10 @@ class SharedPacer:
         except (ClientError, BotoCoreError, PaceContended) as error:
             logger.warning("pace of %s not reserved in the table (%s): pacing this sandbox alone", self.api, error)
             self._note_unshared(error)
-            return self._local().acquire(deadline)
-        if start is None:
-            return False
-        self._reserved.at = now
-        wait = start - self.clock()
-        if wait > 0:
-            self.sleep(wait)
-        return True
+            return float("-inf") if self._local().acquire(deadline) else None
+        if start is not None:
+            self._reserved.at = now
+        return start
 
     def throttled(self) -> None:
         """Tell every sandbox: the next start comes no sooner than one interval from now (after the
