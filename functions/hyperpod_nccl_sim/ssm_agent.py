@@ -54,6 +54,8 @@ class AgentSession:
     opened: bool = False
     completed: bool = False
     received: list[ClientMessage] = field(default_factory=list)
+    # The client's OpenDataChannelInput frame, as received (tests read how the client wrote it).
+    opening: str | bytes | None = None
 
 
 class SimulatedSsmAgent:
@@ -124,7 +126,7 @@ class SimulatedSsmAgent:
         if session is None or token != session.token or session.opened:
             ws.close(code=1008, reason="invalid or expired session token")
             return
-        session.opened = True
+        session.opened, session.opening = True, opening
         _AgentChannel(ws, session, self._is_terminated).serve()
 
 

@@ -4,6 +4,7 @@ rate limiter, the out-of-order buffer's limits) are tests/unit/test_ssm_client.p
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -61,6 +62,16 @@ def test_output_arrives_complete_and_in_order_despite_faults(agent, faults) -> N
     assert sent[0].json()["ProcessedClientActions"][0]["ActionStatus"] == 1
     if not faults.close_without_channel_closed:
         assert session.completed
+
+
+def test_the_opening_frame_is_compact_json_text(agent) -> None:  # type: ignore[no-untyped-def]
+    # As the plugin writes it (Go's encoding/json): a text frame, no spaces between tokens.
+    response = agent.add_session("target", OUTPUT)
+    run_data_channel(response["StreamUrl"], response["TokenValue"], time.monotonic() + 10)
+    session = agent.session(response["SessionId"])
+    assert session is not None and isinstance(session.opening, str)
+    assert ", " not in session.opening and '": ' not in session.opening
+    assert json.loads(session.opening)["TokenValue"] == response["TokenValue"]
 
 
 def test_duplicates_are_re_acknowledged(agent) -> None:  # type: ignore[no-untyped-def]

@@ -235,21 +235,18 @@ class DataChannel:
     _timer: _RetransmitTimer = field(default_factory=_RetransmitTimer)
 
     def open(self) -> None:
-        """Send the OpenDataChannelInput text frame (the token authorises the channel)."""
-        import json
+        """Send the OpenDataChannelInput text frame (the token authorises the channel), compact
+        as every other JSON document of the channel (`codec.json_bytes`)."""
         import uuid
 
-        self.ws.send(
-            json.dumps(
-                {
-                    "MessageSchemaVersion": "1.0",
-                    "RequestId": str(uuid.uuid4()),
-                    "TokenValue": self.token,
-                    "ClientId": str(uuid.uuid4()),
-                    "ClientVersion": CLIENT_VERSION,
-                }
-            )
-        )
+        opening = {
+            "MessageSchemaVersion": "1.0",
+            "RequestId": str(uuid.uuid4()),
+            "TokenValue": self.token,
+            "ClientId": str(uuid.uuid4()),
+            "ClientVersion": CLIENT_VERSION,
+        }
+        self.ws.send(codec.json_bytes(opening).decode("utf-8"))
 
     def run(self, deadline: float) -> None:
         """Receive until `channel_closed`. Raises SessionError on expiry, KMS, or a dropped
