@@ -120,8 +120,9 @@ def named_instances(finding: Finding) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def _places(finding: Finding, topology: Topology) -> tuple[set[str], set[str], set[str]]:
-    """The instances, pods and jobs a finding is about."""
+def places(finding: Finding, topology: Topology) -> tuple[set[str], set[str], set[str]]:
+    """The instances, pods and jobs a finding is about: those it names, the instance of each
+    Kubernetes node it names and the job of each pod (`topology`)."""
     nodes = set(named_instances(finding))
     nodes |= {i for r in finding.resources if r.kind == "k8s_node" and (i := topology.instance_of_k8s_node.get(r.id))}
     pods = {r.id for r in finding.resources if r.kind == "pod"}
@@ -160,7 +161,7 @@ def _scope_of_unclassified(nodes: set[str], pods: set[str], jobs: set[str]) -> B
 def _group(findings: Iterable[Finding], topology: Topology) -> list[_Group]:
     groups: dict[tuple[str, str], _Group] = {}
     for finding in findings:
-        nodes, pods, jobs = _places(finding, topology)
+        nodes, pods, jobs = places(finding, topology)
         kind_id = classify(finding)
         cause = CAUSE_KINDS.get(kind_id) if kind_id else None
         scope = cause.scope if cause else _scope_of_unclassified(nodes, pods, jobs)

@@ -34,7 +34,7 @@ from hyperpod_nccl.incidents.report import IncidentRun, incidents_json, write_es
 from hyperpod_nccl.models.findings import SweepResult
 from hyperpod_nccl.redaction import REDACTED, count_redacted, redact_value, scrub
 from hyperpod_nccl.sanitize import for_terminal, one_line
-from hyperpod_nccl.verdict.fold import named_instances
+from hyperpod_nccl.verdict.fold import Topology, places
 
 NAME = "support-bundle"
 HELP = "Write a local bundle with everything an AWS Support case needs (read-only)."
@@ -157,15 +157,18 @@ def _fenced(text: str) -> str:
 
 def affected(run_: IncidentRun) -> tuple[list[str], list[str], list[str]]:
     """The instance ids, pods and jobs the case is about: those of the incidents and those every
-    issue of the diagnosis names (an issue outside any incident, a crash-looping pod for one, still
-    affects the cluster), each once, sorted, on one line."""
+    issue of the diagnosis is about as the verdict places it (`verdict.fold.places`: an issue
+    outside any incident, a crash-looping pod for one, still affects the cluster), each once,
+    sorted, on one line."""
     instances = {i for inc in run_.incidents for i in inc.affected.instance_ids}
     pods = {p for inc in run_.incidents for p in inc.affected.pods}
     jobs = {j for inc in run_.incidents for j in inc.affected.jobs}
+    topology = Topology.of(run_.inventory)
     for finding in run_.result.issues:
-        instances.update(named_instances(finding))
-        pods.update(r.id for r in finding.resources if r.kind == "pod")
-        jobs.update(r.id for r in finding.resources if r.kind == "job")
+        nodes, named_pods, named_jobs = places(finding, topology)
+        instances |= nodes
+        pods |= named_pods
+        jobs |= named_jobs
     return _listed(instances), _listed(pods), _listed(jobs)
 
 
