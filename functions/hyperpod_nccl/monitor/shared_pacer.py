@@ -100,11 +100,14 @@ class SharedPacer:
         start stays unused; it cost the account nothing)."""
         start = float("-inf")
         for attempt in range(LATE_RESERVATION_RETRIES + 1):
-            reserved = self._reserve(deadline)
+            try:
+                reserved = self._reserve(deadline)
+            except (ClientError, BotoCoreError, PaceContended) as error:
+                logger.warning("pace of %s not reserved in the table (%s): pacing this sandbox alone", self.api, error)
+                self._note_unshared(error)
+                return self._local().acquire(deadline)
             if reserved is None:
                 return False
-            if reserved == float("-inf"):  # paced alone, by the in-process fallback
-                return True
             start = reserved
             late = self.clock() - start
             if late <= self.interval or attempt == LATE_RESERVATION_RETRIES:
@@ -116,8 +119,8 @@ class SharedPacer:
         return True
 
     def _reserve(self, deadline: float | None) -> float | None:
-        """The start reserved in the table (on `clock`); None when it would come after `deadline`;
-        -inf when the table could not be used and the in-process pacer paced this call instead."""
+        """The start reserved in the table (on `clock`); None when it would come after `deadline`.
+        Raises what the table call raised."""
         now = self.clock()
         if deadline is None:
             latest = float("inf")
@@ -125,22 +128,17 @@ class SharedPacer:
             latest = now + (deadline - self.deadline_clock())
             if latest < now:
                 return None
-        try:
-            start = self.store.reserve_start(
-                self.api,
-                self.account,
-                self.region,
-                now=now,
-                # DynamoDB numbers are finite: "no deadline" is a day away, past any probe budget.
-                latest_start=min(latest, now + 86_400),
-                interval=self.interval,
-                tolerance=self.tolerance,
-                expires_at=self._expires_at(now),
-            )
-        except (ClientError, BotoCoreError, PaceContended) as error:
-            logger.warning("pace of %s not reserved in the table (%s): pacing this sandbox alone", self.api, error)
-            self._note_unshared(error)
-            return float("-inf") if self._local().acquire(deadline) else None
+        start = self.store.reserve_start(
+            self.api,
+            self.account,
+            self.region,
+            now=now,
+            # DynamoDB numbers are finite: "no deadline" is a day away, past any probe budget.
+            latest_start=min(latest, now + 86_400),
+            interval=self.interval,
+            tolerance=self.tolerance,
+            expires_at=self._expires_at(now),
+        )
         if start is not None:
             self._reserved.at = now
         return start
