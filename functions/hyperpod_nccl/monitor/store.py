@@ -727,39 +727,44 @@ class Store:
         failed): the monitor has told this cluster's state before. Records expire with the history (TTL), so a monitor
         silent for longer than that starts again from a baseline. Newest first, stopping at the
         first match: usually one page."""
-        upper = f"{SWEEP}{started_at.isoformat()}#{sweep_id}"
-        kwargs: dict[str, Any] = {
-            "KeyConditionExpression": Key(PARTITION_KEY).eq(cluster_key(region, cluster))
-            & Key(SORT_KEY).between(SWEEP, upper),
-            "ScanIndexForward": False,
-            "ConsistentRead": True,
+        projection: dict[str, Any] = {
             "ProjectionExpression": "#sweep, #status, #node, #code",
             "ExpressionAttributeNames": {
                 "#sweep": "sweep_id", "#status": "status", "#node": "node", "#code": "code_version",
             },
         }  # fmt: skip
+        until = f"{SWEEP}{started_at.isoformat()}#{sweep_id}"
+        for item in self._sweeps_newest_first(region, cluster, until=until, **projection):
+            evaluated = item.get("status") in ("complete", "partial") and not item.get("node")
+            evaluated = evaluated and item.get("code_version") == code_version
+            if evaluated and item.get("sweep_id") != sweep_id:
+                return True
+        return False
+
+    def _sweeps_newest_first(
+        self, region: str, cluster: str, *, until: str | None = None, **query: Any
+    ) -> Iterator[dict[str, Any]]:
+        """A cluster's sweep records, newest first, page by page as they are read: all of them, or
+        those whose sort key is at most `until`; `query`: more Query parameters (a projection, a
+        page size)."""
+        sweeps = Key(SORT_KEY).begins_with(SWEEP) if until is None else Key(SORT_KEY).between(SWEEP, until)
+        kwargs: dict[str, Any] = {
+            "KeyConditionExpression": Key(PARTITION_KEY).eq(cluster_key(region, cluster)) & sweeps,
+            "ScanIndexForward": False,
+            "ConsistentRead": True,
+            **query,
+        }
         while True:
             page = self.table.query(**kwargs)
-            for item in page.get("Items", []):
-                evaluated = item.get("status") in ("complete", "partial") and not item.get("node")
-                evaluated = evaluated and item.get("code_version") == code_version
-                if evaluated and item.get("sweep_id") != sweep_id:
-                    return True
+            yield from page.get("Items", [])
             if "LastEvaluatedKey" not in page:
-                return False
+                return
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def last_sweep(self, region: str, cluster: str) -> dict[str, Any] | None:
         """The record of a cluster's newest sweep (`record_sweep`), None before its first."""
-        page = self.table.query(
-            KeyConditionExpression=Key(PARTITION_KEY).eq(cluster_key(region, cluster))
-            & Key(SORT_KEY).begins_with(SWEEP),
-            ScanIndexForward=False,
-            Limit=1,
-            ConsistentRead=True,
-        )
-        items = page.get("Items", [])
-        return dict(items[0]) if items else None
+        newest = next(self._sweeps_newest_first(region, cluster, Limit=1), None)
+        return dict(newest) if newest is not None else None
 
     def fault_history(self, kind: str, resource_id: str) -> list[dict[str, Any]]:
         """Every fault the monitor recorded on one node (`kind` "node", its instance id) or one GPU
@@ -778,22 +783,14 @@ class Store:
         sweep, or history expired) or it probed no node. A single-node sweep is skipped: one probe
         is no percentile of the cluster's. Newest first, stopping at the first cluster-wide sweep:
         usually one page."""
-        kwargs: dict[str, Any] = {
-            "KeyConditionExpression": Key(PARTITION_KEY).eq(cluster_key(region, cluster))
-            & Key(SORT_KEY).begins_with(SWEEP),
-            "ScanIndexForward": False,
-            "ConsistentRead": True,
+        projection: dict[str, Any] = {
             "ProjectionExpression": "#status, #node, #probe",
             "ExpressionAttributeNames": {"#status": "status", "#node": "node", "#probe": "probe_seconds"},
         }
-        while True:
-            page = self.table.query(**kwargs)
-            for item in page.get("Items", []):
-                if item.get("status") in ("complete", "partial") and not item.get("node"):
-                    return float(str(item["probe_seconds"])) if item.get("probe_seconds") else None
-            if "LastEvaluatedKey" not in page:
-                return None
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        for item in self._sweeps_newest_first(region, cluster, **projection):
+            if item.get("status") in ("complete", "partial") and not item.get("node"):
+                return float(str(item["probe_seconds"])) if item.get("probe_seconds") else None
+        return None
 
     def permission_gaps(self, region: str, cluster: str) -> set[str]:
         """The IAM actions the cluster's last sweep was denied (none recorded: empty)."""
