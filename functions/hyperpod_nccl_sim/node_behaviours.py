@@ -28,19 +28,39 @@ class XidSpec(_Strict):
 
 
 class SessionFaultSpec(_Strict):
-    """Data-channel faults the simulated agent injects into one session (see ssm_agent)."""
+    """Data-channel faults the simulated agent injects into one session (see ssm_agent), and the
+    session document's output mode. "Output messages" are the command's stream messages: Output,
+    and with `separate_output_streams` StdErr and ExitCode too. Every field is also a
+    `--fault NAME=VALUE` of the agent's command line (`python -m hyperpod_nccl_sim.ssm_agent
+    --list-faults` lists them with their descriptions): give a new field one."""
 
-    drop_first: int = 0
-    duplicate: bool = False
-    reorder: bool = False
-    corrupt_digest: int = 0
-    stall_seconds: float = 0.0
+    drop_first: int = Field(
+        default=0, description="skip the first send of the first N output messages (retransmission must recover them)"
+    )
+    duplicate: bool = Field(default=False, description="send every output message twice")
+    reorder: bool = Field(default=False, description="swap each pair of consecutive output messages")
+    corrupt_digest: int = Field(
+        default=0,
+        description="send the first N output messages with a wrong payload digest (retransmission must recover them)",
+    )
+    stall_seconds: float = Field(
+        default=0.0, description="pause this long halfway through the output (or before stall_at_section)"
+    )
     stall_at_section: str | None = Field(
         default=None, description="stall before this probe section instead of halfway (a tool that hangs)"
     )
-    close_without_channel_closed: bool = False
-    disconnect_after: int | None = None
-    kms: bool = False
+    close_without_channel_closed: bool = Field(
+        default=False, description="after the output and the drain, close the socket without channel_closed"
+    )
+    disconnect_after: int | None = Field(
+        default=None, description="drop the connection (no channel_closed) after sending N output messages"
+    )
+    kms: bool = Field(default=False, description="request KMS encryption in the handshake (the client must refuse it)")
+    separate_output_streams: bool = Field(
+        default=False,
+        description="a document with separateOutputStream: stdout as Output (1), stderr as StdErr (11), "
+        "then the exit code as ExitCode (12) 'EXIT_CODE: <n>'",
+    )
     # Hostile agents (a compromised node): what the client must bound.
     out_of_order_flood: int = Field(
         default=0, description="send this many output messages past one that never comes, instead of the output"

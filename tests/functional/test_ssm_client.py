@@ -5,15 +5,22 @@ rate limiter, the out-of-order buffer's limits) are tests/unit/test_ssm_client.p
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
+from websockets.exceptions import ConnectionClosedOK
+from websockets.frames import Close
 
 from hyperpod_nccl.collectors.aws import AwsClients
 from hyperpod_nccl.pacing import RateLimiter
 from hyperpod_nccl.ssm import codec
 from hyperpod_nccl.ssm.client import (
+    DataChannel,
     SessionError,
     SessionErrorKind,
     SessionLimits,
@@ -23,7 +30,7 @@ from hyperpod_nccl.ssm.client import (
 from hyperpod_nccl_sim.aws import EmulatedAws, register_start_session_handler, terminated_sessions
 from hyperpod_nccl_sim.node_behaviours import SessionFaultSpec
 from hyperpod_nccl_sim.scenario import FaultSpec
-from hyperpod_nccl_sim.ssm_agent import SimulatedSsmAgent
+from hyperpod_nccl_sim.ssm_agent import AgentSession, SimulatedSsmAgent
 
 OUTPUT = ("probe ✓ ü " * 400 + "\n").encode() + b"\n__RC__=3\n"
 EXPECTED = OUTPUT[: -len(b"\n__RC__=3\n")]
@@ -269,3 +276,231 @@ def test_output_past_the_session_cap_ends_it_keeping_what_fits(agent) -> None:  
     error = _fails_alone(agent, SessionFaultSpec(), SessionLimits(output_bytes=2 * len(OUTPUT)), flood)
     assert f"more than {2 * len(OUTPUT)} bytes of output" in error.message
     assert error.partial_output == flood[: 2 * len(OUTPUT)]
+
+
+# --- separate stdout/stderr (a document with separateOutputStream) and the exit-code message ---
+
+STDOUT = ("stdout ✓ " * 450 + "\n").encode()  # no __RC__ marker: the exit code comes from the agent
+STDERR = ("stderr ü " * 300 + "\n").encode()
+
+
+def _separate(**faults: object) -> SessionFaultSpec:
+    return SessionFaultSpec(separate_output_streams=True, **faults)
+
+
+def _stream_payloads(session: AgentSession | None, *types: codec.PayloadType) -> list[bytes]:
+    """The payloads of the given types the agent sent, in sequence order."""
+    assert session is not None
+    return [m.payload for m in session.sent if m.payload_type in types]
+
+
+@pytest.mark.parametrize(
+    "faults",
+    [
+        _separate(),
+        _separate(drop_first=2),
+        _separate(duplicate=True),
+        _separate(reorder=True),
+        _separate(corrupt_digest=3),
+        _separate(stall_seconds=0.3),
+        _separate(close_without_channel_closed=True),
+        _separate(drop_first=1, duplicate=True, reorder=True),
+    ],
+    ids=["clean", "drop", "duplicate", "reorder", "bad-digest", "stall", "no-channel-closed", "combined"],
+)
+def test_separate_streams_arrive_merged_with_the_exit_code_message(agent, faults) -> None:  # type: ignore[no-untyped-def]
+    # The client's API has one output: stdout and stderr merged in the order the agent sent them
+    # (sequence order). The exit code comes from the final ExitCode message: stdout has no marker.
+    response = agent.add_session("target", STDOUT, faults, stderr=STDERR, exit_code=7)
+    output, exit_code = run_data_channel(response["StreamUrl"], response["TokenValue"], time.monotonic() + 10)
+    session = agent.session(response["SessionId"])
+    assert exit_code == 7
+    assert output == b"".join(_stream_payloads(session, codec.PayloadType.OUTPUT, codec.PayloadType.STDERR))
+    # What the agent sent: stdout as Output (1), stderr as StdErr (11), interleaved as two pipes read
+    # at once, then one ExitCode (12) message, last, with the exact text of the real agent.
+    assert b"".join(_stream_payloads(session, codec.PayloadType.OUTPUT)) == STDOUT
+    assert b"".join(_stream_payloads(session, codec.PayloadType.STDERR)) == STDERR
+    types = [m.payload_type for m in session.sent]
+    assert types.index(codec.PayloadType.STDERR) < len(types) - 1 - types[::-1].index(codec.PayloadType.OUTPUT)
+    assert types[-1] == codec.PayloadType.EXIT_CODE and types.count(codec.PayloadType.EXIT_CODE) == 1
+    assert session.sent[-1].payload == b"EXIT_CODE: 7"
+    if not faults.close_without_channel_closed:
+        assert session.completed
+
+
+@pytest.mark.parametrize("code", [0, 1, 127, -1], ids=["ok", "failed", "not-found", "killed-by-signal"])
+def test_the_exit_code_message_is_the_exit_code_without_a_marker(agent, code: int) -> None:  # type: ignore[no-untyped-def]
+    # -1 is what the agent reports for a process a signal killed (Go's ExitError.ExitCode()).
+    response = agent.add_session("target", b"done\n", _separate(), exit_code=code)
+    output, exit_code = run_data_channel(response["StreamUrl"], response["TokenValue"], time.monotonic() + 10)
+    assert (output, exit_code) == (b"done\n", code)
+
+
+def test_the_marker_wins_over_the_exit_code_message(agent) -> None:  # type: ignore[no-untyped-def]
+    # Our wrapper's `bash -c` exits 0 after printing the command's status as the marker: the agent's
+    # ExitCode is the wrapper's, the marker the command's.
+    response = agent.add_session("target", OUTPUT, _separate(), stderr=b"a warning\n", exit_code=0)
+    output, exit_code = run_data_channel(response["StreamUrl"], response["TokenValue"], time.monotonic() + 10)
+    assert exit_code == 3
+    assert output.replace(b"a warning\n", b"", 1) == EXPECTED
+
+
+def test_stderr_only_sends_no_output_message(agent) -> None:  # type: ignore[no-untyped-def]
+    # The agent never sends an empty payload: a command that writes nothing to stdout sends no Output.
+    response = agent.add_session("target", b"", _separate(), stderr=b"bash: nvidia-smi: not found\n", exit_code=127)
+    output, exit_code = run_data_channel(response["StreamUrl"], response["TokenValue"], time.monotonic() + 10)
+    assert (output, exit_code) == (b"bash: nvidia-smi: not found\n", 127)
+    session = agent.session(response["SessionId"])
+    assert not _stream_payloads(session, codec.PayloadType.OUTPUT)
+
+
+@pytest.mark.parametrize("separate", [False, True], ids=["merged", "separate"])
+def test_the_handshake_is_that_of_the_real_agent_in_either_mode(agent, separate: bool) -> None:  # type: ignore[no-untyped-def]
+    # The document's separateOutputStream does not travel in the handshake (Properties stay null);
+    # only HandshakeComplete's CustomerMessage differs: the agent asks a client announcing a version
+    # up to 1.2.295 (ours says 1.2.0.0) to upgrade. Our client keeps it and goes on.
+    response = agent.add_session("target", STDOUT, SessionFaultSpec(separate_output_streams=separate))
+    output, exit_code = run_data_channel(response["StreamUrl"], response["TokenValue"], time.monotonic() + 10)
+    assert (output, exit_code) == (STDOUT, 0 if separate else None)
+    session = agent.session(response["SessionId"])
+    request, complete = session.sent[0], session.sent[1]
+    assert request.payload_type == codec.PayloadType.HANDSHAKE_REQUEST
+    action = request.json()["RequestedClientActions"][0]
+    assert action["ActionParameters"] == {"SessionType": "NonInteractiveCommands", "Properties": None}
+    assert complete.payload_type == codec.PayloadType.HANDSHAKE_COMPLETE
+    message = complete.json()["CustomerMessage"]
+    assert ("1.2.312.0" in message) if separate else message == ""
+
+
+# --- how a session ends: channel_closed, a close without it, a dropped connection -------------
+
+
+@pytest.mark.parametrize(
+    ("stdout", "faults", "exit_code"),
+    [
+        (OUTPUT, SessionFaultSpec(), 3),
+        (OUTPUT, SessionFaultSpec(close_without_channel_closed=True), 3),
+        (STDOUT, SessionFaultSpec(), None),
+        (STDOUT, _separate(), 5),
+        (STDOUT, _separate(close_without_channel_closed=True), 5),
+    ],
+    ids=["marker", "marker-no-channel-closed", "no-marker", "exit-code", "exit-code-no-channel-closed"],
+)
+def test_a_session_that_ended_returns_its_output(agent, stdout: bytes, faults, exit_code) -> None:  # type: ignore[no-untyped-def]
+    # channel_closed says the session ended; without it, the exit marker or the ExitCode message
+    # says the command finished (only the goodbye was lost).
+    response = agent.add_session("target", stdout, faults, exit_code=5)
+    output, code = run_data_channel(response["StreamUrl"], response["TokenValue"], time.monotonic() + 10)
+    assert output == (EXPECTED if stdout == OUTPUT else stdout)
+    assert code == exit_code
+
+
+@pytest.mark.parametrize(
+    ("stdout", "faults", "complete"),
+    [
+        (OUTPUT, SessionFaultSpec(disconnect_after=1), False),
+        (OUTPUT, _separate(disconnect_after=2), False),
+        # Everything but the ExitCode message: the command's output is all there, its end is not.
+        (STDOUT, _separate(disconnect_after=len(codec.utf8_chunks(STDOUT)) + len(codec.utf8_chunks(STDERR))), True),
+        # The whole output then a close without channel_closed, and nothing that says the command
+        # finished: the client cannot tell it from a cut, so it does not pretend to.
+        (STDOUT, SessionFaultSpec(close_without_channel_closed=True), True),
+    ],
+    ids=["mid-output", "mid-output-separate", "before-the-exit-code", "no-channel-closed-no-marker"],
+)
+def test_a_session_cut_off_is_flagged_incomplete_with_what_arrived(agent, stdout: bytes, faults, complete) -> None:  # type: ignore[no-untyped-def]
+    response = agent.add_session("target", stdout, faults, stderr=STDERR if faults.separate_output_streams else b"")
+    with pytest.raises(SessionError) as raised:
+        run_data_channel(response["StreamUrl"], response["TokenValue"], time.monotonic() + 10)
+    error = raised.value
+    assert error.kind is SessionErrorKind.TRANSPORT and error.kind.retryable
+    assert "closed before the command finished" in error.message
+    sent = _stream_payloads(agent.session(response["SessionId"]), codec.PayloadType.OUTPUT, codec.PayloadType.STDERR)
+    everything = b"".join(sent)
+    assert error.partial_output and everything.startswith(error.partial_output)
+    assert (error.partial_output == everything) is complete
+
+
+class _SocketClosedByTheAgent:
+    """A websocket the agent has closed: it still hands over the frames that arrived before the
+    close (as websockets' sync connection does), then reports the close; sending fails."""
+
+    def __init__(self, frames: list[bytes]) -> None:
+        self.frames = frames
+        self.close = ConnectionClosedOK(Close(1000, ""), Close(1000, ""), True)
+
+    def recv(self, timeout: float | None = None) -> bytes:
+        if self.frames:
+            return self.frames.pop(0)
+        raise self.close
+
+    def send(self, frame: bytes | str) -> None:
+        raise self.close
+
+
+def test_output_read_after_the_agent_closed_is_kept_though_it_cannot_be_acked() -> None:
+    # The real agent closes 2 s after its last message whether or not the acks came: what arrived
+    # before the close is the command's output, though its acks can no longer be sent.
+    payloads = [
+        (codec.PayloadType.OUTPUT, b"data\n"),
+        (codec.PayloadType.STDERR, b"oops\n"),
+        (codec.PayloadType.EXIT_CODE, b"EXIT_CODE: 4"),
+    ]
+    frames = [
+        codec.stream_message(codec.OUTPUT_STREAM_DATA, seq, payload_type, payload).encode()
+        for seq, (payload_type, payload) in enumerate(payloads)
+    ]
+    channel = DataChannel(_SocketClosedByTheAgent(frames), "token")  # type: ignore[arg-type]
+    channel.run(time.monotonic() + 5)
+    assert (bytes(channel.output), channel.exit_code) == (b"data\noops\n", 4)
+
+
+# --- the agent's command line ------------------------------------------------------------------
+
+FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
+
+
+def _agent_process(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "hyperpod_nccl_sim.ssm_agent", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(FUNCTIONS)},
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--text", "x" * 3000 + "\n__RC__=5\n", "--fault", "drop_first=2"], (b"x" * 3000, 5)),
+        (
+            [
+                *("--text", "data\n", "--stderr", "oops\n", "--exit-code", "4"),
+                *("--fault", "separate_output_streams=true", "--fault", "reorder=yes", "--fault", "drop_first=1"),
+            ],
+            (b"data\noops\n", 4),
+        ),
+    ],
+    ids=["drop", "separate-streams"],
+)
+def test_the_agent_command_line_serves_a_session_with_its_faults(args: list[str], expected) -> None:  # type: ignore[no-untyped-def]
+    process = _agent_process("--seconds", "20", *args)
+    try:
+        assert process.stdout is not None
+        response = json.loads(process.stdout.readline())
+        assert run_data_channel(response["StreamUrl"], response["TokenValue"], time.monotonic() + 10) == expected
+    finally:
+        process.terminate()
+        process.communicate(timeout=10)
+
+
+def test_a_bad_fault_on_the_command_line_is_one_error_line_and_status_2() -> None:
+    process = _agent_process("--fault", "drop_first=two", "--seconds", "5")
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 2
+    assert "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1] == (
+        "python -m hyperpod_nccl_sim.ssm_agent: error: --fault drop_first='two': "
+        "Input should be a valid integer, unable to parse string as an integer"
+    )

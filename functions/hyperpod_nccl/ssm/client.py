@@ -15,6 +15,7 @@ node fails its own session (kind `limit_exceeded`) instead of growing the client
 from __future__ import annotations
 
 import base64
+import contextlib
 import random
 import re
 import time
@@ -330,8 +331,11 @@ class DataChannel:
     def _on_stream(self, message: ClientMessage) -> None:
         seq = message.sequence_number
         # Every stream message is acked, duplicates too: a lost ack would otherwise make the
-        # agent resend forever.
-        self.ws.send(codec.acknowledgement(message).encode())
+        # agent resend forever. A message read after the agent closed the socket (the websocket
+        # still hands over what arrived before the close) cannot be acked, but it is output all
+        # the same: a failed ack must not lose it, nor the messages queued behind it.
+        with contextlib.suppress(ConnectionClosed):
+            self.ws.send(codec.acknowledgement(message).encode())
         if seq < self._expected or seq in self._buffer:
             return
         if seq > self._expected:
