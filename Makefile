@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup demo test lint typecheck unit functional infra synth bench deploy clean
+.PHONY: setup browser demo test lint typecheck unit functional infra synth bench deploy clean
 
 $(STAMP): pyproject.toml requirements/runtime.txt requirements/dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,17 @@ $(STAMP): pyproject.toml requirements/runtime.txt requirements/dev.txt
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# Debian's Chromium, which the HTML report's tests render the page in (tests/headless_chromium.py;
+# $$HYPERPOD_NCCL_CHROMIUM names another browser). Installed once, as root or through sudo; the
+# package lists are refreshed only when the first try finds nothing to install.
+browser:
+	@command -v chromium >/dev/null 2>&1 || [ -n "$$HYPERPOD_NCCL_CHROMIUM" ] || { \
+	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  echo "installing Debian's chromium for the HTML report's browser tests"; \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >/dev/null || { \
+	    $$sudo apt-get update -q >/dev/null && \
+	    $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >/dev/null; }; }
 
 demo: $(STAMP)
 	$(BIN)/hyperpod-nccl demo
@@ -31,7 +42,7 @@ typecheck: $(STAMP)
 # worksteal, not xdist's default `load`: `load` hands each worker long runs of tests up front and
 # never moves them, so one worker ended with the whole fault matrix while the other sat idle (the
 # suite took 19 min on 2 cores; 13.5 with worksteal, both workers busy to the end).
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/ruff check functions infra tests
 	$(BIN)/mypy
 	$(BIN)/pytest -n 2 --dist worksteal -m "not bench"
@@ -40,7 +51,7 @@ test: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit
 
-functional: $(STAMP)
+functional: $(STAMP) browser
 	$(BIN)/pytest -n 2 --dist worksteal tests/functional
 
 # Serial on purpose: the layer shares one synthesis per process (tests/infra/conftest.py).

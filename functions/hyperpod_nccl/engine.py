@@ -24,7 +24,15 @@ from hyperpod_nccl.checks import COLLECTED_FROM, SOURCE_TITLES, Check, CheckMeta
 from hyperpod_nccl.collectors import collect
 from hyperpod_nccl.collectors.aws import AwsClients
 from hyperpod_nccl.collectors.context import CollectionContext, ProgressSink
-from hyperpod_nccl.models.findings import Coverage, DegradedSource, Finding, Status, SweepResult
+from hyperpod_nccl.models.findings import (
+    Coverage,
+    DegradedSource,
+    Finding,
+    NodeRow,
+    ProbeOutcome,
+    Status,
+    SweepResult,
+)
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.request import DiagnoseRequest
 from hyperpod_nccl.probe import documents
@@ -221,6 +229,29 @@ def coverage_of(inventory: Inventory) -> Coverage:
     )
 
 
+def node_rows(inventory: Inventory) -> list[NodeRow]:
+    """Every listed node with where it sits and whether the probes read it (`SweepResult.nodes`)."""
+    probes = inventory.node_probes
+    probed = set(probes.probed_instance_ids) if probes else set()
+    unreachable = set(probes.unreachable_instance_ids) if probes else set()
+
+    def outcome(instance_id: str) -> ProbeOutcome:
+        if instance_id in probed:
+            return "probed"
+        return "unreachable" if instance_id in unreachable else "not_probed"
+
+    return [
+        NodeRow(
+            instance_id=node.instance_id,
+            instance_group=node.instance_group,
+            instance_type=node.instance_type,
+            status=node.status,
+            probe=outcome(node.instance_id),
+        )
+        for node in inventory.control_plane.nodes or []
+    ]
+
+
 def build_result(
     inventory: Inventory, degraded: list[DegradedSource], started_at: datetime, observe: CheckObserver | None = None
 ) -> SweepResult:
@@ -239,6 +270,7 @@ def build_result(
         window_end=inventory.window_end,
         scope=inventory.scope,
         coverage=coverage_of(inventory),
+        nodes=node_rows(inventory),
         findings=findings,
         verdict=build_verdict(findings, inventory),
         degraded_sources=[*degraded, *check_errors],

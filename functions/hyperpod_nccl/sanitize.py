@@ -11,6 +11,8 @@ at the point where it is written out, and add their own colours and markup after
 - `for_terminal`: multi-line text for a terminal or a file meant for people (keeps ``\\n``, ``\\t``).
 - `one_line`: a value that must stay on its line (table cell, header, list entry).
 - `for_slack`: a value placed inside our own Slack/Chatbot markdown.
+- `for_html`: a value inside our HTML report (`one_line`, then HTML-escaped; escaping is applied
+  once, where the page is written, so unlike the others it is not idempotent).
 - `email_subject`: an SNS ``Subject`` (printable ASCII, one line, under 100 characters).
 
 Rendering rule, used everywhere: a character Python does not consider printable
@@ -26,6 +28,7 @@ characters ``\\x1b`` looks the same as one that contained ESC, which hides nothi
 
 from __future__ import annotations
 
+import html
 import re
 
 # Named escapes read better than hex for the three whitespace controls people know.
@@ -97,6 +100,13 @@ def one_line(text: str) -> str:
     """A cluster value that must not break out of its line: `for_terminal`, and newlines and
     tabs shown as ``\\n`` and ``\\t`` too (table cells, headers, one entry of a list)."""
     return _escape(text, "")
+
+
+def for_html(text: str) -> str:
+    """A cluster value as the text of an HTML element or attribute: `one_line`, then `&<>"'`
+    escaped, so that no value can open a tag, close an attribute or hide behind a control or
+    bidirectional-override character."""
+    return html.escape(one_line(text), quote=True)
 
 
 def for_slack(text: str) -> str:

@@ -46,6 +46,20 @@ def test_a_diagnosis_that_stops_still_prints_one_json_document(cli) -> None:  # 
         assert error["fix"] and "[FAIL]" in run.stderr  # stderr tells a person as before
 
 
+def test_html_is_one_page_whatever_happened(cli) -> None:  # type: ignore[no-untyped-def]
+    from hyperpod_nccl.cli.exit_codes import EXIT_PREREQUISITE, EXIT_USAGE
+
+    run = cli("demo", "--scenario", "healthy-eks", "--scenario", "slurm-p5en", "--format", "html")
+    assert run.code == 0, run.stderr
+    assert run.stdout.count("<!doctype html>") == 1 and run.stdout.count('<section class="report"') == 2
+    stopped = cli("diagnose", "--cluster", "no-such-cluster", "--region", "us-west-2", "--format", "html")
+    assert stopped.code == EXIT_PREREQUISITE  # the exit code of the text run, and a page saying why
+    assert stopped.stdout.startswith("<!doctype html>") and "no-such-cluster" in stopped.stdout
+    assert 'data-error="1"' in stopped.stdout and "[FAIL]" in stopped.stderr
+    refused = cli("demo", "status", "--format", "html")
+    assert refused.code == EXIT_USAGE and not refused.stdout and "--format html" in refused.stderr
+
+
 class _Tty(io.StringIO):
     def isatty(self) -> bool:
         return True

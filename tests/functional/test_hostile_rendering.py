@@ -23,6 +23,7 @@ from botocore.exceptions import ClientError
 
 from hyperpod_nccl.cli.commands.support_bundle import bundle_files
 from hyperpod_nccl.cli.render import TextReport, render_json
+from hyperpod_nccl.cli.render_html import render_html
 from hyperpod_nccl.incidents.report import IncidentRun, incidents_json, render_incidents_text, run_incidents
 from hyperpod_nccl.models.findings import Scope
 from hyperpod_nccl.models.request import DiagnoseRequest
@@ -51,6 +52,14 @@ BASE_URL = "https://docs.example.com/refs"
 VISIBLE = ("\\x1b[2J", "\\x1b]52;c;", "\\r[PASS]", "\\u202e")
 # The report's own colour codes (render.py; 2, dim, is SKIP's), the only escape sequences allowed in its output.
 OUR_COLOURS = re.compile(r"\x1b\[(?:3[1-6]|2|0)m")
+
+
+# Every tag the HTML report writes: anything else in a page came from the data.
+HTML_TAGS = {
+    *("html", "head", "meta", "title", "style", "body", "section", "h1", "h2", "h3", "p", "div", "span", "b"),
+    *("a", "ul", "li", "br", "details", "summary", "pre", "footer"),
+}
+HTML_TAGS |= {f"/{tag}" for tag in HTML_TAGS}
 
 
 def _plant(scenario: Scenario) -> None:
@@ -106,6 +115,7 @@ def _renderings(incident_run: IncidentRun) -> dict[str, str]:
     TextReport(report, colour=True).render(incident_run.result)
     outputs["diagnose text (colour)"] = report.getvalue()
     outputs["diagnose json"] = render_json(incident_run.result)
+    outputs["diagnose html"] = render_html([incident_run.result])
     incidents = io.StringIO()
     render_incidents_text(incidents, incident_run)
     outputs["incidents text"] = incidents.getvalue()
@@ -162,8 +172,15 @@ def test_no_renderer_passes_control_characters_or_markup(simulate, cli) -> None:
     for name, text in outputs.items():
         _assert_safe_text(name, OUR_COLOURS.sub("", text) if "colour" in name else text)
     # The payload really reached every report (planted where the checks read it), escaped.
-    for name in ("diagnose (CLI)", "incidents text", "bundle case.md", "bundle nccl-diag.txt", "bundle nccl-env.txt"):
+    for name in (
+        "diagnose (CLI)", "diagnose html", "incidents text", "bundle case.md", "bundle nccl-diag.txt",
+        "bundle nccl-env.txt",
+    ):  # fmt: skip
         _assert_visible(name, outputs[name])
+    # The page: no markup from the data, which shows as text; no value can close an attribute.
+    page = outputs["diagnose html"]
+    assert "<!channel>" not in page and "<@U0123>" not in page and "&lt;!channel&gt;" in page
+    assert re.findall(r"<(/?[a-z0-9]+)", page) and set(re.findall(r"<(/?[a-z0-9]+)", page)) <= HTML_TAGS
     # JSON keeps the exact text, which its encoder escapes (ESC as \u001b).
     for name in ("diagnose json", "incidents json", "bundle nccl-diag.json"):
         assert any(PAYLOAD in value for value in _strings(json.loads(outputs[name]))), name

@@ -67,6 +67,50 @@ COLLECTED_FROM: dict[Source, frozenset[str]] = {
     "kubernetes": frozenset({DESCRIBE_CLUSTER, DESCRIBE_EKS_CLUSTER}) | KUBERNETES_READS,
 }
 
+# What a node that no finding of a family names has shown, by what the family's checks read:
+# "probe": its SSM probe output, so PASS where the probe read the node (SKIP where it could not reach
+# it); "listed": the node's ListClusterNodes record, read for every listed node, so PASS; "unsaid":
+# nothing read node by node (logs, Kubernetes objects, fleet comparisons), so silence is no result.
+Silence = Literal["probe", "listed", "unsaid"]
+
+
+@dataclass(frozen=True)
+class CheckFamily:
+    """A column of the report's node grid (`hyperpod_nccl.verdict.grid`): the checks of some
+    modules of this package, and what a node none of their findings names has shown (`Silence`)."""
+
+    title: str
+    modules: frozenset[str]
+    silence: Silence
+
+
+# In the grid's order. Every module that registers a check is in exactly one family (`register`
+# refuses any other; a contract test holds the modules disjoint).
+FAMILIES: tuple[CheckFamily, ...] = (
+    CheckFamily("HyperPod", frozenset({"cluster", "cluster_events"}), "listed"),
+    CheckFamily("Kubernetes", frozenset({"k8s_nodes", "k8s_pods", "k8s_versions", "k8s_network_policy"}), "unsaid"),
+    CheckFamily("Slurm", frozenset({"slurm_controller"}), "unsaid"),
+    CheckFamily("Logs", frozenset({"logs", "k8s_logs"}), "unsaid"),
+    CheckFamily("GPU", frozenset({"node_gpu"}), "probe"),
+    CheckFamily(
+        "EFA & network", frozenset({"node_network", "node_latency", "network_security_groups", "k8s_efa"}), "probe"
+    ),
+    CheckFamily("Limits & memory", frozenset({"node_limits", "node_memory"}), "probe"),
+    CheckFamily("NCCL env", frozenset({"node_env", "node_job_env", "k8s_env"}), "probe"),
+    CheckFamily("Fleet", frozenset({"fleet_outliers"}), "unsaid"),
+    CheckFamily("Probe", frozenset({"node_reachability", "node_clock", "hang_attribution"}), "probe"),
+)
+
+
+def family_of_module(module: str) -> CheckFamily:
+    """The family of the checks defined in `module` (a dotted name or its last part)."""
+    name = module.rsplit(".", 1)[-1]
+    for family in FAMILIES:
+        if name in family.modules:
+            return family
+    raise ValueError(f"check module {name!r} belongs to no family: add it to checks.FAMILIES")
+
+
 REGISTRY: dict[str, Check] = {}
 
 
@@ -82,6 +126,8 @@ class CheckMeta:
     orchestrators: frozenset[OrchestratorName] = frozenset({"eks", "slurm"})
     # The AWS actions and input names (`hyperpod_nccl.reads`) without which a PASS is unknowable.
     reads: frozenset[str] = frozenset()
+    # The title of its `CheckFamily`: the node grid's column its findings fall in.
+    family: str = ""
 
 
 @dataclass(frozen=True)
@@ -179,6 +225,7 @@ def check(
                 source=source,
                 orchestrators=frozenset(orchestrators),
                 reads=declared,
+                family=family_of_module(function.__module__).title,
             ),
             function=function,
         )

@@ -82,7 +82,7 @@ class TextReport:
     def _details(self, result: SweepResult) -> None:
         """Every FAIL/WARN finding once, under its root cause in verdict order; then what could not
         be read and the checks it left unsure; INFO and PASS last, where they cannot bury a fault."""
-        issues = _IssuesByFingerprint(result.findings)
+        issues = IssuesByFingerprint(result.findings)
         for number, cause in enumerate(result.verdict.root_causes, 1):
             self._cause_details(number, cause, issues)
         # Empty for a verdict built from these findings (it folds every one); shown rather than lost
@@ -112,7 +112,7 @@ class TextReport:
             for finding in _ordered(findings):
                 self.finding(finding)
 
-    def _cause_details(self, number: int, cause: RootCause, issues: _IssuesByFingerprint) -> None:
+    def _cause_details(self, number: int, cause: RootCause, issues: IssuesByFingerprint) -> None:
         """One root cause, numbered as in the verdict: its own findings, then each symptom it
         explains with the rule's sentence."""
         self._line()
@@ -178,9 +178,9 @@ class TextReport:
             self._line(f"  {number}. {cause.priority.value} {cause.title}  [{cause.scope}]")
             self._line(f"       blocks: {cause.why}")
             if cause.resources:
-                self._line(f"       where: {_listed(f'{r.kind} {r.id}' for r in cause.resources)}")
+                self._line(f"       where: {listed(f'{r.kind} {r.id}' for r in cause.resources)}")
             if cause.explains:
-                self._line(f"       explains: {_listed(f'{s.title} ({len(s.findings)})' for s in cause.explains)}")
+                self._line(f"       explains: {listed(f'{s.title} ({len(s.findings)})' for s in cause.explains)}")
             self._line(f"       → {cause.reference.pointer}")
             first = next((step for step in cause.plan if step.command), None)
             if first is not None:
@@ -246,7 +246,7 @@ class TextReport:
                 continue
             lines.append(f"  # {number}. {cause.title} ({cause.priority.value}, {cause.reference.pointer})")
             for step in cause.plan:
-                lines.extend(_step_lines(step))
+                lines.extend(plan_step_lines(step))
             lines.append("")
         if lines:
             self._line()
@@ -259,7 +259,7 @@ class TextReport:
                 self._line(line)
 
 
-def _step_lines(step: PlanStep) -> list[str]:
+def plan_step_lines(step: PlanStep) -> list[str]:
     """One plan step as report lines (see `TextReport._commands`)."""
     lines = [f"  # [{step.stage}] {step.description}"]
     if step.precondition:
@@ -292,7 +292,8 @@ _FINDING_INDENT = "    "
 _SHOWN_LAST = frozenset({Status.INFO, Status.PASS})
 
 
-def _listed(items: Iterable[str]) -> str:
+def listed(items: Iterable[str]) -> str:
+    """The first `MAX_LISTED` items, comma-separated, and how many more there are."""
     values = list(items)
     shown = ", ".join(values[:MAX_LISTED])
     return shown + (f" … and {len(values) - MAX_LISTED} more" if len(values) > MAX_LISTED else "")
@@ -313,7 +314,7 @@ def _source_rank(finding: Finding) -> int:
     return _SOURCE_ORDER[_source_of(finding)]
 
 
-class _IssuesByFingerprint:
+class IssuesByFingerprint:
     """The FAIL/WARN findings of a result, by fingerprint, each handed out once (two findings may
     share a fingerprint; the verdict then names it twice)."""
 

@@ -17,7 +17,9 @@ __all__ = [
     "Coverage",
     "DegradedSource",
     "Finding",
+    "NodeRow",
     "Priority",
+    "ProbeOutcome",
     "Resource",
     "ResourceKind",
     "Scope",
@@ -123,6 +125,22 @@ class Coverage(BaseModel):
     probe_access_note: str | None = None
 
 
+# What the node probes did on a node: read it, tried and could not reach it, or did not try (it was
+# not in the sample, or its status ruled a probe out).
+ProbeOutcome = Literal["probed", "unreachable", "not_probed"]
+
+
+class NodeRow(BaseModel):
+    """One node of the cluster as ListClusterNodes listed it, and whether the probes read it: the
+    rows of the report's node grid (`hyperpod_nccl.verdict.grid`)."""
+
+    instance_id: str
+    instance_group: str
+    instance_type: str
+    status: str = Field(description="the HyperPod node status (InstanceStatus.Status)")
+    probe: ProbeOutcome = "not_probed"
+
+
 class Scope(BaseModel):
     """What the operator asked to look at."""
 
@@ -147,6 +165,9 @@ class SweepResult(BaseModel):
     window_end: datetime
     scope: Scope = Field(default_factory=Scope)
     coverage: Coverage = Field(default_factory=Coverage)
+    nodes: list[NodeRow] = Field(
+        default_factory=list, description="every node ListClusterNodes returned, in its order (empty when not read)"
+    )
     findings: list[Finding] = Field(default_factory=list)
     degraded_sources: list[DegradedSource] = Field(default_factory=list)
     verdict: Verdict = Field(

@@ -15,10 +15,13 @@ from hyperpod_nccl.cli.commands.diagnose import (
     diagnose_or_report,
     exit_code_of,
     run_diagnosis,
+    stopped_page,
 )
 from hyperpod_nccl.cli.exit_codes import EXIT_USAGE, most_severe
 from hyperpod_nccl.cli.extras import require_simulation
 from hyperpod_nccl.cli.render import report_document
+from hyperpod_nccl.cli.render_html import render_html
+from hyperpod_nccl.models.findings import SweepResult
 from hyperpod_nccl.sanitize import one_line
 
 NAME = "demo"
@@ -26,6 +29,7 @@ HELP = "Run diagnose against the embedded simulated HyperPod cluster (no AWS acc
 EXAMPLES = (
     "hyperpod-nccl demo",
     "hyperpod-nccl demo --scenario slurm-p5en --format json",
+    "hyperpod-nccl demo --format html > demo.html",
     "hyperpod-nccl demo --serverless",
     "hyperpod-nccl demo status",
     "hyperpod-nccl demo history",
@@ -90,6 +94,11 @@ def run(args: argparse.Namespace) -> int:
     from hyperpod_nccl_sim.scenario import load_scenario
 
     view = getattr(args, "view", None)
+    if args.format == "html" and (view or getattr(args, "serverless", False)):
+        sys.stderr.write(
+            "hyperpod-nccl demo: error: --format html draws a diagnosis: leave out the view and --serverless\n"
+        )
+        return EXIT_USAGE
     if getattr(args, "serverless", False) or view in MONITOR_VIEWS:
         from hyperpod_nccl_sim.serverless import run_demo
 
@@ -104,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"hyperpod-nccl demo: error: {one_line(str(error))}\n")
         return EXIT_USAGE
     codes: list[int] = []
-    documents: list[dict[str, object]] = []
+    outcomes: list[SweepResult | Stopped] = []
     for index, scenario in enumerate(scenarios):
         if index and args.format == "text":
             sys.stdout.write("\n" + "=" * 78 + "\n\n")
@@ -113,18 +122,19 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(f"Simulated scenario '{one_line(scenario.name)}': {one_line(scenario.description)}\n\n")
         with SimulatedCluster(scenario) as simulation:
             request = build_request(args, scenario.cluster.name, scenario.region)
-            if args.format != "json":
+            if args.format == "text":
                 codes.append(run_diagnosis(request, simulation.clients(), args))
                 continue
             outcome = diagnose_or_report(request, simulation.clients(), args)
-        if isinstance(outcome, Stopped):
-            codes.append(outcome.exit_code)
-            documents.append(outcome.document)
-        else:
-            codes.append(exit_code_of(outcome, args))
-            documents.append(report_document(outcome))
+        codes.append(outcome.exit_code if isinstance(outcome, Stopped) else exit_code_of(outcome, args))
+        outcomes.append(outcome)
     if args.format == "json":  # one document: the reports in scenario order
+        documents = [o.document if isinstance(o, Stopped) else report_document(o) for o in outcomes]
         sys.stdout.write(json.dumps(documents, indent=2) + "\n")
+    elif args.format == "html":  # one page: the reports in scenario order
+        results = [o for o in outcomes if not isinstance(o, Stopped)]
+        stopped = next((o for o in outcomes if isinstance(o, Stopped)), None)
+        sys.stdout.write(render_html(results) if results or stopped is None else stopped_page(stopped))
     return most_severe(codes)
 
 

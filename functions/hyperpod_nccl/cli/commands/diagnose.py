@@ -15,6 +15,7 @@ from hyperpod_nccl.cli import validate
 from hyperpod_nccl.cli.exit_codes import EXIT_FAIL_ON, EXIT_OK, EXIT_PARTIAL, EXIT_PREREQUISITE, EXIT_USAGE
 from hyperpod_nccl.cli.progress import ProgressLine
 from hyperpod_nccl.cli.render import TextReport, render_json, use_colour
+from hyperpod_nccl.cli.render_html import error_page, render_html
 from hyperpod_nccl.cli.target import add_target_arguments, resolve_clients
 from hyperpod_nccl.collectors.aws import AwsClients
 from hyperpod_nccl.engine import CheckObserver, diagnose
@@ -30,6 +31,7 @@ EXAMPLES = (
     "hyperpod-nccl diagnose --cluster arn:aws:sagemaker:us-west-2:111122223333:cluster/abcdef123456 --profile oncall",
     "hyperpod-nccl diagnose --cluster my-cluster --namespace training --job llama-70b --sample-nodes all",
     "hyperpod-nccl diagnose --cluster my-cluster --format json --fail-on P0 --fail-on partial > report.json",
+    "hyperpod-nccl diagnose --cluster my-cluster --sample-nodes all --format html > report.html",
 )
 # `--fail-on partial`: fail the pipeline when a source was not fully read.
 FAIL_ON_PARTIAL = "partial"
@@ -64,7 +66,13 @@ def add_scope_arguments(parser: argparse.ArgumentParser) -> None:
         f"{thresholds.SSM_START_SESSION_PER_SECOND:g}, the account's rate; lower it beside a monitor of the "
         "same account: docs/pacing.md)",
     )
-    parser.add_argument("--format", choices=["text", "json"], default="text")
+    parser.add_argument(
+        "--format",
+        choices=["text", "json", "html"],
+        default="text",
+        help="text (default); json: one document with every field; html: one self-contained page "
+        "(verdict, timelines, node x check grid), e.g. > report.html",
+    )
     parser.add_argument("--no-color", action="store_true", help="never colour the output")
     parser.add_argument(
         "--verbose",
@@ -157,6 +165,8 @@ def emit(result: SweepResult, args: argparse.Namespace) -> int:
     """Print the result in the chosen format and compute the exit code."""
     if args.format == "json":
         sys.stdout.write(render_json(result) + "\n")
+    elif args.format == "html":
+        sys.stdout.write(render_html([result]))
     else:
         TextReport(sys.stdout, use_colour(sys.stdout, args.no_color)).render(result)
     return exit_code_of(result, args)
@@ -185,6 +195,13 @@ class Stopped:
     document: dict[str, object]
 
 
+def stopped_page(stopped: Stopped) -> str:
+    """What `--format html` writes for a diagnosis that stopped: a page saying why."""
+    error = stopped.document["error"]
+    assert isinstance(error, dict)
+    return error_page(str(error["message"]), [str(d) for d in error["details"]], str(error["fix"]))
+
+
 def diagnose_or_report(request: DiagnoseRequest, aws: AwsClients, args: argparse.Namespace) -> SweepResult | Stopped:
     """Run the engine with progress on stderr: the result, or how it stopped (1, or 2 for a scope
     that names nothing) after saying why on stderr."""
@@ -205,6 +222,8 @@ def run_diagnosis(request: DiagnoseRequest, aws: AwsClients, args: argparse.Name
     if isinstance(outcome, Stopped):
         if args.format == "json":
             sys.stdout.write(json.dumps(outcome.document, indent=2) + "\n")
+        elif args.format == "html":
+            sys.stdout.write(stopped_page(outcome))
         return outcome.exit_code
     return emit(outcome, args)
 
