@@ -13,7 +13,7 @@ import pytest
 
 from hyperpod_nccl import references
 from hyperpod_nccl.classifier import Catalog, Scanner, hits_to_findings, load_catalog, scan_lines, scan_text
-from hyperpod_nccl.classifier.scanner import parse_timestamp, trigger_set
+from hyperpod_nccl.classifier.scanner import parse_timestamp, trigger_pattern, trigger_set
 from tests.log_corpus import catalog_without, held_out, in_sample, source_key
 
 FAILURES = [e for e in in_sample() if e["cls"] != "healthy"]
@@ -496,6 +496,23 @@ def test_every_reference_of_the_catalog_resolves_to_a_heading() -> None:
 def test_triggers_cover_every_keyword() -> None:
     keywords = ("fail", "failed to extend", "xid", "watchdog")
     assert trigger_set(keywords) == ("fail", "watchdog", "xid")
+
+
+def test_one_search_finds_every_trigger_overlapping_ones_too() -> None:
+    pattern = trigger_pattern([b"abc", b"bcd", b"cd", b"xid"])
+    text, found, position = b"--abcd-xid-", [], 0
+    while (match := pattern.search(text, position)) is not None:
+        found.append((match.start(), match.group()))
+        position = match.start() + 1
+    assert found == [(2, b"abc"), (3, b"bcd"), (4, b"cd"), (7, b"xid")]
+    assert trigger_pattern([]).search(b"anything") is None
+
+
+def test_a_line_of_one_trigger_repeated_hides_no_failure_after_it() -> None:
+    # A hostile job prints a megabyte of an error word on one line, then a real failure.
+    flood = "fail " * 200_000
+    hits = scan_text(f"{flood}\nkernel: NVRM: Xid (PCI:0000:53:00): 79, pid=1, GPU has fallen off the bus.\n").hits
+    assert any(hit.id == "xid" for hit in hits)
 
 
 def test_timestamps_of_common_log_formats() -> None:

@@ -20,12 +20,9 @@ Everything the prefilter decides is derived from the catalog (`keywords`, `requi
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from itertools import accumulate, compress, repeat
-from operator import not_
 from typing import BinaryIO, TypeVar
 
 from pydantic import BaseModel, Field
@@ -144,37 +141,33 @@ def trigger_set(keywords: tuple[_Text, ...]) -> tuple[_Text, ...]:
     return tuple(sorted(triggers))
 
 
-def _collect(
-    text: bytes, trigger: bytes, candidates: dict[int, list[bytes]], mapping: tuple[list[int], list[int]] | None
-) -> None:
-    """Add the start of every line of `text` containing `trigger` to `candidates`.
+def trigger_pattern(triggers: Iterable[bytes]) -> re.Pattern[bytes]:
+    """One pattern that finds the next occurrence of any trigger.
 
-    `mapping` (offsets after each joined line, their starts in the block) translates positions of
-    a joined subset of lines back to block offsets; without it `text` is the block itself.
+    The triggers form a trie, so the engine tests a position against their common prefixes once
+    instead of once per trigger (one `find` pass per trigger cost hundreds of passes over a job's
+    log), and skips positions whose byte starts no trigger. `trigger_set` leaves no trigger that is a
+    prefix of another, so at most one trigger matches at a position: searching again one byte past
+    each match start finds every occurrence, overlapping ones included ("abc" and "bcd" in "abcd").
     """
-    position = text.find(trigger)
-    while position >= 0:
-        if mapping is None:
-            start = text.rfind(b"\n", 0, position) + 1
-        else:
-            ends, starts = mapping
-            start = starts[bisect_right(ends, position)]
-        found = candidates.setdefault(start, [])
-        if trigger not in found:
-            found.append(trigger)
-        # One hit per line and trigger is enough: skip the rest of this line.
-        position = text.find(trigger, text.find(b"\n", position))
+    trie: dict[int | None, dict] = {}  # type: ignore[type-arg]
+    for trigger in sorted(set(triggers)):
+        node = trie
+        for byte in trigger:
+            node = node.setdefault(byte, {})
+        node[None] = {}
 
+    def alternation(node: dict) -> bytes:  # type: ignore[type-arg]
+        branches = [
+            re.escape(bytes([byte])) + alternation(child)
+            for byte, child in sorted(((b, c) for b, c in node.items() if b is not None), key=lambda item: item[0])
+        ]
+        if not branches:
+            return b""
+        body = branches[0] if len(branches) == 1 and None not in node else b"(?:" + b"|".join(branches) + b")"
+        return body + (b"?" if None in node else b"")
 
-def _lines_without(lines: list[bytes], marker: bytes) -> list[int]:
-    """Indexes of the lines whose head lacks `marker` (plus over-long lines, checked in full later).
-
-    C-level iterators rather than a comprehension: this touches every line of the input.
-    """
-    indexes = list(compress(range(len(lines)), map(not_, map(bytes.__contains__, lines, repeat(marker)))))
-    if lines and max(map(len, lines)) > MAX_MATCH_BYTES:  # the marker may lie beyond the head
-        indexes = sorted({*indexes, *(i for i, line in enumerate(lines) if len(line) > MAX_MATCH_BYTES)})
-    return indexes
+    return re.compile(alternation(trie)) if trie else re.compile(b"(?!)")
 
 
 def _gated_out(head: bytes, triggers: list[bytes], gate: dict[bytes, tuple[bytes, ...] | None]) -> bool:
@@ -213,6 +206,8 @@ class _Prefilter:
     admitted: dict[bool, dict[bytes, list[_Admitted]]]
     info_triggers: tuple[bytes, ...]
     other_triggers: tuple[bytes, ...]
+    # Every trigger of both kinds, found in one pass (`trigger_pattern`).
+    triggers: re.Pattern[bytes]
     keywords_of: dict[bytes, tuple[bytes, ...]]
     info_gate: dict[bytes, tuple[bytes, ...] | None]
     # Lower-cased success marker → its catalog spelling.
@@ -291,6 +286,7 @@ def _build_prefilter(catalog: Catalog) -> _Prefilter:
         admitted=admitted,
         info_triggers=info_triggers,
         other_triggers=other_triggers,
+        triggers=trigger_pattern(info_triggers + other_triggers),
         keywords_of=keywords_of,
         info_gate=info_gate,
         markers={marker.lower().encode(): marker for marker in catalog.success_markers},
@@ -321,8 +317,8 @@ class Scanner:
         self._order = tables.order
         self._keywords = tables.keywords
         self._admitted = tables.admitted
-        self._info_triggers = tables.info_triggers
-        self._other_triggers = tables.other_triggers
+        self._info_triggers = frozenset(tables.info_triggers)
+        self._triggers = tables.triggers
         self._keywords_of = tables.keywords_of
         self._info_gate = tables.info_gate
         self._markers = tables.markers
@@ -432,25 +428,9 @@ class Scanner:
         base = self._bytes
         self._lines += block.count(b"\n")
         self._bytes += len(block)
-        lines = block.split(b"\n")
-        lines.pop()  # the empty piece after the final newline
-        # candidate line start (offset in `block`) → the triggers found on that line
-        candidates: dict[int, list[bytes]] = {}
         lowered = block.lower()
         self._note_markers(lowered)
-        for trigger in self._info_triggers:
-            _collect(lowered, trigger, candidates, None)
-        # Non-INFO lines (and over-long ones, whose INFO marker may lie beyond the head) joined
-        # into a small text for the remaining triggers.
-        others = _lines_without(lines, INFO_MARKER)
-        if others and self._other_triggers:
-            lengths = list(accumulate(map(len, lines)))  # bytes up to each line's end, newlines excluded
-            starts = [lengths[i - 1] + i if i else 0 for i in others]
-            text = b"\n".join([lines[i] for i in others]).lower() + b"\n"
-            # offsets of the joined lines in `text`, to map a position back to its line
-            joined = list(accumulate(len(lines[i]) + 1 for i in others))
-            for trigger in self._other_triggers:
-                _collect(text, trigger, candidates, (joined, starts))
+        candidates = self._candidates(block, lowered)
         keywords_of, info_gate = self._keywords_of, self._info_gate
         for start in sorted(candidates):
             end = block.find(b"\n", start)
@@ -468,6 +448,39 @@ class Scanner:
                 self._classify(block[start:end].rstrip(b"\r"), head, found, None, base + start)
         if self._settleable:  # after the block's failures: only its last success line counts
             self._note_success_lines(block, lowered, base)
+
+    def _candidates(self, block: bytes, lowered: bytes) -> dict[int, list[bytes]]:
+        """The start of every line of `block` with a trigger on it, and the triggers found there.
+
+        An INFO trigger counts on any line; the others only on lines without the INFO marker (and on
+        over-long lines, whose marker may lie beyond the head that is matched). One pass of
+        search of `trigger_pattern` per occurrence; the line of each occurrence is looked up once per
+        line, so a line made of one trigger repeated costs a step per occurrence, never a scan back to
+        its start.
+        """
+        candidates: dict[int, list[bytes]] = {}
+        info_triggers = self._info_triggers
+        line_start = line_end = -1
+        plain_line = False  # the current line may take the non-INFO triggers
+        search = self._triggers.search
+        match = search(lowered)
+        while match is not None:
+            position = match.start()
+            if position >= line_end:
+                line_start = lowered.rfind(b"\n", 0, position) + 1
+                line_end = lowered.find(b"\n", position)
+                if line_end < 0:
+                    line_end = len(lowered)
+                plain_line = (
+                    line_end - line_start > MAX_MATCH_BYTES or block.find(INFO_MARKER, line_start, line_end) < 0
+                )
+            trigger = match.group()
+            if plain_line or trigger in info_triggers:
+                found = candidates.setdefault(line_start, [])
+                if trigger not in found:
+                    found.append(trigger)
+            match = search(lowered, position + 1)
+        return candidates
 
     def _note_success_lines(self, text: bytes, lowered: bytes, base: int) -> None:
         """Record where the last success line of each context rule in `text` (whole lines, or one
