@@ -247,6 +247,7 @@ def node_rows(inventory: Inventory) -> list[NodeRow]:
             instance_type=node.instance_type,
             status=node.status,
             probe=outcome(node.instance_id),
+            hostname=node.short_hostname,
         )
         for node in inventory.control_plane.nodes or []
     ]

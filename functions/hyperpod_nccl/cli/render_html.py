@@ -360,7 +360,7 @@ def _group(group: GroupGrid, families: tuple[str, ...]) -> list[str]:
     ]
     for row in group.rows:
         node = row.node
-        label = f"{node.instance_id} · {node.instance_type} · {node.status}"
+        label = " · ".join(filter(None, (node.instance_id, node.hostname, node.instance_type, node.status)))
         cells = "".join(_grid_cell(cell, family) for cell, family in zip(row.cells, families, strict=True))
         parts.append(
             f'<div class="row" data-node="{_e(node.instance_id)}"><span class="id" title="{_e(label)}">'

@@ -139,6 +139,7 @@ class NodeRow(BaseModel):
     instance_type: str
     status: str = Field(description="the HyperPod node status (InstanceStatus.Status)")
     probe: ProbeOutcome = "not_probed"
+    hostname: str | None = Field(None, description="the short private DNS name (what Slurm calls the node)")
 
 
 class Scope(BaseModel):
