@@ -6,6 +6,7 @@ a person or a pipeline would."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -142,7 +143,17 @@ def test_progress_in_a_log_is_a_line_per_phase_without_control_sequences(html_en
     assert "] verifying AWS credentials" in run.stderr
 
 
-def test_an_endpoint_that_accepts_and_never_answers_is_told_within_15_seconds() -> None:
+# Each command that calls AWS, as an operator would run it against one cluster.
+AWS_COMMANDS = {
+    "diagnose": ("diagnose", "--cluster", "c1"),
+    "status": ("status", "--cluster", "c1", "--format", "json"),
+    "history": ("history", "--node", "i-0123456789abcdef0", "--table", "findings", "--format", "json"),
+    "sweep-now": ("sweep-now", "--cluster", "c1"),
+}
+
+
+@pytest.mark.parametrize("command", sorted(AWS_COMMANDS))
+def test_an_endpoint_that_accepts_and_never_answers_is_told_within_15_seconds(command: str) -> None:
     import socket
     import time
 
@@ -151,7 +162,14 @@ def test_an_endpoint_that_accepts_and_never_answers_is_told_within_15_seconds() 
     silent.listen(16)  # the kernel completes the handshakes; nothing ever reads or answers
     try:
         started = time.monotonic()
-        run = _diagnose(f"http://127.0.0.1:{silent.getsockname()[1]}")
+        run = _hyperpod_nccl(
+            *AWS_COMMANDS[command],
+            "--region",
+            "us-west-2",
+            AWS_ENDPOINT_URL=f"http://127.0.0.1:{silent.getsockname()[1]}",
+            AWS_ACCESS_KEY_ID=FAKE_ACCESS_KEY,
+            AWS_SECRET_ACCESS_KEY=FAKE_SECRET_KEY,
+        )
         elapsed = time.monotonic() - started
     finally:
         silent.close()
@@ -159,6 +177,11 @@ def test_an_endpoint_that_accepts_and_never_answers_is_told_within_15_seconds() 
     assert elapsed < 15, f"a dead endpoint took {elapsed:.0f} s to report"
     assert "sts:GetCallerIdentity timed out waiting for the answer" in run.stderr
     assert "127.0.0.1" in run.stderr, "the message names what was unreachable"
+    assert "Traceback" not in run.stderr
+    if "json" in AWS_COMMANDS[command]:  # stopped, and still one JSON document on stdout
+        error = json.loads(run.stdout)["error"]
+        assert "sts:GetCallerIdentity" in error["message"] and error["exit_code"] == EXIT_PREREQUISITE
+        assert error["fix"]
 
 
 @pytest.mark.parametrize(

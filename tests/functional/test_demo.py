@@ -60,6 +60,23 @@ def test_html_is_one_page_whatever_happened(cli) -> None:  # type: ignore[no-unt
     assert refused.code == EXIT_USAGE and not refused.stdout and "--format html" in refused.stderr
 
 
+def test_an_unknown_scenario_is_one_line_on_every_path(cli) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from hyperpod_nccl.cli.exit_codes import EXIT_USAGE
+
+    serverless = cli("demo", "--serverless", "--scenario", "nosuch")
+    assert serverless.code == EXIT_USAGE and "Traceback" not in serverless.stderr and "nosuch" in serverless.messages
+    for argv in (["status"], ["history"], ["incidents"], []):
+        run = cli("demo", *argv, "--scenario", "nosuch", "--format", "json")
+        assert run.code == EXIT_USAGE, argv
+        assert "Traceback" not in run.stderr and "nosuch" in run.messages, argv
+        assert json.loads(run.stdout)["error"]["exit_code"] == EXIT_USAGE, argv  # still one document
+    told = cli("demo", "--serverless", "--format", "json")
+    assert told.code == EXIT_USAGE and "demo status --format json" in told.messages
+    assert json.loads(told.stdout)["error"]["message"].startswith("--serverless tells its sweeps as text")
+
+
 class _Tty(io.StringIO):
     def isatty(self) -> bool:
         return True

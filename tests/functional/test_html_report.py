@@ -117,6 +117,17 @@ def check_page(browser: HeadlessChromium, page: Path, document: dict[str, Any]) 
     pointers = {cause["reference"]["pointer"] for cause in document["verdict"]["root_causes"]}
     assert pointers <= {text.split(" — ")[0] for text in linked}
 
+    # Each root cause whose data has a time has a track, its marks inside the window.
+    timed = browser.evaluate(
+        "[...document.querySelectorAll('.tl')].map(t => ({cause: t.dataset.cause, marks: [...t.querySelectorAll("
+        "'.mark')].map(m => [parseFloat(m.style.left), parseFloat(m.style.width)])}))"
+    )
+    for track in timed:
+        assert track["cause"] in causes and track["marks"]
+        assert all(left >= 0 and left + width <= 100.01 for left, width in track["marks"])
+    untimed = int(browser.evaluate("document.querySelector('[data-untimed]')?.dataset.untimed ?? '0'"))
+    assert len(timed) + untimed == len(causes)
+
     rows = browser.evaluate(READ_GRID)
     families = [cell["family"] for cell in rows[0]["cells"]]
     assert families == [f.title for f in FAMILIES if f.title in families]

@@ -29,7 +29,7 @@ from hyperpod_nccl.references import INSTALLED_REFERENCES
 REPO = Path(__file__).resolve().parents[2]
 # What the wheel is built from: the package sources, the runbooks and the project metadata.
 BUILD_INPUTS = ("pyproject.toml", "README.md", "functions", "references")
-COMMANDS = ("demo", "diagnose", "incidents", "support-bundle", "triage", "bench")
+COMMANDS = ("demo", "diagnose", "incidents", "support-bundle", "triage", "bench", "status", "history", "sweep-now")
 WATCHDOG = (
     "[rank3]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog caught collective operation "
     "timeout: WorkNCCL(SeqNum=7753, OpType=_REDUCE_SCATTER_BASE, NumelIn=544997376, NumelOut=68124672, "

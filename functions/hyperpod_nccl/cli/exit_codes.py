@@ -6,6 +6,8 @@ priority and `--fail-on partial`, an issue at the priority wins (3): it says mor
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 EXIT_OK = 0
 # A prerequisite is missing or the cluster is unreachable (credentials, unknown cluster), an input
 # could not be read (triage), a support bundle could not be written, a benchmark sweep failed.
@@ -33,6 +35,14 @@ ONE_LINE_MEANINGS = {
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
     EXIT_BROKEN_PIPE: "the reader of stdout went away (| head); nothing more is printed",
 }
+
+
+def help_epilog(examples: Sequence[str]) -> str:
+    """What every `--help` ends with: the command's examples, then the exit codes."""
+    lines = ["examples:", *(f"  {example}" for example in examples), "", "exit codes:"]
+    lines.extend(f"  {code:<4} {meaning}" for code, meaning in ONE_LINE_MEANINGS.items())
+    return "\n".join(lines)
+
 
 # How the codes of several diagnoses (`demo` over its scenarios) combine: the most severe, where
 # "partial" counts below any other failure (3 stays above 4, as for one diagnosis).

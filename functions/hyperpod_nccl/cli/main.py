@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from hyperpod_nccl import __version__
-from hyperpod_nccl.cli import commands
-from hyperpod_nccl.cli.exit_codes import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, ONE_LINE_MEANINGS
+from hyperpod_nccl.cli import commands, errors
+from hyperpod_nccl.cli.exit_codes import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, help_epilog
 from hyperpod_nccl.redaction import install_log_scrubber
 
 # What the report's few non-ASCII characters become on a terminal or file that cannot encode them
@@ -91,13 +91,6 @@ TOP_LEVEL_EXAMPLES = (
 )
 
 
-def help_epilog(examples: Sequence[str]) -> str:
-    """What every `--help` ends with: the command's examples, then the exit codes."""
-    lines = ["examples:", *(f"  {example}" for example in examples), "", "exit codes:"]
-    lines.extend(f"  {code:<4} {meaning}" for code, meaning in ONE_LINE_MEANINGS.items())
-    return "\n".join(lines)
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The parser with every discovered subcommand."""
     parser = OneLineParser(
@@ -126,6 +119,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit code."""
     install_log_scrubber()
     tolerate_any_encoding()
+    with errors.cli_run() as outermost:
+        return _run(argv, outermost)
+
+
+def _run(argv: Sequence[str] | None, outermost: bool) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -133,6 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
         code = int(args.handler(args))
+        if outermost and getattr(args, "format", None) == "json":  # stopped on an error line: one document all the same
+            errors.write_owed_document(code)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below, not at exit
         return code
     except KeyboardInterrupt:

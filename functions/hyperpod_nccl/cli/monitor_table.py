@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -18,8 +17,9 @@ from pydantic import ValidationError
 
 from hyperpod_nccl.aws_errors import AWS_CALL_ERRORS, error_code, error_message, is_access_denied, transport_failure
 from hyperpod_nccl.cli import validate
+from hyperpod_nccl.cli.errors import say
 from hyperpod_nccl.cli.exit_codes import EXIT_PREREQUISITE, EXIT_USAGE
-from hyperpod_nccl.cli.target import add_account_arguments, resolve_clients
+from hyperpod_nccl.cli.target import add_account_arguments, reach_aws, resolve_clients
 from hyperpod_nccl.collectors.aws import AwsClients
 from hyperpod_nccl.monitor.settings import (
     STACK_OUTPUT_TABLE,
@@ -29,7 +29,6 @@ from hyperpod_nccl.monitor.settings import (
 )
 from hyperpod_nccl.monitor.store import Store
 from hyperpod_nccl.probe.documents import DEFAULT_STACK_NAME, MONITOR_STACK_ENV, monitor_stack_name
-from hyperpod_nccl.sanitize import one_line
 
 DESCRIBE_STACKS = "cloudformation:DescribeStacks"
 Read = TypeVar("Read")
@@ -154,11 +153,6 @@ def read_failure(error: BaseException, table: str) -> str:
     )
 
 
-def say(command: str, message: str) -> None:
-    """Print `message` as the command's one error line."""
-    sys.stderr.write(f"hyperpod-nccl {command}: error: {one_line(message)}\n")
-
-
 def read_monitor(
     args: argparse.Namespace, command: str, *, clusters: bool, read: Callable[[MonitorTable], Read]
 ) -> tuple[MonitorTable, Read] | int:
@@ -167,6 +161,8 @@ def read_monitor(
     aws = resolve_clients(args, command)
     if aws is None:
         return EXIT_USAGE
+    if not reach_aws(aws, command):
+        return EXIT_PREREQUISITE
     try:
         table = locate(args, aws, clusters=clusters)
     except NotLocated as missing:

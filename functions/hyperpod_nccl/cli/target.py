@@ -21,8 +21,8 @@ import os
 import sys
 
 from hyperpod_nccl.cli import validate
+from hyperpod_nccl.cli.errors import say
 from hyperpod_nccl.collectors.aws import DEFAULT_CONNECT_TIMEOUT_SECONDS, DEFAULT_READ_TIMEOUT_SECONDS, AwsClients
-from hyperpod_nccl.sanitize import one_line
 
 # Environment variables the AWS CLI reads for the region, in its order.
 REGION_ENV = ("AWS_REGION", "AWS_DEFAULT_REGION")
@@ -64,10 +64,6 @@ def add_account_arguments(
     )
 
 
-def _usage_error(command: str, message: str) -> None:
-    sys.stderr.write(f"hyperpod-nccl {command}: error: {one_line(message)}\n")
-
-
 def _configured_region(profile: str | None) -> str | None:
     """The region botocore would use: the environment's, else the profile's (a missing profile
     raises botocore's ProfileNotFound)."""
@@ -87,22 +83,22 @@ def resolve_region(args: argparse.Namespace, command: str) -> str | None:
     cluster = getattr(args, "cluster", None)
     arn_region = validate.cluster_arn_region(cluster) if isinstance(cluster, str) else None
     if args.region and arn_region and args.region != arn_region:
-        _usage_error(command, f"--region {args.region} conflicts with the cluster ARN's region {arn_region}")
+        say(command, f"--region {args.region} conflicts with the cluster ARN's region {arn_region}")
         return None
     region = args.region or arn_region
     if region is None:
         try:
             region = _configured_region(getattr(args, "profile", None))
         except BotoCoreError as error:  # ProfileNotFound, an unreadable config file
-            _usage_error(command, str(error))
+            say(command, str(error))
             return None
     if not region:
-        _usage_error(command, "no region: pass --region, a cluster ARN, or set a region in the profile or AWS_REGION")
+        say(command, "no region: pass --region, a cluster ARN, or set a region in the profile or AWS_REGION")
         return None
     try:
         return validate.region(region)
     except argparse.ArgumentTypeError as error:
-        _usage_error(command, str(error))
+        say(command, str(error))
         return None
 
 
@@ -145,7 +141,7 @@ def resolve_clients(args: argparse.Namespace, command: str) -> AwsClients | None
         try:  # a profile that does not exist is a usage error, told before any call
             botocore.session.Session(profile=profile).get_scoped_config()
         except BotoCoreError as error:
-            _usage_error(command, str(error))
+            say(command, str(error))
             return None
     if getattr(args, "debug", False):
         enable_debug_log()
@@ -155,3 +151,23 @@ def resolve_clients(args: argparse.Namespace, command: str) -> AwsClients | None
         connect_timeout=args.connect_timeout,
         read_timeout=args.read_timeout,
     )
+
+
+def reach_aws(aws: AwsClients, command: str) -> bool:
+    """One fast first call (sts:GetCallerIdentity, which needs no permission) before a command's
+    real reads: a dead or silent endpoint, a proxy or a bad credential is told in one line within
+    the first-contact timeouts, instead of after the full retries of the command's first read.
+    False after saying what failed."""
+    from hyperpod_nccl.aws_errors import AWS_CALL_ERRORS, error_message, transport_failure
+
+    try:
+        aws.client("sts", first_contact=True).get_caller_identity()
+    except AWS_CALL_ERRORS as error:
+        told = transport_failure(error)
+        if told is not None:
+            say(command, f"sts:GetCallerIdentity {told[0]} ({error_message(error)}); fix: {told[1]}")
+        else:
+            fix = "fix the AWS credentials (aws sts get-caller-identity must succeed) or --profile"
+            say(command, f"AWS credentials check failed: {error_message(error)}; fix: {fix}")
+        return False
+    return True

@@ -13,7 +13,8 @@ import logging
 import os
 import sys
 
-from hyperpod_nccl.cli.exit_codes import EXIT_OK, EXIT_PREREQUISITE, EXIT_USAGE
+from hyperpod_nccl.cli.errors import say
+from hyperpod_nccl.cli.exit_codes import EXIT_OK, EXIT_PREREQUISITE, EXIT_USAGE, help_epilog
 from hyperpod_nccl.cli.extras import require_simulation
 from hyperpod_nccl.monitor.settings import DEFAULT_MAP_MAX_CONCURRENCY
 
@@ -51,7 +52,13 @@ def _latency(text: str) -> float:
 def configure(parser: argparse.ArgumentParser) -> None:
     """Declare `bench sweep` and its flags."""
     actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
-    sweep = actions.add_parser("sweep", help="time one sweep of N synthetic nodes", description=sweep_help())
+    sweep = actions.add_parser(
+        "sweep",
+        help="time one sweep of N synthetic nodes",
+        description=sweep_help(),
+        epilog=help_epilog(EXAMPLES),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sweep.add_argument("--nodes", type=_nodes, required=True, help=f"accelerator nodes (1 - {MAX_NODES})")
     sweep.add_argument("--probe-latency", type=_latency, default=2.0, metavar="S", help="seconds each probe takes")
     sweep.add_argument("--path", choices=["cli", "state-machine"], default="cli", help="what sweeps (default cli)")
@@ -77,7 +84,7 @@ def sweep_help() -> str:
 def run(args: argparse.Namespace) -> int:
     """Run the chosen benchmark."""
     if getattr(args, "action", None) != "sweep":
-        sys.stderr.write("hyperpod-nccl bench: error: choose an action: sweep (see --help)\n")
+        say(NAME, "choose an action: sweep (see --help)")
         return EXIT_USAGE
     missing = require_simulation(NAME)
     if missing is not None:

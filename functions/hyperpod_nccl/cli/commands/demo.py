@@ -6,10 +6,11 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hyperpod_nccl.cli.commands.diagnose import (
     Stopped,
+    add_report_arguments,
     add_scope_arguments,
     build_request,
     diagnose_or_report,
@@ -17,12 +18,16 @@ from hyperpod_nccl.cli.commands.diagnose import (
     run_diagnosis,
     stopped_page,
 )
+from hyperpod_nccl.cli.errors import say
 from hyperpod_nccl.cli.exit_codes import EXIT_USAGE, most_severe
 from hyperpod_nccl.cli.extras import require_simulation
 from hyperpod_nccl.cli.render import report_document
 from hyperpod_nccl.cli.render_html import render_html
 from hyperpod_nccl.models.findings import SweepResult
 from hyperpod_nccl.sanitize import one_line
+
+if TYPE_CHECKING:  # the simulation is imported only when demo runs (see _ShippedScenariosFormatter)
+    from hyperpod_nccl_sim.scenario import Scenario
 
 NAME = "demo"
 HELP = "Run diagnose against the embedded simulated HyperPod cluster (no AWS account needed)."
@@ -79,6 +84,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "locally with the Lambda handlers in-process (default scenario: eks-p5)",
     )
     add_scope_arguments(parser)
+    add_report_arguments(parser)
     # The simulated cluster is small and its faulty nodes are spread out: probe every node.
     parser.set_defaults(sample_nodes="all")
     parser.formatter_class = _ShippedScenariosFormatter
@@ -94,24 +100,27 @@ def run(args: argparse.Namespace) -> int:
     from hyperpod_nccl_sim.scenario import load_scenario
 
     view = getattr(args, "view", None)
-    if args.format == "html" and (view or getattr(args, "serverless", False)):
-        sys.stderr.write(
-            "hyperpod-nccl demo: error: --format html draws a diagnosis: leave out the view and --serverless\n"
-        )
+    serverless = getattr(args, "serverless", False)
+    if args.format == "html" and (view or serverless):
+        say(NAME, "--format html draws a diagnosis: leave out the view and --serverless")
         return EXIT_USAGE
-    if getattr(args, "serverless", False) or view in MONITOR_VIEWS:
+    if serverless and view is None and args.format != "text":
+        say(NAME, "--serverless tells its sweeps as text; for JSON ask the monitor's table: demo status --format json")
+        return EXIT_USAGE
+    default = ["eks-p5"] if serverless or view else list(DEFAULT_SCENARIOS)
+    names = args.scenario or default
+    try:  # every path checks its scenarios first: an unknown name is one line, never a traceback
+        scenarios = [load_scenario(name) for name in names]
+    except ValueError as error:
+        say(NAME, str(error))
+        return EXIT_USAGE
+    if serverless or view in MONITOR_VIEWS:
         from hyperpod_nccl_sim.serverless import run_demo
 
         then = None if view is None else _monitor_view(view, args.format)
-        return run_demo((args.scenario or ["eks-p5"])[0], sys.stderr if view else sys.stdout, then)
+        return run_demo(names[0], sys.stderr if view else sys.stdout, then)
     if view in DIAGNOSIS_VIEWS:
-        return _diagnosis_view(view, (args.scenario or ["eks-p5"])[0], args.format)
-    names = args.scenario or list(DEFAULT_SCENARIOS)
-    try:
-        scenarios = [load_scenario(name) for name in names]
-    except ValueError as error:
-        sys.stderr.write(f"hyperpod-nccl demo: error: {one_line(str(error))}\n")
-        return EXIT_USAGE
+        return _diagnosis_view(view, scenarios[0], args.format)
     codes: list[int] = []
     outcomes: list[SweepResult | Stopped] = []
     for index, scenario in enumerate(scenarios):
@@ -157,17 +166,11 @@ def _monitor_view(view: str, output_format: str) -> Callable[[Any], int]:
     return then
 
 
-def _diagnosis_view(view: str, scenario_name: str, output_format: str) -> int:
+def _diagnosis_view(view: str, scenario: Scenario, output_format: str) -> int:
     """`incidents` or `support-bundle` run against the simulated cluster, as against AWS."""
     from hyperpod_nccl.cli.main import main
     from hyperpod_nccl_sim.runtime import SimulatedCluster, restore_environment, set_environment
-    from hyperpod_nccl_sim.scenario import load_scenario
 
-    try:
-        scenario = load_scenario(scenario_name)
-    except ValueError as error:
-        sys.stderr.write(f"hyperpod-nccl demo: error: {one_line(str(error))}\n")
-        return EXIT_USAGE
     with SimulatedCluster(scenario) as simulation:
         saved = set_environment(simulation.cli_environment())
         try:

@@ -38,7 +38,8 @@ FAIL_ON_PARTIAL = "partial"
 
 
 def add_scope_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags shared by every command that runs a diagnosis (diagnose, demo)."""
+    """What a diagnosis looks at, and its progress: the flags of every command that runs one
+    (diagnose, demo, incidents, support-bundle)."""
     parser.add_argument("--namespace", type=validate.dns_label, help="EKS: scope to one namespace")
     parser.add_argument("--job", type=validate.dns_label, help="EKS: scope to one job (with --namespace)")
     parser.add_argument("--orchestrator", choices=["eks", "slurm"], help="override orchestrator detection")
@@ -67,31 +68,44 @@ def add_scope_arguments(parser: argparse.ArgumentParser) -> None:
         "same account: docs/pacing.md)",
     )
     parser.add_argument(
-        "--format",
-        choices=["text", "json", "html"],
-        default="text",
-        help="text (default); json: one document with every field; html: one self-contained page "
-        "(verdict, timelines, node x check grid), e.g. > report.html",
-    )
-    parser.add_argument("--no-color", action="store_true", help="never colour the output")
-    parser.add_argument(
         "--verbose",
         action="store_true",
         help="progress as a line per step on stderr, and each check's inputs, time and findings",
     )
-    parser.add_argument(
-        "--fail-on",
-        action="append",
-        choices=[*(p.value for p in Priority), FAIL_ON_PARTIAL],
-        help=f"exit {EXIT_FAIL_ON} when a finding at or above this priority exists; '{FAIL_ON_PARTIAL}': exit "
-        f"{EXIT_PARTIAL} when a source was not fully read (repeatable: --fail-on P1 --fail-on {FAIL_ON_PARTIAL})",
-    )
+
+
+# What `--format` offers, by command: the report in every form (diagnose, demo), or a list.
+REPORT_FORMATS = ("text", "json", "html")
+_FORMAT_HELP = {
+    "text": "text (default)",
+    "json": "json: one document with every field",
+    "html": "html: one self-contained page (verdict, timelines, node x check grid), e.g. > report.html",
+}
+
+
+def add_report_arguments(
+    parser: argparse.ArgumentParser, formats: tuple[str, ...] = REPORT_FORMATS, *, fail_on: bool = True
+) -> None:
+    """`--format` (of `formats`), `--no-color` and, with `fail_on`, `--fail-on`: the flags of a
+    command that prints a report (a command that writes files, such as support-bundle, has none)."""
+    parser.add_argument("--format", choices=formats, default="text", help="; ".join(_FORMAT_HELP[f] for f in formats))
+    if "text" in formats:
+        parser.add_argument("--no-color", action="store_true", help="never colour the output")
+    if fail_on:
+        parser.add_argument(
+            "--fail-on",
+            action="append",
+            choices=[*(p.value for p in Priority), FAIL_ON_PARTIAL],
+            help=f"exit {EXIT_FAIL_ON} when a finding at or above this priority exists; '{FAIL_ON_PARTIAL}': exit "
+            f"{EXIT_PARTIAL} when a source was not fully read (repeatable: --fail-on P1 --fail-on {FAIL_ON_PARTIAL})",
+        )
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Declare diagnose's flags."""
     add_target_arguments(parser)
     add_scope_arguments(parser)
+    add_report_arguments(parser)
 
 
 def report_aborted(aborted: DiagnosisAborted, progress: ProgressLine, command: str) -> int:

@@ -9,11 +9,13 @@ from pathlib import Path
 
 from hyperpod_nccl.cli.commands.diagnose import (
     aborted_document,
+    add_report_arguments,
     add_scope_arguments,
     build_request,
     fail_on_exit,
     report_aborted,
 )
+from hyperpod_nccl.cli.errors import say
 from hyperpod_nccl.cli.exit_codes import EXIT_USAGE
 from hyperpod_nccl.cli.progress import ProgressLine
 from hyperpod_nccl.cli.target import add_target_arguments, resolve_clients
@@ -28,7 +30,6 @@ from hyperpod_nccl.incidents.report import (
     run_incidents,
 )
 from hyperpod_nccl.models.request import DiagnoseRequest
-from hyperpod_nccl.sanitize import for_terminal
 
 NAME = "incidents"
 HELP = "Show the verdict's root causes as incidents, each with its timeline (read-only)."
@@ -43,6 +44,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_target_arguments(parser)
     add_history_argument(parser)
     add_scope_arguments(parser)
+    add_report_arguments(parser, ("text", "json"))
 
 
 def add_history_argument(parser: argparse.ArgumentParser) -> None:
@@ -63,7 +65,7 @@ def read_history(path: Path | None, command: str) -> list[Incident] | None:
         return load_history(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         # A validation error quotes the file's values (cluster text): escaped like any report.
-        sys.stderr.write(f"hyperpod-nccl {command}: error: cannot read --history {path}: {for_terminal(str(error))}\n")
+        say(command, f"cannot read --history {path}: {error}")
         return None
 
 

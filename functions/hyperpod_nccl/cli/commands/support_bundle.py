@@ -27,6 +27,7 @@ from hyperpod_nccl import __version__, nccl_env
 from hyperpod_nccl.cli import validate
 from hyperpod_nccl.cli.commands.diagnose import add_scope_arguments
 from hyperpod_nccl.cli.commands.incidents import add_history_argument, incident_run
+from hyperpod_nccl.cli.errors import say
 from hyperpod_nccl.cli.exit_codes import EXIT_OK, EXIT_PREREQUISITE, EXIT_USAGE
 from hyperpod_nccl.cli.render import TextReport, render_json
 from hyperpod_nccl.cli.target import add_target_arguments
@@ -359,7 +360,7 @@ def run(args: argparse.Namespace) -> int:
     directory: Path = args.output_dir or Path()
     problem = output_dir_problem(directory)
     if problem is not None:
-        sys.stderr.write(f"hyperpod-nccl {NAME}: error: {one_line(problem)}\n")
+        say(NAME, problem)
         return EXIT_USAGE
     outcome = incident_run(args, NAME)
     if isinstance(outcome, int):
@@ -367,7 +368,7 @@ def run(args: argparse.Namespace) -> int:
     name = default_name(outcome.result.cluster_name, args.cluster)
     if name is None:
         cluster = one_line(outcome.result.cluster_name)
-        sys.stderr.write(f'hyperpod-nccl {NAME}: error: cluster name "{cluster}" cannot name a file\n')
+        say(NAME, f'cluster name "{cluster}" cannot name a file')
         return EXIT_USAGE
     archive = directory / f"{name}.tar.gz"
     shown = one_line(str(archive))
@@ -377,10 +378,10 @@ def run(args: argparse.Namespace) -> int:
         with archive.open("wb" if args.force else "xb") as handle:
             handle.write(packed.data)
     except FileExistsError:
-        sys.stderr.write(f"hyperpod-nccl {NAME}: error: {shown} exists: pass --force to replace it\n")
+        say(NAME, f"{shown} exists: pass --force to replace it")
         return EXIT_USAGE
     except OSError as error:
-        sys.stderr.write(f"hyperpod-nccl {NAME}: error: cannot write {shown}: {one_line(str(error))}\n")
+        say(NAME, f"cannot write {shown}: {error}")
         return EXIT_PREREQUISITE
     sys.stdout.write(f"Support bundle written to {shown} ({len(packed.data)} bytes; nothing was uploaded)\n")
     total = 0

@@ -13,9 +13,10 @@ from datetime import UTC, datetime
 
 from hyperpod_nccl.aws_errors import AWS_CALL_ERRORS
 from hyperpod_nccl.cli import validate
+from hyperpod_nccl.cli.errors import say
 from hyperpod_nccl.cli.exit_codes import EXIT_OK, EXIT_PREREQUISITE, EXIT_USAGE
-from hyperpod_nccl.cli.monitor_table import NotLocated, add_stack_argument, call_failure, locate_trigger, say
-from hyperpod_nccl.cli.target import add_account_arguments, resolve_clients
+from hyperpod_nccl.cli.monitor_table import NotLocated, add_stack_argument, call_failure, locate_trigger
+from hyperpod_nccl.cli.target import add_account_arguments, reach_aws, resolve_clients
 from hyperpod_nccl.monitor.settings import SCHEDULE_SOURCE
 from hyperpod_nccl.sanitize import one_line
 
@@ -47,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
     aws = resolve_clients(args, NAME)
     if aws is None:
         return EXIT_USAGE
+    if not reach_aws(aws, NAME):
+        return EXIT_PREREQUISITE
     try:
         function = args.function or locate_trigger(args, aws)
     except NotLocated as missing:
