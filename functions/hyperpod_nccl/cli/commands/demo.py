@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hyperpod_nccl.cli.commands.diagnose import (
     Stopped,
@@ -25,9 +25,6 @@ from hyperpod_nccl.cli.render import report_document
 from hyperpod_nccl.cli.render_html import render_html
 from hyperpod_nccl.models.findings import SweepResult
 from hyperpod_nccl.sanitize import one_line
-
-if TYPE_CHECKING:  # the simulation is imported only when demo runs (see _ShippedScenariosFormatter)
-    from hyperpod_nccl_sim.scenario import Scenario
 
 NAME = "demo"
 HELP = "Run diagnose against the embedded simulated HyperPod cluster (no AWS account needed)."
@@ -166,8 +163,9 @@ def _monitor_view(view: str, output_format: str) -> Callable[[Any], int]:
     return then
 
 
-def _diagnosis_view(view: str, scenario: Scenario, output_format: str) -> int:
-    """`incidents` or `support-bundle` run against the simulated cluster, as against AWS."""
+def _diagnosis_view(view: str, scenario: Any, output_format: str) -> int:
+    """`incidents` or `support-bundle` run against the simulated cluster (a loaded `Scenario`: the
+    simulation's types are not imported at module level), as against AWS."""
     from hyperpod_nccl.cli.main import main
     from hyperpod_nccl_sim.runtime import SimulatedCluster, restore_environment, set_environment
 
