@@ -32,6 +32,8 @@ NOT_YET_REACHED: dict[str, str] = {}
 NEVER_ISSUES: dict[str, str] = {
     "node.nccl_job_env": "recommendations only (INFO, P2): a rank without Flight Recorder or NCCL_DEBUG=WARN "
     "runs fine, it is only harder to debug",
+    "node.kernel_log": "evidence only (INFO): the kernel lines are shown to the engineer; the faults they may "
+    "show are judged by the Xid, EFA and ECC checks, and a boot message is no fault",
 }
 
 ISSUES = {Status.FAIL.value, Status.WARN.value}

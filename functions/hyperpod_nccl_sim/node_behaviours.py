@@ -95,6 +95,15 @@ class NodeBehaviour(_Strict):
     memlock_unlimited: bool = True
     stack_kib: int = 8192
     clock_skew_seconds: int = Field(default=0, description="how far the node's clock is off (date -u +%s)")
+    imds_reachable: bool = Field(
+        default=True, description="whether the instance metadata service answers (off, or hop-limited, when False)"
+    )
+    imds_instance_type: str | None = Field(
+        default=None, description="the instance type IMDS answers; None = the node's own, without `ml.`"
+    )
+    kernel_log: list[str] = Field(
+        default_factory=list, description="kernel log lines about EFA, RDMA or memory errors (dmesg -T form)"
+    )
     shm_bytes: int | None = None
     remove_ipc: str | None = "no"
     acs_enabled: int = 0

@@ -28,7 +28,7 @@ from hyperpod_nccl_sim.aws import (
 )
 from hyperpod_nccl_sim.hang_job import HungJob, flight_recorder_pickle, ras_status_text
 from hyperpod_nccl_sim.node_behaviours import NodeBehaviour, NodeBehaviours, SessionFaultSpec
-from hyperpod_nccl_sim.scenario import Scenario
+from hyperpod_nccl_sim.scenario import Scenario, zone_id_of
 from hyperpod_nccl_sim.slurm_queue import squeue_command, squeue_rows
 from hyperpod_nccl_sim.ssm_agent import SimulatedSsmAgent
 
@@ -71,6 +71,23 @@ def _seeded(key: str, modulo: int) -> int:
     return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % modulo
 
 
+def _imds_section(behaviour: NodeBehaviour, instance_type: str, hostname: str) -> list[str]:
+    """The `imds` section: the node's EC2 type (HyperPod's without `ml.`) and zone, or, where IMDS
+    does not answer, curl's timeout (exit 28) for the token."""
+    if not behaviour.imds_reachable:
+        return _section(NodeSection.IMDS, ["unavailable: no IMDSv2 token (curl rc=28)"], rc=28)
+    # The region is the hostname's (ip-10-1-0-12.us-west-2.compute.internal); the zone its first.
+    parts = hostname.split(".")
+    region = parts[1] if len(parts) > 2 and parts[-1] == "internal" else "us-west-2"
+    answered = behaviour.imds_instance_type or instance_type.removeprefix("ml.")
+    lines = [
+        f"instance-type {answered}",
+        f"availability-zone {region}a",
+        f"availability-zone-id {zone_id_of(region)}",
+    ]
+    return _section(NodeSection.IMDS, lines)
+
+
 def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: str, node_key: str) -> str:
     """The output of `node_probe.sh` on a node that behaves like `behaviour`."""
     out: list[str] = []
@@ -78,6 +95,7 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
     kernel = _value(behaviour, "kernel")
     out += _section(NodeSection.KERNEL, [kernel]) + _section(NodeSection.HOSTNAME, [short])
     out += _section(NodeSection.CLOCK, [str(int(time.time()) + behaviour.clock_skew_seconds)])
+    out += _imds_section(behaviour, instance_type, hostname)
     gpus = (
         instance_types.GPUS_PER_INSTANCE.get(instance_type, 0)
         if instance_types.accelerator(instance_type) == "nvidia"
@@ -176,6 +194,8 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
         ],
     )
     out += _section(NodeSection.IOMMU_DMESG, [], rc=1)
+    # As the probe keeps them, the newest 20; none by default (a node whose ring buffer holds no such line).
+    out += _section(NodeSection.KERNEL_LOG, behaviour.kernel_log[-20:])
     efa_expected = instance_types.expected_efa(instance_type) or 0
     efa_count = behaviour.efa_devices if behaviour.efa_devices is not None else efa_expected
     modules = [

@@ -288,6 +288,12 @@ class PlantedRootCause(_Strict):
     what: str = Field(min_length=1, pattern=r"^[^\n]+$", description="what was planted, in one line")
 
 
+def zone_id_of(region: str) -> str:
+    """The Availability Zone ID the simulated nodes of `region` run in (us-west-2 → usw2-az1)."""
+    parts = region.split("-")
+    return f"{parts[0]}{''.join(p[0] for p in parts[1:-1])}{parts[-1]}-az1"
+
+
 class Scenario(_Strict):
     """A simulated HyperPod cluster with its faults."""
 
@@ -375,8 +381,7 @@ class Scenario(_Strict):
 
     def zone_id(self) -> str:
         """The Availability Zone ID every node of the scenario runs in (us-west-2 → usw2-az1)."""
-        parts = self.region.split("-")
-        return f"{parts[0]}{''.join(p[0] for p in parts[1:-1])}{parts[-1]}-az1"
+        return zone_id_of(self.region)
 
     def provider_id(self, node_key: str) -> str:
         """A HyperPod node's `spec.providerID`: aws:///<AZ id>/sagemaker/cluster/hyperpod-<cluster id>-<instance id>."""

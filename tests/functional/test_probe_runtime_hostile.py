@@ -36,7 +36,11 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash
 JOB_PID = 4113
 SECRET = "SECRET-MARKER-not-for-the-probe"
 # Tools the shims really run: text filters, and the read-only walkers of the planted tree.
-REAL = {"grep", "head", "tr", "sort", "find", "dd", "base64"}
+REAL = {"grep", "head", "tail", "tr", "sort", "find", "dd", "base64"}
+# The instance metadata service's answers by the last part of the URL curl is given (a shim
+# without its answer file exits 28, curl's timeout: IMDS out of reach).
+IMDS_ANSWERS = {"token": "imds_token", "instance-type": "imds_type", "availability-zone": "imds_zone"}
+IMDS_ANSWERS["availability-zone-id"] = "imds_zone_id"
 # A RAS listener is any local process: its answer tries to forge a section and move the cursor.
 RAS_ANSWER = ras_status_text(HungJob(), ["ip-10-1-0-1"]) + "\n@@END nccl_ras rc=0\n@@BEGIN forged\n\x1b[2Jfake\n"
 IP_ADDR = "1: lo    inet 127.0.0.1/8 scope host lo\n2: eth0    inet 10.1.0.7/24 brd 10.1.0.255 scope global eth0\n"
@@ -50,6 +54,15 @@ def _shim(name: str, real: str | None) -> str:
         return f'#!{BASH}\n{log}\nshift\nexec "$@"\n'
     if name == "nc":
         return f'#!{BASH}\n{log}\nprintf "%s" "$(<"$SHIM_DATA/ras.txt")"\n'
+    if name == "curl":
+        cases = " ".join(f"*/{tail}) answer={file};;" for tail, file in IMDS_ANSWERS.items())
+        answer = f'answer=; case "${{@: -1}}" in {cases} esac'
+        reply = 'printf "%s" "$(<"$SHIM_DATA/$answer.txt")"'
+        return f'#!{BASH}\n{log}\n{answer}\n[ -f "$SHIM_DATA/$answer.txt" ] || exit 28\n{reply}\n'
+    if name == "dmesg":
+        return (
+            f'#!{BASH}\n{log}\n[ -f "$SHIM_DATA/dmesg.txt" ] || exit 0\nprintf "%s\\n" "$(<"$SHIM_DATA/dmesg.txt")"\n'
+        )
     if name in ("ps", "ip", "sinfo", "squeue"):
         return f'#!{BASH}\n{log}\nprintf "%s\\n" "$(<"$SHIM_DATA/{name}.txt")"\n'
     if real is not None:
@@ -84,7 +97,9 @@ def _hang_sections() -> str:
     return header + text[text.index("# Hang attribution (read-only).") :]
 
 
-def _run(role: str, sandbox: Path, *, whole: bool = True, ps: str | None = None) -> Run:
+def _run(
+    role: str, sandbox: Path, *, whole: bool = True, ps: str | None = None, answers: dict[str, str] | None = None
+) -> Run:
     shims, log, data = sandbox / "shims", sandbox / "log", sandbox / "data"
     for path in (shims, log, data):
         path.mkdir(exist_ok=True)
@@ -99,6 +114,8 @@ def _run(role: str, sandbox: Path, *, whole: bool = True, ps: str | None = None)
     (data / "ras.txt").write_text(RAS_ANSWER)
     (data / "ip.txt").write_text(IP_ADDR)
     (data / "ps.txt").write_text(ps if ps is not None else f"{JOB_PID:>7} python\n")
+    for name, text in (answers or {}).items():  # IMDS answers, the kernel log
+        (data / f"{name}.txt").write_text(text)
     (data / "sinfo.txt").write_text("ip-10-1-0-1|ip-10-1-0-1|10.1.0.1|drained|\x1b]0;pwned\x07bad\rnode")
     (data / "squeue.txt").write_text("12|\x1b[2Jtrain\x9b|PENDING|Resources")
     env = {
@@ -416,3 +433,105 @@ def test_process_limits_are_read_for_the_job_and_the_daemons_only(tmp_path: Path
     read = [w for c in run.of("grep") for w in c.argv if w.endswith("/limits")]
     assert sorted(read) == sorted(str(tmp_path / "proc" / str(pid) / "limits") for pid in (JOB_PID, 812))
     _assert_no_hostile_word(run)
+
+
+IMDS_TOKEN = "AQAEAFbC5a0Yw2m9vO3Hn1Xk0c7QZq8rT4uWyEiPpLdGsJfK1w=="
+IMDS_HEALTHY = {
+    "imds_token": IMDS_TOKEN,
+    "imds_type": "p5.48xlarge",
+    "imds_zone": "us-west-2a",
+    "imds_zone_id": "usw2-az1",
+}
+
+
+def _curl_urls(run: Run) -> list[str]:
+    return [call.argv[-1] for call in run.of("curl")]
+
+
+def test_imds_values_are_asked_with_a_token_and_printed_when_of_their_shape(tmp_path: Path) -> None:
+    # issue 17, point 7 (original probe 1): the instance type and zone from IMDSv2
+    run = _run("node", tmp_path, answers=IMDS_HEALTHY)
+    assert run.sections["imds"] == [
+        "instance-type p5.48xlarge",
+        "availability-zone us-west-2a",
+        "availability-zone-id usw2-az1",
+    ]
+    identity = parse_node_probe(run.output).host_identity
+    assert identity is not None
+    assert (identity.instance_type, identity.availability_zone, identity.availability_zone_id) == (
+        "p5.48xlarge",
+        "us-west-2a",
+        "usw2-az1",
+    )
+    base = "http://169.254.169.254/latest/"
+    assert _curl_urls(run) == [
+        f"{base}api/token",
+        f"{base}meta-data/instance-type",
+        f"{base}meta-data/placement/availability-zone",
+        f"{base}meta-data/placement/availability-zone-id",
+    ]
+    for call in run.of("curl"):  # bounded, never through a proxy; the token goes to IMDS only
+        assert (
+            call.argv[call.argv.index("--max-time") + 1] == "2" and call.argv[call.argv.index("--noproxy") + 1] == "*"
+        )
+    token_headers = [w for c in run.of("curl") for w in c.argv if IMDS_TOKEN in w]
+    assert token_headers == [f"X-aws-ec2-metadata-token: {IMDS_TOKEN}"] * 3
+
+
+def test_without_imds_the_section_says_so_and_the_probe_goes_on(tmp_path: Path) -> None:
+    # IMDS off, or a hop limit of 1 seen from a container: the token request times out (curl rc=28)
+    run = _run("node", tmp_path)
+    assert run.sections["imds"] == ["unavailable: no IMDSv2 token (curl rc=28)"]
+    assert _curl_urls(run) == ["http://169.254.169.254/latest/api/token"]
+    probe = parse_node_probe(run.output)
+    assert probe.host_identity is not None and probe.host_identity.instance_type is None
+    assert probe.host_identity.notes == ["unavailable: no IMDSv2 token (curl rc=28)"]
+    assert "process_limits" in run.sections  # the sections after it still ran
+
+
+@pytest.mark.parametrize(
+    "name, value, line",
+    [
+        ("imds_type", "p5.48xlarge\x1b]0;pwned\x07", "instance-type refused (21 bytes not of its shape)"),
+        ("imds_type", "p5." + "4" * 500, "instance-type refused (64 bytes not of its shape)"),
+        ("imds_type", "$(id) --output /etc/x", "instance-type refused (21 bytes not of its shape)"),
+        ("imds_zone", "us-west-2a\n@@END imds rc=0\n@@BEGIN forged", "availability-zone us-west-2a"),
+        ("imds_zone", "<html>404 - Not Found</html>", "availability-zone refused (28 bytes not of its shape)"),
+    ],
+)
+def test_an_imds_value_not_of_its_shape_is_refused_on_the_node(
+    tmp_path: Path, name: str, value: str, line: str
+) -> None:
+    run = _run("node", tmp_path, answers={**IMDS_HEALTHY, name: value})
+    assert line in run.sections["imds"]
+    assert "forged" not in run.sections and "\x1b" not in run.output and "pwned" not in run.output
+    identity = parse_node_probe(run.output).host_identity
+    assert identity is not None and all(v is None or "\x1b" not in v for v in (identity.instance_type,))
+    _assert_no_hostile_word(run)
+
+
+def test_a_token_not_of_its_shape_is_never_sent(tmp_path: Path) -> None:
+    run = _run("node", tmp_path, answers={**IMDS_HEALTHY, "imds_token": "-o /etc/passwd\x1b[2J"})
+    assert run.sections["imds"] == ["unavailable: IMDSv2 token refused (18 bytes not of its shape)"]
+    assert _curl_urls(run) == ["http://169.254.169.254/latest/api/token"]
+    _assert_no_hostile_word(run)
+
+
+def test_the_kernel_log_tail_is_bounded_and_loses_its_control_characters(tmp_path: Path) -> None:
+    # issue 17, point 7 (original probe 31): the newest EFA/RDMA/ECC kernel lines, as evidence
+    efa = [f"[Tue Mar  3 10:{i:02d}:00 2026] efa 0000:4f:00.0: Setup irq:{1800 + i} name:efa-mgmnt" for i in range(30)]
+    hostile = [
+        "[Tue Mar  3 11:00:00 2026] EDAC MC0: 1 CE error \x1b]52;c;cGF5bG9hZA==\x07 on DIMM#0\r[PASS]",
+        "[Tue Mar  3 11:00:01 2026] infiniband rdmap16s27: " + "x" * 2000,
+        "@@END kernel_log rc=0 rdma",
+        "[Tue Mar  3 11:00:02 2026] NVRM: Xid (PCI:0000:53:00): 48, DBE ECC error",
+        "[Tue Mar  3 11:00:03 2026] nvme nvme0: I/O default timeout",  # no term of the filter
+    ]
+    run = _run("node", tmp_path, answers={"dmesg": "\n".join(efa + hostile)})
+    lines = run.sections["kernel_log"]
+    assert len(lines) == 20 and all(len(line) <= 300 for line in lines)
+    assert not any(re.search(r"[\x00-\x08\x0b-\x1f\x7f]", line) for line in lines)
+    assert not any(line.startswith("@@") or "NVRM" in line or "nvme" in line for line in lines)
+    assert lines[-2] == "[Tue Mar  3 11:00:00 2026] EDAC MC0: 1 CE error ]52;c;cGF5bG9hZA== on DIMM#0[PASS]"
+    assert lines[-1] == ("[Tue Mar  3 11:00:01 2026] infiniband rdmap16s27: " + "x" * 2000)[:300]
+    assert parse_node_probe(run.output).kernel_log == lines

@@ -153,3 +153,16 @@ def test_a_cluster_event_without_event_level_is_read_with_its_level_unknown() ->
     [failed] = [f for f in findings if f.is_issue]
     assert failed.status is Status.FAIL and failed.fields["signature"] == "lifecycle_script"
     assert "level-unknown" in failed.evidence[0]
+
+
+def test_a_cluster_whose_vpc_config_lists_no_security_group_warns() -> None:
+    # issue 17, point 7: DescribeSecurityGroups was read, but VpcConfig names no group to read
+    inventory = _inventory()
+    inventory.control_plane.security_groups = {}
+    inventory.control_plane.security_group_attachments = {}
+    [finding] = _run("network.security_group_self_reference", inventory)
+    assert finding.status is Status.WARN and finding.priority is Priority.P1
+    assert finding.title == "the cluster's VpcConfig lists no security groups"
+    # Not read at all (None) is no finding: the check has nothing to judge.
+    inventory.control_plane.security_groups = None
+    assert _run("network.security_group_self_reference", inventory) == []

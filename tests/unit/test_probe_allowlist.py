@@ -56,6 +56,9 @@ ALLOWED = {
     # changes no state. `sleep` gives the background server time to listen.
     "fi_pingpong",
     "sleep",
+    # Host info (original probe 1): `curl` only to the instance metadata service (IMDSv2: a token,
+    # then a value), bounded in time, writing no file and following no redirect (see IMDS_ONLY).
+    "curl",
 }
 # Shell builtins and the script's own section markers (no process is started).
 SHELL_WORDS = {
@@ -76,7 +79,7 @@ SHELL_WORDS = {
 }
 BUILTINS = SHELL_WORDS | {"begin", "end", "timeout"}
 # The script's own functions: their bodies are checked like any other line.
-SCRIPT_FUNCTIONS = {"begin", "end", "pingpong", "plain_path", "job_var", "fr_walk"}
+SCRIPT_FUNCTIONS = {"begin", "end", "pingpong", "plain_path", "job_var", "fr_walk", "imds_show"}
 # Shell keywords that prefix a command (`for ...; do cmd; done`, `if cmd; then`, `while cmd; do`).
 KEYWORD_PREFIXES = {"do", "then", "else", "if", "elif", "while", "until", "!"}
 # Arguments a dual-use tool must (or must not) carry to stay read-only.
@@ -104,6 +107,31 @@ ARGUMENT_RULES: dict[str, tuple[set[str], set[str]]] = {
     "dd": ({"iflag=nofollow,nonblock"}, set()),
     "sort": (set(), {"-o", "--output"}),
     "date": (set(), {"-s", "--set"}),
+    "curl": (
+        {"--max-time"},
+        {
+            "-o",
+            "--output",
+            "-O",
+            "--remote-name",
+            "-T",
+            "--upload-file",
+            "-d",
+            "--data",
+            "--data-binary",
+            "--data-raw",
+            "-F",
+            "--form",
+            "-K",
+            "--config",
+            "-x",
+            "--proxy",
+            "-L",
+            "--location",
+            "-u",
+            "--user",
+        },
+    ),
 }
 # dd operands that would write.
 DD_FORBIDDEN_PREFIXES = ("of=", "oflag=", "seek=", "conv=")
@@ -112,12 +140,19 @@ NO_TIMEOUT_NEEDED = SHELL_WORDS | SCRIPT_FUNCTIONS
 # Traffic generators that may only talk to the node itself: options with a value, and the one
 # server address they may be given.
 LOOPBACK_ONLY = {"fi_pingpong": ({"-p", "-e", "-I", "-S", "-B", "-P", "-d", "-m", "-s"}, "127.0.0.1")}
+# curl may only ask the instance metadata service (IMDSv2) of the node itself: options with a
+# value, the URLs it may be given, and the one URL it may PUT to (the session token).
+IMDS_ONLY = (
+    {"-H", "-X", "--noproxy", "--connect-timeout", "--max-time"},
+    "http://169.254.169.254/latest/",
+    "http://169.254.169.254/latest/api/token",
+)
 # Stream filters that only read their stdin, so end when their producer (under timeout) ends.
 STDIN_FILTERS = {"grep", "head", "tail", "tr", "sort", "uniq"}
 # Filters that must read stdin alone: an operand would be an input file, or an output file to write.
 NO_OPERANDS = {"uniq"}
 # Options of these tools that take the next word as their value (a runtime value may follow them).
-OPTION_VALUES = {"find": {"-name", "-uid", "-regex"}, "fi_pingpong": {"-p"}}
+OPTION_VALUES = {"find": {"-name", "-uid", "-regex"}, "fi_pingpong": {"-p"}, "curl": {"-H"}}
 
 
 _SEPARATORS = {"|", "||", "&&", ";", "&"}
@@ -218,6 +253,11 @@ def test_scripts_use_only_allowlisted_read_only_commands(role: str) -> None:
         assert tool in ALLOWED | BUILTINS | SCRIPT_FUNCTIONS, f"{tool} is not on the read-only allowlist"
         if tool in LOOPBACK_ONLY:
             assert _positional(args, LOOPBACK_ONLY[tool][0]) in ([], [LOOPBACK_ONLY[tool][1]]), f"{tool} {args}"
+        if tool == "curl":
+            with_value, prefix, token_url = IMDS_ONLY
+            urls = _positional(args, with_value)
+            assert len(urls) == 1 and urls[0].startswith(prefix), f"curl {args} asks beyond IMDS"
+            assert "-X" not in args or (args[args.index("-X") + 1] == "PUT" and urls == [token_url]), f"curl {args}"
         required, forbidden = ARGUMENT_RULES.get(tool, (set(), set()))
         assert not forbidden & set(args), f"{tool} {args} uses a state-changing option"
         if required:
@@ -284,6 +324,9 @@ def test_the_checker_rejects_a_state_changing_command() -> None:
     # fi_pingpong may only be pointed at the node itself.
     assert _positional(["-p", "efa", "-I", "100", "10.1.0.7"], LOOPBACK_ONLY["fi_pingpong"][0]) == ["10.1.0.7"]
     assert _positional(["-p", "efa", "-e", "rdm", "127.0.0.1"], LOOPBACK_ONLY["fi_pingpong"][0]) == ["127.0.0.1"]
+    # curl may only be pointed at the instance metadata service.
+    assert _positional(["-sf", "--max-time", "2", "-H", "a: b", "http://evil/"], IMDS_ONLY[0]) == ["http://evil/"]
+    assert "-o" in ARGUMENT_RULES["curl"][1] and "--max-time" in ARGUMENT_RULES["curl"][0]
     # A `#` inside a word hides nothing, and arithmetic is not command substitution.
     assert [w[0] for w in commands("rest=${2#/}; reboot\nn=$((n + 1))\n")] == ["rest=${2#/}", "reboot", "n=$"]
     with pytest.raises(AssertionError, match="command substitution"):

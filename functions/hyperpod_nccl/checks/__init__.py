@@ -98,7 +98,7 @@ FAMILIES: tuple[CheckFamily, ...] = (
     CheckFamily("Limits & memory", frozenset({"node_limits", "node_memory"}), "probe"),
     CheckFamily("NCCL env", frozenset({"node_env", "node_job_env", "k8s_env"}), "probe"),
     CheckFamily("Fleet", frozenset({"fleet_outliers"}), "unsaid"),
-    CheckFamily("Probe", frozenset({"node_reachability", "node_clock", "hang_attribution"}), "probe"),
+    CheckFamily("Probe", frozenset({"node_reachability", "node_clock", "node_host", "hang_attribution"}), "probe"),
 )
 
 

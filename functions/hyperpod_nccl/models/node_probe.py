@@ -24,6 +24,14 @@ CLUSTER_ID_PATTERN = r"^[a-z0-9]{12}$"
 # A GPU serial as nvidia-smi prints it (digits on NVIDIA's boards): only such a serial names a GPU
 # resource, whose fault history the monitor keys by it (and `hyperpod-nccl history --gpu` asks for).
 GPU_SERIAL_PATTERN = r"^[A-Za-z0-9-]{1,64}$"
+# What the instance metadata service (IMDS) may answer, strictly: an EC2 instance type
+# (`p5.48xlarge`, `p6e-gb200.36xlarge`, `u-6tb1.metal`), an Availability Zone name (`us-west-2a`,
+# a Local Zone's `us-west-2-lax-1a`) and a zone ID (`usw2-az1`, `usw2-lax1-az1`). Anything else a
+# node prints there is refused: the node's output is untrusted. node_probe.sh spells the same three
+# (tests/functional/test_probe_runtime_hostile.py holds them equal).
+EC2_INSTANCE_TYPE_PATTERN = r"^[a-z][a-z0-9-]{0,15}\.[a-z0-9]{1,16}$"
+AVAILABILITY_ZONE_PATTERN = r"^[a-z]{2}(-[a-z0-9]{1,12}){2,5}[a-z]$"
+AVAILABILITY_ZONE_ID_PATTERN = r"^[a-z]{2,5}[0-9]{1,2}(-[a-z]{3}[0-9]{1,2})?-az[0-9]{1,2}$"
 
 
 # nvidia-smi writes `00000000:53:00.0` (a 32-bit domain, upper case), the kernel's Xid lines
@@ -268,12 +276,24 @@ class FlightRecorderFile(BaseModel):
     )
 
 
+class HostIdentity(BaseModel):
+    """The instance type and zone the node's instance metadata service (IMDSv2) answered, each
+    only when it has its shape (None otherwise); `notes` say why a value is missing."""
+
+    instance_type: str | None = Field(default=None, pattern=EC2_INSTANCE_TYPE_PATTERN)
+    availability_zone: str | None = Field(default=None, pattern=AVAILABILITY_ZONE_PATTERN)
+    availability_zone_id: str | None = Field(default=None, pattern=AVAILABILITY_ZONE_ID_PATTERN)
+    notes: list[str] = Field(default_factory=list, description="`instance-type unavailable (curl rc=28)` ...")
+
+
 class NodeProbeData(BaseModel):
     """Every signal the node probe collected, parsed. None = the section gave no answer."""
 
     hostname: str | None = None
     # The node's clock when the probe read it (seconds since the epoch).
     clock_epoch: int | None = None
+    # What IMDSv2 says the instance is (None: an older probe, or the section is missing).
+    host_identity: HostIdentity | None = None
     gpu_present: bool | None = None
     gpu_query_ok: bool | None = None
     gpus: list[GpuInfo] = Field(default_factory=list)
@@ -289,6 +309,9 @@ class NodeProbeData(BaseModel):
     topology_nvlink_pairs: int | None = None
     acs_enabled_bridges: list[str] = Field(default_factory=list)
     iommu_enabled: bool | None = None
+    # The newest kernel log lines about EFA, RDMA and memory errors (ECC, EDAC, machine checks),
+    # bounded in number and length: evidence for the engineer, judged by no check.
+    kernel_log: list[str] = Field(default_factory=list)
     kernel_modules: list[str] = Field(default_factory=list)
     efa_devices: list[str] | None = None
     uverbs_devices: int | None = None
@@ -303,6 +326,8 @@ class NodeProbeData(BaseModel):
     hugepages_total: int | None = None
     hugepages_free: int | None = None
     hugepage_size_kib: int | None = None
+    # /proc/meminfo's MemTotal (the memory the kernel manages, a little under the instance's).
+    mem_total_kib: int | None = None
     interfaces: list[NetInterface] = Field(default_factory=list)
     shm_fstype: str | None = None
     shm_size_bytes: int | None = None

@@ -1,6 +1,13 @@
 # hyperpod-nccl node probe (read-only). Every external command runs under its own `timeout`;
 # each section prints "@@BEGIN <name>", the command output, then "@@END <name> rc=<status>".
 # Only read-only tools are used (tests/unit/test_probe_allowlist.py enforces the allowlist).
+# No real captured output of these sections has been seen (tests/data/probe/README.md, "Sections
+# with no real sample"): their formats are read as the tools document them, not yet as a real host
+# printed them: kernel, hostname, clock, imds, xid_counts_dmesg, xid_counts_journal, nvvs_log,
+# nvvs_tail, pci_acs, cmdline, iommu_dmesg, modules, efa_module_version, uverbs, fi_info_version,
+# ofi_nccl, nccl_libs, nccl_header, interfaces, links, memlock, stack, remove_ipc, numa, firewall,
+# firewall_nft, stale_shm, training_procs, efa_latency_tcp, nccl_jobs, nccl_job_env, nccl_job,
+# nccl_ras, flight_recorder, nccl_net_plugin, process_limits.
 export LC_ALL=C
 export PATH="$PATH:/opt/amazon/efa/bin:/usr/local/cuda/bin:/usr/sbin:/sbin"
 # `lastpipe` lets `read` at the end of a pipeline set variables without command substitution.
@@ -21,6 +28,37 @@ end hostname "$?"
 begin clock
 timeout 5 date -u +%s 2>&1
 end clock "$?"
+
+# Host info (original probe 1): the instance type and Availability Zone as the instance metadata
+# service (IMDSv2) tells them, compared with what HyperPod lists. A session token first (PUT, a
+# 60 s lifetime), then each value, each call bounded (1 s to connect, 2 s in all) and never through
+# a proxy (one set in the session's environment must not see the token). IMDS may be off, or out of
+# reach (a hop limit of 1 seen from a container): the section then says so and the probe goes on.
+# A value is printed only when it has its shape (models/node_probe.py spells the same patterns).
+re_instance_type='^[a-z][a-z0-9-]{0,15}\.[a-z0-9]{1,16}$'
+re_zone='^[a-z]{2}(-[a-z0-9]{1,12}){2,5}[a-z]$'
+re_zone_id='^[a-z]{2,5}[0-9]{1,2}(-[a-z]{3}[0-9]{1,2})?-az[0-9]{1,2}$'
+imds_token=
+imds_type=
+imds_zone=
+imds_zone_id=
+imds_show() { if [ "$2" != 0 ]; then printf '%s unavailable (curl rc=%s)\n' "$1" "$2"; elif [[ $3 =~ $4 ]]; then printf '%s %s\n' "$1" "$3"; else printf '%s refused (%s bytes not of its shape)\n' "$1" "${#3}"; fi; }
+begin imds
+timeout 5 curl -sf --noproxy '*' --connect-timeout 1 --max-time 2 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' http://169.254.169.254/latest/api/token 2>/dev/null | head -c 128 | read -r imds_token
+imds_rc=${PIPESTATUS[0]}
+imds_answer=$imds_token
+[[ $imds_token =~ ^[A-Za-z0-9+/=_-]{16,100}$ ]] || imds_token=
+if [ -z "$imds_answer" ]; then printf 'unavailable: no IMDSv2 token (curl rc=%s)\n' "$imds_rc"; fi
+if [ -n "$imds_answer" ] && [ -z "$imds_token" ]; then printf 'unavailable: IMDSv2 token refused (%s bytes not of its shape)\n' "${#imds_answer}"; fi
+if [ -n "$imds_token" ]; then
+  timeout 5 curl -sf --noproxy '*' --connect-timeout 1 --max-time 2 -H "X-aws-ec2-metadata-token: $imds_token" http://169.254.169.254/latest/meta-data/instance-type 2>/dev/null | head -c 64 | read -r imds_type
+  imds_show instance-type "${PIPESTATUS[0]}" "$imds_type" "$re_instance_type"
+  timeout 5 curl -sf --noproxy '*' --connect-timeout 1 --max-time 2 -H "X-aws-ec2-metadata-token: $imds_token" http://169.254.169.254/latest/meta-data/placement/availability-zone 2>/dev/null | head -c 64 | read -r imds_zone
+  imds_show availability-zone "${PIPESTATUS[0]}" "$imds_zone" "$re_zone"
+  timeout 5 curl -sf --noproxy '*' --connect-timeout 1 --max-time 2 -H "X-aws-ec2-metadata-token: $imds_token" http://169.254.169.254/latest/meta-data/placement/availability-zone-id 2>/dev/null | head -c 64 | read -r imds_zone_id
+  imds_show availability-zone-id "${PIPESTATUS[0]}" "$imds_zone_id" "$re_zone_id"
+fi
+end imds "$imds_rc"
 
 begin gpu_list
 timeout 20 nvidia-smi -L 2>&1
@@ -96,6 +134,14 @@ end cmdline "$?"
 begin iommu_dmesg
 timeout 10 dmesg 2>&1 | grep -iE 'iommu.*enabled|dmar: intel' | head -n 5
 end iommu_dmesg "${PIPESTATUS[0]}"
+
+# Original probe 31: the newest kernel lines about EFA, RDMA and memory errors (ECC, EDAC, machine
+# checks), shown as evidence (the GPU driver's own lines are read by the Xid sections above). At
+# most 20 lines of at most 300 bytes: dmesg escapes unprintable bytes itself (\xNN) and tr drops
+# any control character left, so no line can move a terminal or pass for a section marker.
+begin kernel_log
+timeout 10 dmesg -T 2>&1 | grep -aiE '\befa|rdma|\bib_|infiniband|\becc\b|edac|hardware error|correctable' | grep -av 'NVRM: ' | tr -d '\000-\010\013-\037\177' | grep -av -- '^@@' | tail -n 20 | grep -aoE -- '^.{1,300}'
+end kernel_log "${PIPESTATUS[0]}"
 
 begin modules
 timeout 5 lsmod 2>&1 | grep -E '^(efa|nvidia|nvidia_peermem|nv_peer_mem|ib_core|ib_uverbs|gdrdrv) '

@@ -15,8 +15,12 @@ from hyperpod_nccl import thresholds
 from hyperpod_nccl.bounded import loads_json
 from hyperpod_nccl.hang.flight_recorder import rank_from_filename
 from hyperpod_nccl.models.node_probe import (
+    AVAILABILITY_ZONE_ID_PATTERN,
+    AVAILABILITY_ZONE_PATTERN,
+    EC2_INSTANCE_TYPE_PATTERN,
     FlightRecorderFile,
     GpuInfo,
+    HostIdentity,
     LoopbackLatency,
     NcclJobChoice,
     NcclJobProcess,
@@ -824,6 +828,59 @@ def refused_settings(job: NcclJobChoice, ras: Section | None, dump_lines: list[s
     return refused
 
 
+# The `imds` section's lines (node_probe.sh): `<name> <value>` when IMDS answered a value of its
+# shape, `<name> unavailable|refused (...)` or `unavailable: ...` when it did not.
+_IMDS_PATTERNS = {
+    "instance-type": re.compile(EC2_INSTANCE_TYPE_PATTERN),
+    "availability-zone": re.compile(AVAILABILITY_ZONE_PATTERN),
+    "availability-zone-id": re.compile(AVAILABILITY_ZONE_ID_PATTERN),
+}
+_IMDS_VALUE = re.compile(r"^(?P<name>instance-type|availability-zone|availability-zone-id) (?P<value>\S{1,64})$")
+_IMDS_NOTE = re.compile(
+    r"^(?:unavailable: |(?:instance-type|availability-zone|availability-zone-id) (?:unavailable|refused) )[ -~]{0,100}$"
+)
+
+
+def parse_imds(section: Section | None) -> HostIdentity | None:
+    """The instance type and zone of the `imds` section, each only when it has its shape (a value
+    of another shape is refused here too: the node's output is untrusted, whatever the probe
+    checked); None when the section is missing (an older probe)."""
+    if section is None:
+        return None
+    if section.tool_missing:
+        return HostIdentity(notes=["curl is not installed on the node (IMDS not asked)"])
+    found: dict[str, str] = {}
+    notes: list[str] = []
+    for raw in section.lines[:8]:
+        line = raw.strip()
+        value = _IMDS_VALUE.match(line)
+        if value and _IMDS_PATTERNS[value["name"]].fullmatch(value["value"]):
+            found.setdefault(value["name"], value["value"])
+        elif _IMDS_NOTE.match(line):
+            notes.append(line)
+        elif value:
+            notes.append(f"{value['name']} refused (not of its shape)")
+    if not found and not notes:
+        notes.append(f"no answer (rc={section.rc})")
+    return HostIdentity(
+        instance_type=found.get("instance-type"),
+        availability_zone=found.get("availability-zone"),
+        availability_zone_id=found.get("availability-zone-id"),
+        notes=notes[:4],
+    )
+
+
+# The kernel log tail: at most this many lines (the probe keeps 20), each cut to this length.
+KERNEL_LOG_MAX_LINES = 20
+KERNEL_LOG_MAX_CHARS = 300
+
+
+def parse_kernel_log(lines: list[str]) -> list[str]:
+    """The `kernel_log` section's lines, the newest KERNEL_LOG_MAX_LINES, each cut to
+    KERNEL_LOG_MAX_CHARS (the probe bounds both already; a node is not believed beyond them)."""
+    return [line.strip()[:KERNEL_LOG_MAX_CHARS] for line in lines if line.strip()][-KERNEL_LOG_MAX_LINES:]
+
+
 def _statuses(sections: dict[str, Section]) -> list[SectionStatus]:
     return [SectionStatus(name=s.name, rc=s.rc, lines=len(s.lines)) for s in sections.values()]
 
@@ -850,7 +907,9 @@ def parse_node_probe(output: str) -> NodeProbeData:
     if NodeSection.CMDLINE in sections or NodeSection.IOMMU_DMESG in sections:
         iommu = bool(re.search(r"\b(intel_iommu|amd_iommu)=on\b", cmdline)) or bool(lines(NodeSection.IOMMU_DMESG))
     fi_domains, fi_error = parse_fi_info(sections.get(NodeSection.FI_INFO_EFA))
-    hugepages = dict(re.findall(r"^(\w+):\s+(\d+)", "\n".join(lines(NodeSection.HUGEPAGES)), re.M))
+    # At most 19 digits (an int64): a longer number is no meminfo value, and int() of thousands of
+    # digits raises.
+    hugepages = dict(re.findall(r"^(\w+):\s+(\d{1,19})\b", "\n".join(lines(NodeSection.HUGEPAGES)), re.M))
     shm_type, shm_size, shm_mount = parse_shm(lines(NodeSection.SHM))
     memlock, memlock_unlimited = _limit(lines(NodeSection.MEMLOCK))
     stack, stack_unlimited = _limit(lines(NodeSection.STACK))
@@ -872,6 +931,7 @@ def parse_node_probe(output: str) -> NodeProbeData:
     return NodeProbeData(
         hostname=_first(lines(NodeSection.HOSTNAME)),
         clock_epoch=int(clock) if clock and re.fullmatch(r"\d{9,11}", clock) else None,
+        host_identity=parse_imds(sections.get(NodeSection.IMDS)),
         gpu_present=gpu_present,
         gpu_query_ok=None if gpu_query is None or not gpu_present else gpu_query.rc == 0 and bool(gpus),
         gpus=gpus,
@@ -887,6 +947,7 @@ def parse_node_probe(output: str) -> NodeProbeData:
         topology_pcie_pairs=pcie_pairs,
         acs_enabled_bridges=parse_acs(lines(NodeSection.PCI_ACS)),
         iommu_enabled=iommu,
+        kernel_log=parse_kernel_log(lines(NodeSection.KERNEL_LOG)),
         kernel_modules=[line.split()[0] for line in lines(NodeSection.MODULES) if line.split()],
         efa_devices=[d for d in efa_devices if not d.startswith("ls:")] if efa_devices is not None else None,
         uverbs_devices=None if uverbs is None else sum(1 for line in uverbs.lines if line.strip().startswith("uverbs")),
@@ -902,6 +963,7 @@ def parse_node_probe(output: str) -> NodeProbeData:
         hugepages_total=_int(hugepages.get("HugePages_Total")),
         hugepages_free=_int(hugepages.get("HugePages_Free")),
         hugepage_size_kib=_int(hugepages.get("Hugepagesize")),
+        mem_total_kib=_int(hugepages.get("MemTotal")),
         interfaces=parse_interfaces(lines(NodeSection.INTERFACES), lines(NodeSection.LINKS)),
         shm_fstype=shm_type,
         shm_size_bytes=shm_size,

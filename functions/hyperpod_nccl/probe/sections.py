@@ -24,6 +24,7 @@ class NodeSection(StrEnum):
     KERNEL = "kernel"
     HOSTNAME = "hostname"
     CLOCK = "clock"
+    IMDS = "imds"
     GPU_LIST = "gpu_list"
     GPU_QUERY = "gpu_query"
     CUDA_VERSION = "cuda_version"
@@ -40,6 +41,7 @@ class NodeSection(StrEnum):
     PCI_ACS = "pci_acs"
     CMDLINE = "cmdline"
     IOMMU_DMESG = "iommu_dmesg"
+    KERNEL_LOG = "kernel_log"
     # EFA, libfabric, aws-ofi-nccl and NCCL
     MODULES = "modules"
     EFA_MODULE_VERSION = "efa_module_version"

@@ -1,6 +1,8 @@
 # hyperpod-nccl Slurm controller probe (read-only). Same section format as node_probe.sh.
 # No value read at run time is ever a command's argument here. Job names (any user's) and node
 # reasons are free text: control characters are dropped from them (a newline stays a row end).
+# No real captured output of the munge, nccl_env_files and remove_ipc sections has been seen
+# (tests/data/probe/README.md, "Sections with no real sample").
 export LC_ALL=C
 export PATH="$PATH:/opt/slurm/bin:/usr/local/bin:/usr/sbin:/sbin"
 begin() { printf '@@BEGIN %s\n' "$1"; }
