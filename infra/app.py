@@ -92,8 +92,14 @@ def build_app(
 
 
 def main() -> None:
-    """Synthesize the cloud assembly."""
-    build_app().synth()
+    """Synthesize the cloud assembly; a configuration the stack refuses (the placeholder cluster, a
+    misspelt key, a bad value) is one line on stderr and exit 2, not a traceback."""
+    try:
+        app = build_app()
+    except ValueError as error:  # pydantic's ValidationError is one too
+        sys.stderr.write(f"hyperpod-nccl-monitor: error: {'; '.join(str(error).splitlines())}\n")
+        raise SystemExit(2) from None
+    app.synth()
 
 
 if __name__ == "__main__":

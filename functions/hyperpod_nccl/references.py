@@ -133,7 +133,7 @@ CLUSTER_LARGE = _ref(CLUSTER, "4")
 
 
 # Where `pip install` puts the runbooks, under the installation's prefix (pyproject.toml's
-# data-files; tests/unit/test_references_install.py holds the two equal).
+# data-files; tests/functional/test_runtime_install.py installs it and finds the runbooks there).
 INSTALLED_REFERENCES = Path("share", "hyperpod-nccl-monitor", "references")
 # The published runbooks, for pointers read away from any installation (alerts, a copied report).
 REFERENCES_URL = "https://github.com/aws-samples/hyperpod-nccl-monitor/blob/main/references"

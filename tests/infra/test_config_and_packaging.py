@@ -68,6 +68,18 @@ def test_the_shipped_placeholder_cluster_is_refused_and_a_silent_monitor_is_warn
     assert capsys.readouterr().err == ""
 
 
+def test_synth_of_the_shipped_cdk_json_is_one_line_not_a_traceback(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    from infra import app
+
+    monkeypatch.delenv("CDK_CONTEXT_JSON", raising=False)
+    with pytest.raises(SystemExit) as exited:
+        app.main()
+    assert exited.value.code == 2
+    told = capsys.readouterr().err
+    assert told.startswith("hyperpod-nccl-monitor: error: cdk.json still watches the placeholder cluster")
+    assert told.count("\n") == 1 and "Traceback" not in told
+
+
 def test_defaults_synthesize_with_no_context_at_all() -> None:
     config = _config()
     assert config.clusters == []

@@ -28,6 +28,19 @@ from hyperpod_nccl.cli.main import main
         (["diagnose", "--cluster", "c1", "--region", "us-west-2", "--read-timeout", "0"], "invalid timeout"),
         (["diagnose", "--cluster", "c1", "--region", "us-west-2", "--connect-timeout", "x"], "invalid timeout"),
         (["diagnose", "--cluster", "c1", "--region", "us-west-2", "--profile", "a b"], "invalid profile"),
+        # The monitor's table knows clusters by name; an ARN would silently match nothing.
+        (
+            [
+                "status",
+                "--region",
+                "us-west-2",
+                "--cluster",
+                "arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdef123456",
+            ],
+            "expected a name",
+        ),
+        (["support-bundle", "--cluster", "c1", "--region", "us-west-2", "--format", "json"], "unrecognized arguments"),
+        (["incidents", "--cluster", "c1", "--region", "us-west-2", "--format", "html"], "invalid choice"),
         (
             [
                 "diagnose",

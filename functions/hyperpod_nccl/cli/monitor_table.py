@@ -55,7 +55,7 @@ def add_table_arguments(parser: argparse.ArgumentParser, *, clusters: bool) -> N
         parser.add_argument(
             "--cluster",
             action="append",
-            type=validate.cluster,
+            type=validate.cluster_name,
             metavar="NAME",
             help="a watched cluster to show (repeatable; default: every cluster the stack watches)",
         )

@@ -4,7 +4,8 @@
     kubectl logs <POD> | hyperpod-nccl triage -        # stdin (also the default)
     hyperpod-nccl triage "NCCL WARN NET/OFI fi_getinfo failed"   # the error text itself
     hyperpod-nccl triage -e "Watchdog caught collective operation timeout"
-    hyperpod-nccl triage --format json --fail-on P1 *.log      # one JSON object per input, per line
+    hyperpod-nccl triage --format json --fail-on P1 *.log      # one JSON document for every input
+    hyperpod-nccl triage --format jsonl *.log                  # one JSON line per input, as it is read
 
 An argument that names no file is classified as the error text itself, unless it looks like a path
 (a `/`, or a log file's extension, and no spaces): a mistyped file name is reported as unreadable,
