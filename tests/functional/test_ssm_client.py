@@ -43,19 +43,23 @@ def agent():  # type: ignore[no-untyped-def]
     server.stop()
 
 
+# The data-channel faults every output mode must survive, by name.
+CHANNEL_FAULTS: dict[str, dict[str, object]] = {
+    "clean": {},
+    "drop": {"drop_first": 2},
+    "duplicate": {"duplicate": True},
+    "reorder": {"reorder": True},
+    "bad-digest": {"corrupt_digest": 2},
+    "stall": {"stall_seconds": 0.3},
+    "no-channel-closed": {"close_without_channel_closed": True},
+    "combined": {"drop_first": 1, "duplicate": True, "reorder": True},
+}
+
+
 @pytest.mark.parametrize(
     "faults",
-    [
-        SessionFaultSpec(),
-        SessionFaultSpec(drop_first=2),
-        SessionFaultSpec(duplicate=True),
-        SessionFaultSpec(reorder=True),
-        SessionFaultSpec(corrupt_digest=2),
-        SessionFaultSpec(stall_seconds=0.3),
-        SessionFaultSpec(close_without_channel_closed=True),
-        SessionFaultSpec(drop_first=1, duplicate=True, reorder=True),
-    ],
-    ids=["clean", "drop", "duplicate", "reorder", "bad-digest", "stall", "no-channel-closed", "combined"],
+    [SessionFaultSpec.model_validate(knobs) for knobs in CHANNEL_FAULTS.values()],
+    ids=list(CHANNEL_FAULTS),
 )
 def test_output_arrives_complete_and_in_order_despite_faults(agent, faults) -> None:  # type: ignore[no-untyped-def]
     response = agent.add_session("target", OUTPUT, faults)
@@ -294,20 +298,7 @@ def _stream_payloads(session: AgentSession | None, *types: codec.PayloadType) ->
     return [m.payload for m in session.sent if m.payload_type in types]
 
 
-@pytest.mark.parametrize(
-    "faults",
-    [
-        _separate(),
-        _separate(drop_first=2),
-        _separate(duplicate=True),
-        _separate(reorder=True),
-        _separate(corrupt_digest=3),
-        _separate(stall_seconds=0.3),
-        _separate(close_without_channel_closed=True),
-        _separate(drop_first=1, duplicate=True, reorder=True),
-    ],
-    ids=["clean", "drop", "duplicate", "reorder", "bad-digest", "stall", "no-channel-closed", "combined"],
-)
+@pytest.mark.parametrize("faults", [_separate(**knobs) for knobs in CHANNEL_FAULTS.values()], ids=list(CHANNEL_FAULTS))
 def test_separate_streams_arrive_merged_with_the_exit_code_message(agent, faults) -> None:  # type: ignore[no-untyped-def]
     # The client's API has one output: stdout and stderr merged in the order the agent sent them
     # (sequence order). The exit code comes from the final ExitCode message: stdout has no marker.

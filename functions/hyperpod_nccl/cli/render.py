@@ -240,23 +240,35 @@ class TextReport:
         YAML indented under the nesting path it belongs to, and every step that depends on the one
         before it (replace only if the recheck fails) commented out, so that pasting a whole block
         can never run it."""
-        lines: list[str] = []
-        for number, cause in enumerate(result.verdict.root_causes, 1):
-            if not any(step.command for step in cause.plan):
-                continue
-            lines.append(f"  # {number}. {cause.title} ({cause.priority.value}, {cause.reference.pointer})")
-            for step in cause.plan:
-                lines.extend(plan_step_lines(step))
-            lines.append("")
+        lines = command_block(result)
         if lines:
             self._line()
             self._line("Suggested commands (run yourself):")
-            self._line(
-                "  # by root cause in verdict order, safest step first; "
-                "steps that depend on the one before are commented out"
-            )
-            for line in lines[:-1]:
+            self._line(f"  {COMMANDS_HEADER}")
+            for line in lines:
                 self._line(line)
+
+
+# The first line of the "Suggested commands (run yourself)" block, in every rendering.
+COMMANDS_HEADER = (
+    "# by root cause in verdict order, safest step first; steps that depend on the one before are commented out"
+)
+
+
+def command_block(result: SweepResult) -> list[str]:
+    """The "Suggested commands (run yourself)" block of every rendering, each line indented by two
+    spaces: each root cause with a command, in verdict order, its plan's steps (`plan_step_lines`)
+    under a comment naming it, a blank line between causes."""
+    lines: list[str] = []
+    for number, cause in enumerate(result.verdict.root_causes, 1):
+        if not any(step.command for step in cause.plan):
+            continue
+        if lines:
+            lines.append("")
+        lines.append(f"  # {number}. {cause.title} ({cause.priority.value}, {cause.reference.pointer})")
+        for step in cause.plan:
+            lines.extend(plan_step_lines(step))
+    return lines
 
 
 def plan_step_lines(step: PlanStep) -> list[str]:

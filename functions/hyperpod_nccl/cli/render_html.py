@@ -16,11 +16,12 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from hyperpod_nccl.cli.render import (
+    COMMANDS_HEADER,
     MAX_SHOWN_FINDINGS,
     VERDICT_DETAILED_CAUSES,
     IssuesByFingerprint,
+    command_block,
     listed,
-    plan_step_lines,
 )
 from hyperpod_nccl.models.common import parse_time
 from hyperpod_nccl.models.findings import DegradedSource, Finding, Status, SweepResult
@@ -391,20 +392,10 @@ def _degraded(sources: list[DegradedSource]) -> list[str]:
 
 
 def _commands(result: SweepResult) -> list[str]:
-    lines: list[str] = []
-    for number, cause in enumerate(result.verdict.root_causes, 1):
-        if not any(step.command for step in cause.plan):
-            continue
-        lines.append(f"# {number}. {cause.title} ({cause.priority.value}, {cause.reference.pointer})")
-        for step in cause.plan:
-            lines.extend(line[2:] if line.startswith("  ") else line for line in plan_step_lines(step))
-        lines.append("")
+    lines = command_block(result)
     if not lines:
         return []
-    header = (
-        "# by root cause in verdict order, safest step first; steps that depend on the one before are commented out"
-    )
-    body = "\n".join(_e(line) for line in [header, *lines[:-1]])
+    body = "\n".join(_e(line.removeprefix("  ")) for line in [f"  {COMMANDS_HEADER}", *lines])
     return ["<h2>Suggested commands (run yourself)</h2>", f'<pre class="commands">{body}</pre>']
 
 
