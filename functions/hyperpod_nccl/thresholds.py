@@ -98,6 +98,15 @@ INCIDENT_CAUSAL_WINDOW_SECONDS = 3600
 # On-node probe limits (original Check 8, debugging-guide § 17): memlock and stack in KiB.
 NODE_MIN_MEMLOCK_KIB = 8388608
 NODE_MIN_STACK_KIB = 4096
+# Open files (RLIMIT_NOFILE soft) of the job's processes. Each NCCL rank holds sockets per peer for
+# bootstrap and the proxy, plus EFA/verbs and CUDA IPC descriptors, so the kernel's default soft
+# limit of 1024 is a known cause of "Too many open files" in multi-node NCCL/PyTorch jobs (NCCL
+# raises its soft limit to the hard one only in the bootstrap root's process). 65536 is the
+# soft limit the EKS AL2023 AMI and Bottlerocket give every container (awslabs/amazon-eks-ami PR
+# #1794, RLIMIT_NOFILE 65536:1048576); a containerd at 1024:524288 (PR #1535) was reverted after
+# "Too many open files" in production. At or below the default it fails, below the floor it warns.
+NODE_MIN_OPEN_FILES = 65536
+NODE_DEFAULT_OPEN_FILES = 1024
 # Node clock skew (s) outside the probe's session: a warning past a few heartbeats' worth, a failure
 # past munge's default credential time-to-live (5 minutes), beyond which Slurm rejects the node.
 NODE_CLOCK_SKEW_WARN_SECONDS = 30

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,8 +22,10 @@ from hyperpod_nccl.models.node_probe import (
 )
 from hyperpod_nccl.probe.parsers import (
     parse_dcgm_health,
+    parse_gpu_nic_affinity,
     parse_node_probe,
     parse_nvlink,
+    parse_nvlink_gpus,
     parse_pingpong,
     parse_slurm_controller,
     parse_topology,
@@ -468,3 +471,98 @@ def test_unavailable_hostlists_are_expanded_to_slurm_nodes(reason: str, names: l
     slurm = SlurmControllerData(queue=[SlurmQueueEntry(job_id="7", name="train", state="PENDING", reason=reason)])
     [finding] = [f for f in _run("slurm.queue", _inventory(slurm=slurm)) if f.status == Status.WARN]
     assert [r.id for r in finding.resources if r.kind == "slurm_node"] == names
+
+
+# --- GPU↔NIC affinity and NVLink per GPU (issue 17, point 5) ---------------------------------------
+
+
+def _topology_lines(drop_columns: tuple[str, ...] = ()) -> list[str]:
+    """The DGX A100 matrix (NVIDIA/nccl#1505), optionally without some NIC columns: a host whose NICs
+    behind the first GPUs' switch are missing from the matrix (the cells kept are the source's)."""
+    lines = _sections("a100_topology_with_nics.txt")["topology"].lines
+    header = lines[0].split()
+    keep = [i for i, name in enumerate(header) if name not in drop_columns]
+    out = []
+    for line in lines:
+        cells = line.split()
+        if cells == header:
+            out.append("\t" + "\t".join(header[i] for i in keep))
+        else:
+            out.append("\t".join([cells[0], *(cells[i + 1] for i in keep if i + 1 < len(cells))]))
+    return out
+
+
+def test_each_gpus_nearest_nics_are_read_from_the_matrix() -> None:
+    affinity = parse_gpu_nic_affinity(_sections("a100_topology_with_nics.txt")["topology"].lines)
+    assert [(a.gpu, a.nics, a.link) for a in affinity] == [
+        ("GPU0", ["NIC0", "NIC1"], "PXB"),
+        ("GPU1", ["NIC0", "NIC1"], "PXB"),
+        ("GPU2", ["NIC2", "NIC3"], "PXB"),
+        ("GPU3", ["NIC2", "NIC3"], "PXB"),
+    ]
+    # every GPU has NICs behind its own PCIe switches: said, not flagged
+    [finding] = _run("node.p2p_path", _inventory(NodeProbeData(gpu_present=True, gpu_nic_affinity=affinity)))
+    assert finding.status is Status.INFO and finding.title.endswith(": PXB")
+    assert finding.evidence[0] == "GPU0: NIC0, NIC1 (PXB)"
+
+
+def test_a_gpu_whose_nearest_nic_is_across_sockets_warns() -> None:
+    affinity = parse_gpu_nic_affinity(_topology_lines(drop_columns=("NIC0", "NIC1")))
+    assert [(a.gpu, a.link) for a in affinity] == [("GPU0", "SYS"), ("GPU1", "SYS"), ("GPU2", "PXB"), ("GPU3", "PXB")]
+    [finding] = _run("node.p2p_path", _inventory(NodeProbeData(gpu_present=True, gpu_nic_affinity=affinity)))
+    assert (finding.status, finding.priority) == (Status.WARN, Priority.P2)
+    assert finding.title.startswith("GPU0, GPU1 of ") and finding.fields["far_gpus"] == "GPU0,GPU1"
+
+
+def test_matrix_rows_with_cells_outside_the_legend_are_not_read() -> None:
+    lines = _sections("a100_topology_with_nics.txt")["topology"].lines
+    hostile = [lines[0], lines[1].replace("PXB", "P" * 5000, 1), lines[2], "GPU9 " + "SYS " * 3]
+    assert [a.gpu for a in parse_gpu_nic_affinity(hostile)] == ["GPU1"]
+    # matrices without NIC columns (the H100 fixture) give nothing, and no finding
+    assert parse_gpu_nic_affinity(_sections("h100_topology_and_dcgm_health.txt")["topology"].lines) == []
+
+
+@pytest.mark.parametrize(
+    "name, gpu, speeds, down",
+    [
+        ("nvlink_h100_healthy_gpu0.txt", "GPU 0", [26.562] * 18, 0),
+        ("nvlink_p4de_healthy_gpu0.txt", "GPU 0", [25.0] * 12, 0),
+        ("nvlink_v100_two_inactive_links.txt", "GPU 3", [25.781] * 4, 2),
+        ("nvlink_b200_all_links_inactive.txt", "GPU 2", [], 1),
+    ],
+)
+def test_nvlink_links_and_speeds_are_read_per_gpu(name: str, gpu: str, speeds: list[float], down: int) -> None:
+    [parsed] = parse_nvlink_gpus(_sections(name)["nvlink"].lines)
+    assert (parsed.gpu, parsed.speeds_gbps, parsed.down, parsed.not_understood) == (gpu, speeds, down, [])
+
+
+def _nvlink_gpus(*names: str) -> NodeProbeData:
+    """A node whose GPUs are the fixtures' GPU blocks, renumbered 0, 1, … (each source shows one GPU)."""
+    lines: list[str] = []
+    for number, name in enumerate(names):
+        block = _sections(name)["nvlink"].lines
+        lines += [re.sub(r"^GPU \d+:", f"GPU {number}:", block[0]), *block[1:]]
+    active, inactive = parse_nvlink(lines)
+    return NodeProbeData(
+        gpu_present=True, nvlink_active=active, nvlink_inactive=inactive, nvlink_gpus=parse_nvlink_gpus(lines)
+    )
+
+
+def test_a_gpu_with_fewer_or_slower_links_than_its_peers_warns() -> None:
+    # three H100 GPU blocks and one A100 block (12 links at 25 GB/s): the odd one is short and slow
+    node = _nvlink_gpus(*["nvlink_h100_healthy_gpu0.txt"] * 3, "nvlink_p4de_healthy_gpu0.txt")
+    [finding] = _run("node.nvlink", _inventory(node))
+    assert (finding.status, finding.priority) == (Status.WARN, Priority.P1)
+    assert finding.evidence == ["GPU 3: 12 active link(s) where its peers have 18, 12 at 25.0 GB/s (peers 26.562 GB/s)"]
+    # identical GPUs: nothing
+    assert _run("node.nvlink", _inventory(_nvlink_gpus(*["nvlink_h100_healthy_gpu0.txt"] * 4))) == []
+
+
+def test_nvlink_states_neither_up_nor_down_are_reported_not_dropped() -> None:
+    lines = _sections("nvlink_p4de_healthy_gpu0.txt")["nvlink"].lines
+    # a state outside both shapes (the word is ours: no real sample of one was found)
+    odd = [*lines[:3], "  Link 2: <sleep>", *lines[4:]]
+    [gpu] = parse_nvlink_gpus(odd)
+    assert (len(gpu.speeds_gbps), gpu.down, gpu.not_understood) == (11, 0, ["Link 2: <sleep>"])
+    [finding] = _run("node.nvlink", _inventory(NodeProbeData(gpu_present=True, nvlink_gpus=[gpu])))
+    assert finding.status is Status.INFO and finding.evidence == ["GPU 0 Link 2: <sleep>"]

@@ -4,6 +4,9 @@ process, slurmd and the container runtime from /proc/<pid>/limits, each named; t
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from hyperpod_nccl import thresholds
 from hyperpod_nccl.checks import discover
 from hyperpod_nccl.models.findings import Priority, Status
 from hyperpod_nccl.models.node_probe import NodeProbeData, ProcessLimits
@@ -81,3 +84,58 @@ def test_rows_under_a_process_of_no_role_are_nobodys() -> None:
     probe = _probe(["job 7300 python", *_limits("unlimited"), "daemon 900 sshd", *_limits("0", "1024")])
     (job,) = probe.process_limits or []
     assert (job.command, job.memlock_unlimited, job.stack_kib) == ("python", True, 8192)
+
+
+# --- Open files (real /proc/<pid>/limits rows; provenance: tests/data/probe/README.md) -------------
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "probe"
+
+
+def _open_files(probe: NodeProbeData):  # type: ignore[no-untyped-def]
+    return CHECKS["node.open_files"].run(probed_node(probe))
+
+
+def test_a_job_at_the_kernels_default_of_1024_open_files_fails() -> None:
+    # the stalled mpirun of open-mpi/ompi#7728: soft 1024, hard 2048
+    probe = parse_node_probe((DATA / "process_limits_job_open_files_1024.txt").read_text(encoding="utf-8"))
+    (job,) = probe.process_limits or []
+    assert (job.open_files, job.open_files_unlimited, job.memlock_kib, job.stack_kib) == (1024, False, None, None)
+    (finding,) = _open_files(probe)
+    assert (finding.status, finding.priority) == (Status.FAIL, Priority.P1)
+    assert finding.title.startswith("open files 1024 for python (pid 594)") and "(the running job)" in finding.title
+    assert finding.evidence == ["python (pid 594) [job]: open files 1024"]
+    assert str(thresholds.NODE_MIN_OPEN_FILES) in finding.detail
+
+
+def test_dockerd_at_65536_open_files_passes_while_its_memlock_fails() -> None:
+    # docker/docker-ce-packaging#111: dockerd with 65536 files (the floor) but 64 KiB memlock
+    probe = parse_node_probe((DATA / "process_limits_dockerd_65536.txt").read_text(encoding="utf-8"))
+    (dockerd,) = probe.process_limits or []
+    assert (dockerd.role, dockerd.open_files, dockerd.memlock_kib, dockerd.stack_kib) == (
+        "container_runtime",
+        65536,
+        64,
+        8192,
+    )
+    assert [f.status for f in _open_files(probe)] == [Status.PASS]
+    assert [f.status for f in _memlock(probe)] == [Status.FAIL]
+
+
+def test_open_files_between_the_default_and_the_floor_warn_per_process() -> None:
+    low = f"{'Max open files':<25} {'8192':<20} {'524288':<20} {'files':<10}"
+    probe = _probe(["daemon 812 containerd", low, "daemon 640 slurmd", *_limits("unlimited")])
+    (finding,) = _open_files(probe)
+    assert (finding.status, finding.priority) == (Status.WARN, Priority.P2)
+    assert "containerd (pid 812)" in finding.title and "slurmd" not in finding.title
+    assert "what the next job inherits" in finding.title
+    assert finding.evidence == [
+        "containerd (pid 812) [container_runtime]: open files 8192",
+        "slurmd (pid 640) [slurmd]: open files 1048576",
+    ]
+
+
+def test_open_files_unlimited_or_not_read_raise_nothing() -> None:
+    unlimited = f"{'Max open files':<25} {'unlimited':<20} {'unlimited':<20} {'files':<10}"
+    assert [f.status for f in _open_files(_probe(["job 7300 python", unlimited]))] == [Status.PASS]
+    # no process that runs jobs: node.memlock says so, open files adds nothing
+    assert _open_files(_probe([])) == []

@@ -18,6 +18,7 @@ from hyperpod_nccl.checks._node import (
 )
 from hyperpod_nccl.models.findings import Finding, Priority
 from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.models.node_probe import GpuNicAffinity, NodeProbeResult, NvlinkGpu
 from hyperpod_nccl.references import DBG_P2P_ACS, NODE_DCGM, NODE_GPU, NODE_NVIDIA, NODE_ROW_REMAP
 from hyperpod_nccl.xid import most_severe_action, xid_info
 
@@ -256,9 +257,31 @@ def _inactive_nvlinks(entries: list[str]) -> str:
     return " and ".join(parts)
 
 
+def _degraded_nvlinks(gpus: list[NvlinkGpu]) -> list[str]:
+    """GPUs with fewer active links, or a slower link, than the most common count and speed of their
+    peers (one line each); nothing with fewer than two GPUs to compare."""
+    if len(gpus) < 2:
+        return []
+    counts = [len(g.speeds_gbps) for g in gpus]
+    usual_count = max(set(counts), key=counts.count)
+    speeds = [speed for g in gpus for speed in g.speeds_gbps]
+    usual_speed = max(set(speeds), key=speeds.count) if speeds else None
+    degraded = []
+    for gpu in gpus:
+        slow = [speed for speed in gpu.speeds_gbps if usual_speed is not None and speed < usual_speed]
+        if len(gpu.speeds_gbps) < usual_count or slow:
+            what = f"{len(gpu.speeds_gbps)} active link(s) where its peers have {usual_count}"
+            if slow:
+                what += f", {len(slow)} at {min(slow)} GB/s (peers {usual_speed} GB/s)"
+            degraded.append(f"{gpu.gpu}: {what}")
+    return degraded
+
+
 @check(id="node.nvlink", title="NVLink links", priority=Priority.P0, reference=NODE_NVIDIA, source="node_probes")
 def nvlink(inv: Inventory) -> Iterator[Finding]:
-    """Inactive or erroring NVLinks → replace (after a reboot does not clear them)."""
+    """Inactive or erroring NVLinks → replace (after a reboot does not clear them). A GPU with fewer
+    active links or a slower link than its peers warns (a degraded NVLink); link states nvidia-smi
+    printed that are neither a speed nor a down state are reported as not understood."""
     for result, probe in probed_nodes(inv):
         if probe.nvlink_inactive:
             yield nvlink.fail(
@@ -267,6 +290,27 @@ def nvlink(inv: Inventory) -> Iterator[Finding]:
                 evidence=probe.nvlink_inactive[:8],
                 resources=[node_resource(result)],
                 suggested_commands=[reboot(inv, result), replace(inv, result)],
+            )
+        # Down links already fail above; the comparison adds GPUs that are short or slow without one.
+        degraded = [] if probe.nvlink_inactive else _degraded_nvlinks(probe.nvlink_gpus)
+        if degraded:
+            yield nvlink.warn(
+                f"NVLink degraded on {len(degraded)} GPU(s) of {node_label(result)} compared with their peers",
+                priority=Priority.P1,
+                detail="fewer or slower links than the other GPUs: collectives run at that GPU's pace; reboot, "
+                "then replace if it persists",
+                evidence=degraded[:8],
+                resources=[node_resource(result)],
+                suggested_commands=[reboot(inv, result)],
+            )
+        unknown = [f"{g.gpu} {line}" for g in probe.nvlink_gpus for line in g.not_understood]
+        if unknown:
+            yield nvlink.info(
+                f"{len(unknown)} NVLink state(s) not understood on {node_label(result)}",
+                detail="nvidia-smi printed a link state that is neither a speed nor inactive/down: not counted "
+                "as up or down; read it on the node",
+                evidence=unknown[:8],
+                resources=[node_resource(result)],
             )
 
 
@@ -296,3 +340,29 @@ def p2p_path(inv: Inventory) -> Iterator[Finding]:
                 priority=Priority.P2,
                 resources=[node_resource(result)],
             )
+        if probe.gpu_nic_affinity:
+            yield _nic_affinity(result, probe.gpu_nic_affinity)
+
+
+def _nic_affinity(result: NodeProbeResult, affinity: list[GpuNicAffinity]) -> Finding:
+    """INFO with each GPU's nearest NIC(s); WARN when a GPU reaches its nearest NIC only across the
+    CPU interconnect (SYS) while other GPUs have one behind their own PCIe switch (PIX/PXB): that
+    GPU's GPUDirect RDMA traffic then crosses sockets."""
+    evidence = [f"{a.gpu}: {', '.join(a.nics)} ({a.link})" for a in affinity]
+    far = [a.gpu for a in affinity if a.link == "SYS"]
+    if far and any(a.link in ("PIX", "PXB") for a in affinity):
+        return p2p_path.warn(
+            f"{', '.join(far)} of {node_label(result)} reach(es) a NIC only across the CPU interconnect (SYS)",
+            priority=Priority.P2,
+            detail="other GPUs have a NIC behind their own PCIe switch; GPUDirect RDMA of these GPUs crosses "
+            "sockets (slower, or staged through host memory): check that every NIC is up and listed",
+            evidence=evidence,
+            resources=[node_resource(result)],
+            fields={"far_gpus": ",".join(far)},
+        )
+    kinds = sorted({a.link for a in affinity}, key=lambda link: ("PIX", "PXB", "PHB", "NODE", "SYS").index(link))
+    return p2p_path.info(
+        f"nearest NIC of {len(affinity)} GPU(s) of {node_label(result)}: {'/'.join(kinds)}",
+        evidence=evidence,
+        resources=[node_resource(result)],
+    )

@@ -130,6 +130,52 @@ def stack(inv: Inventory) -> Iterator[Finding]:
             )
 
 
+@check(
+    id="node.open_files",
+    title="Open-files limit of the job's processes",
+    priority=Priority.P1,
+    reference=DBG_MEMLOCK_SHM,
+    source="node_probes",
+)
+def open_files(inv: Inventory) -> Iterator[Finding]:
+    """Open files (soft RLIMIT_NOFILE) of the running job (else of slurmd and the container runtime):
+    at or below the kernel's default of 1024 fails, below the floor warns. NCCL holds sockets per peer
+    plus EFA and CUDA IPC descriptors, and past the limit fails with "Too many open files". Each
+    process is named with its limit."""
+    ok = 0
+    for result, probe in probed_nodes(inv):
+        limited = _limited(probe)
+        if limited is None:
+            continue
+        processes, basis = limited
+        read = [p for p in processes if p.open_files_unlimited or p.open_files is not None]
+        if not read:
+            continue  # node.memlock already says that no job, slurmd or container runtime runs
+        low = [p for p in read if not p.open_files_unlimited and (p.open_files or 0) < thresholds.NODE_MIN_OPEN_FILES]
+        if not low:
+            ok += 1
+            continue
+        lowest = min(p.open_files or 0 for p in low)
+        title = f"open files {lowest} for {', '.join(p.label for p in low)} on {node_label(result)} ({basis})"
+        detail = (
+            f"NCCL needs sockets per peer plus EFA and CUDA IPC descriptors: set the soft limit to "
+            f">= {thresholds.NODE_MIN_OPEN_FILES} (systemd LimitNOFILE of slurmd / containerd / docker, docker's "
+            "default-ulimits, limits.conf or `ulimit -n` in the Slurm prolog or job script)"
+        )
+        common: dict[str, object] = {
+            "detail": detail,
+            "evidence": [p.shown("open_files") for p in read],
+            "resources": [node_resource(result)],
+            "fields": {"open_files": lowest, "processes": ",".join(p.command for p in low)},
+        }
+        if lowest <= thresholds.NODE_DEFAULT_OPEN_FILES:
+            yield open_files.fail(title, **common)
+        else:
+            yield open_files.warn(title, priority=Priority.P2, **common)
+    if ok:
+        yield open_files.passed(f"open-files limit large enough for the job's processes on {ok} node(s)")
+
+
 @check(id="node.dev_shm", title="/dev/shm size", priority=Priority.P1, reference=DBG_MEMLOCK_SHM, source="node_probes")
 def dev_shm(inv: Inventory) -> Iterator[Finding]:
     """< 1 GiB fails (NCCL's shared-memory transport), < 4 GiB warns, non-tmpfs warns, and a /dev/shm

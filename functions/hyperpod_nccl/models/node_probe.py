@@ -225,8 +225,11 @@ class ProcessLimits(BaseModel):
         """Whether `limit` is unlimited."""
         return self.memlock_unlimited if limit == "memlock" else self.stack_unlimited
 
-    def shown(self, limit: Literal["memlock", "stack"]) -> str:
-        """`containerd (pid 812) [container_runtime]: memlock 64 KiB`."""
+    def shown(self, limit: Literal["memlock", "stack", "open_files"]) -> str:
+        """`containerd (pid 812) [container_runtime]: memlock 64 KiB` (`open files 1024` for files)."""
+        if limit == "open_files":
+            files = "unlimited" if self.open_files_unlimited else str(self.open_files)
+            return f"{self.label} [{self.role}]: open files {files}"
         value = "unlimited" if self.unlimited(limit) else f"{self.kib(limit)} KiB"
         return f"{self.label} [{self.role}]: {limit} {value}"
 
@@ -286,6 +289,26 @@ class HostIdentity(BaseModel):
     notes: list[str] = Field(default_factory=list, description="`instance-type unavailable (curl rc=28)` ...")
 
 
+class GpuNicAffinity(BaseModel):
+    """The NIC(s) nearest one GPU in `nvidia-smi topo -m`, and how they connect (the matrix's
+    legend: PIX one PCIe bridge, PXB several, PHB a host bridge, NODE across host bridges of one
+    NUMA node, SYS across the CPU interconnect between sockets)."""
+
+    gpu: str = Field(pattern=r"^GPU\d{1,3}$")
+    nics: list[str] = Field(default_factory=list, description="`NIC0`, … (the matrix's column names)")
+    link: Literal["PIX", "PXB", "PHB", "NODE", "SYS"]
+
+
+class NvlinkGpu(BaseModel):
+    """One GPU's NVLinks in `nvidia-smi nvlink --status`: links up with their speeds, links down,
+    and link lines whose state was not understood (reported, never counted as up or down)."""
+
+    gpu: str = Field(description="`GPU 3` as the header names it")
+    speeds_gbps: list[float] = Field(default_factory=list, description="one per active link")
+    down: int = 0
+    not_understood: list[str] = Field(default_factory=list)
+
+
 class NodeProbeData(BaseModel):
     """Every signal the node probe collected, parsed. None = the section gave no answer."""
 
@@ -307,6 +330,10 @@ class NodeProbeData(BaseModel):
     nvlink_inactive: list[str] = Field(default_factory=list)
     topology_pcie_pairs: int | None = None
     topology_nvlink_pairs: int | None = None
+    # Per GPU, its nearest NIC(s) in the topology matrix (empty: no NIC columns, or no matrix).
+    gpu_nic_affinity: list[GpuNicAffinity] = Field(default_factory=list)
+    # Per GPU, its NVLinks (empty: the section gave no answer).
+    nvlink_gpus: list[NvlinkGpu] = Field(default_factory=list)
     acs_enabled_bridges: list[str] = Field(default_factory=list)
     iommu_enabled: bool | None = None
     # The newest kernel log lines about EFA, RDMA and memory errors (ECC, EDAC, machine checks),

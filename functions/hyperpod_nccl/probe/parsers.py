@@ -20,12 +20,14 @@ from hyperpod_nccl.models.node_probe import (
     EC2_INSTANCE_TYPE_PATTERN,
     FlightRecorderFile,
     GpuInfo,
+    GpuNicAffinity,
     HostIdentity,
     LoopbackLatency,
     NcclJobChoice,
     NcclJobProcess,
     NetInterface,
     NodeProbeData,
+    NvlinkGpu,
     ProcessLimits,
     RemappedRows,
     SectionStatus,
@@ -436,6 +438,44 @@ def parse_nvlink(lines: list[str]) -> tuple[int | None, list[str]]:
     return active, inactive
 
 
+# One `Link N: <state>` line; the state is a speed (`26.562 GB/s`) or a word in angle brackets.
+_NVLINK_LINE = re.compile(r"^Link (?P<link>\d{1,3}): (?P<state>.{1,80})$")
+_NVLINK_SPEED = re.compile(r"^(?P<speed>\d{1,4}(?:\.\d{1,6})?) GB/s$")
+_NVLINK_DOWN = re.compile(r"inactive|down|error|fail", re.I)
+_NVLINK_MAX_GPUS = 64
+_NVLINK_MAX_NOT_UNDERSTOOD = 16
+
+
+def parse_nvlink_gpus(lines: list[str]) -> list[NvlinkGpu]:
+    """Per GPU of `nvidia-smi nvlink --status`: the speed of each active link, the links down
+    (NVML's all-links-inactive message counts as one), and link lines whose state is neither a speed
+    nor a down word, kept (bounded) as not understood rather than dropped."""
+    gpus: list[NvlinkGpu] = []
+    for line in lines[: _NVLINK_MAX_GPUS * 40]:
+        stripped = line.strip()
+        header = re.match(r"^(?P<gpu>GPU \d{1,3}):", stripped)
+        if header:
+            if len(gpus) >= _NVLINK_MAX_GPUS:
+                break
+            gpus.append(NvlinkGpu(gpu=header["gpu"]))
+            continue
+        if not gpus:
+            continue
+        current = gpus[-1]
+        row = _NVLINK_LINE.match(stripped)
+        if row:
+            speed = _NVLINK_SPEED.match(row["state"].strip())
+            if speed:
+                current.speeds_gbps.append(float(speed["speed"]))
+            elif _NVLINK_DOWN.search(row["state"]):
+                current.down += 1
+            elif len(current.not_understood) < _NVLINK_MAX_NOT_UNDERSTOOD:
+                current.not_understood.append(stripped[:120])
+        elif _ALL_LINKS_INACTIVE.search(stripped):
+            current.down += 1
+    return gpus
+
+
 def parse_topology(lines: list[str]) -> tuple[int | None, int | None]:
     """(GPU pairs over NVLink, GPU pairs over PCIe/host bridges) of `nvidia-smi topo -m`."""
     if not lines:
@@ -459,6 +499,46 @@ def parse_topology(lines: list[str]) -> tuple[int | None, int | None]:
             elif cell in ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC"):
                 pcie += 1
     return nvlink, pcie
+
+
+# Bounds of the matrix read: 8 GPUs and 32 EFA NICs on the largest AWS types; far more is not a
+# matrix nvidia-smi printed for one host.
+_TOPO_MAX_GPUS = 64
+_TOPO_MAX_NICS = 128
+# The matrix legend's PCIe path kinds, nearest first. SOC is the older name of SYS (drivers before
+# 384 printed it for the path across the CPU sockets' interconnect).
+_NIC_PATHS = ("PIX", "PXB", "PHB", "NODE", "SYS")
+_NIC_PATH_ALIASES = {"SOC": "SYS"}
+
+
+def parse_gpu_nic_affinity(lines: list[str]) -> list[GpuNicAffinity]:
+    """Per GPU row of `nvidia-smi topo -m`, its nearest NIC column(s) and their path kind. A row
+    whose NIC cells are not all legend values is skipped (node output is untrusted); no NIC columns
+    (a host whose NICs nvidia-smi does not list) gives an empty list."""
+    header = next((line.split() for line in lines[:200] if line.strip().startswith("GPU0")), None)
+    if header is None:
+        return []
+    # Header cells are column names; the row's first cell is the GPU, so row cell i+1 is column i.
+    nic_columns = [i for i, name in enumerate(header) if re.fullmatch(r"NIC\d{1,3}", name)][:_TOPO_MAX_NICS]
+    if not nic_columns:
+        return []
+    found: list[GpuNicAffinity] = []
+    for line in lines[:200]:
+        cells = line.split()
+        if not cells or not re.fullmatch(r"GPU\d{1,3}", cells[0]) or cells == header:
+            continue
+        values = cells[1:]
+        if len(values) <= nic_columns[-1]:
+            continue  # a cut-off row
+        paths = [_NIC_PATH_ALIASES.get(values[i], values[i]) for i in nic_columns]
+        if not all(path in _NIC_PATHS for path in paths):
+            continue
+        nearest = min(paths, key=_NIC_PATHS.index)
+        nics = [header[i] for i, path in zip(nic_columns, paths, strict=True) if path == nearest]
+        found.append(GpuNicAffinity(gpu=cells[0], nics=nics, link=nearest))
+        if len(found) >= _TOPO_MAX_GPUS:
+            break
+    return found
 
 
 def parse_acs(lines: list[str]) -> list[str]:
@@ -945,6 +1025,8 @@ def parse_node_probe(output: str) -> NodeProbeData:
         nvlink_inactive=nvlink_inactive,
         topology_nvlink_pairs=nv_pairs,
         topology_pcie_pairs=pcie_pairs,
+        gpu_nic_affinity=parse_gpu_nic_affinity(lines(NodeSection.TOPOLOGY) if gpu_present else []),
+        nvlink_gpus=parse_nvlink_gpus(lines(NodeSection.NVLINK) if gpu_present else []),
         acs_enabled_bridges=parse_acs(lines(NodeSection.PCI_ACS)),
         iommu_enabled=iommu,
         kernel_log=parse_kernel_log(lines(NodeSection.KERNEL_LOG)),
