@@ -257,3 +257,94 @@ def test_each_aws_command_names_an_html_answer(html_endpoint: str, tmp_path: Pat
     )
     assert run.returncode == EXIT_PREREQUISITE, run.stderr
     assert "Traceback" not in run.stderr and "not an AWS response" in run.stderr, run.stderr
+
+
+def test_profile_signs_the_calls_with_that_profiles_keys(emulation, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # Two IAM users of the emulation, one per profile: sts:GetCallerIdentity answers the ARN of the
+    # user whose key signed it, and `--debug` shows that answer (the wire log, secrets scrubbed).
+    iam = emulation.client("iam", "us-west-2")
+    users, sections = {}, []
+    for profile in ("default", "oncall"):
+        name = f"profile-test-{profile}"
+        users[profile] = iam.create_user(UserName=name)["User"]["Arn"]
+        key = iam.create_access_key(UserName=name)["AccessKey"]
+        sections.append(
+            f"[{profile}]\naws_access_key_id = {key['AccessKeyId']}\naws_secret_access_key = {key['SecretAccessKey']}\n"
+        )
+    credentials = tmp_path / "credentials"
+    credentials.write_text("\n".join(sections), encoding="utf-8")
+    env = _env(AWS_ENDPOINT_URL=emulation.endpoint_url)
+    env["AWS_SHARED_CREDENTIALS_FILE"] = str(credentials)
+
+    def history(*flags: str) -> subprocess.CompletedProcess[str]:
+        argv = ["history", "--node", "i-0123456789abcdef0", "--table", "no-such-findings", "--region", "us-west-2"]
+        return subprocess.run(
+            [sys.executable, "-m", "hyperpod_nccl.cli.main", *argv, "--debug", *flags],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+
+    oncall = history("--profile", "oncall")
+    assert "Traceback" not in oncall.stderr and "no table no-such-findings" in oncall.stderr, oncall.stderr
+    assert users["oncall"] in oncall.stderr and users["default"] not in oncall.stderr
+    default = history()  # the same run without --profile: the default profile's user (the control)
+    assert users["default"] in default.stderr and users["oncall"] not in default.stderr
+
+
+def test_monitor_commands_meet_a_closed_pipe_and_an_ascii_stdout(simulate) -> None:  # type: ignore[no-untyped-def]
+    # status, history and sweep-now against a monitor deployed in the emulation (one sweep stored):
+    # each prints its answer on stdout, so the closed pipe is met by the command's own write.
+    import time
+    from datetime import UTC, datetime
+
+    from hyperpod_nccl.models.findings import Finding
+    from hyperpod_nccl.monitor.payloads import SweepRef
+    from hyperpod_nccl_sim.serverless import TABLE_NAME, LocalMonitor
+
+    with LocalMonitor(simulate("eks-p5"), node_coverage=2) as deployed:
+        assert deployed.sweep().status == "SUCCEEDED"
+        cluster, region = deployed.simulation.scenario.cluster.name, deployed.region
+        # A fault of a node whose title needs more than ASCII (stored as the Aggregate state stores
+        # faults), so that history's answer meets the ASCII stdout.
+        store = deployed.store()
+        [item, *_] = [i for i in store.open_findings(region, cluster) if '"kind":"node"' in str(i["finding"])]
+        finding = Finding.model_validate_json(str(item["finding"]))
+        finding = finding.model_copy(update={"title": "NCCL stall — 40 µs → references/x.md § 2"})
+        [node, *_] = [r.id for r in finding.resources if r.kind == "node"]
+        ref = SweepRef(
+            sweep_id="unicode-title",
+            execution="unicode-title",
+            cluster=cluster,
+            region=region,
+            started_at=datetime.now(UTC),
+        )
+        store.add_fault_history(ref, {finding.fingerprint: finding}, expires_at=int(time.time()) + 3600)
+        table = ["--table", TABLE_NAME]
+        commands = {
+            "status": ["status", "--cluster", cluster, *table],
+            "history": ["history", "--node", node, *table],
+            "sweep-now": ["sweep-now", "--cluster", cluster, "--function", deployed.function_arns["trigger"]],
+        }
+        reach = {"AWS_ENDPOINT_URL": deployed.emulation.endpoint_url, "AWS_ACCESS_KEY_ID": FAKE_ACCESS_KEY}
+        reach["AWS_SECRET_ACCESS_KEY"] = FAKE_SECRET_KEY
+        utf8 = _hyperpod_nccl(*commands["history"], "--region", region, PYTHONIOENCODING="utf-8", **reach)
+        assert "40 µs → references/x.md §" in utf8.stdout, utf8.stdout  # more than ASCII reaches stdout
+        for command, argv in commands.items():
+            read_end, write_end = os.pipe()
+            os.close(read_end)
+            try:
+                closed = _hyperpod_nccl(*argv, "--region", region, stdout=write_end, **reach)
+            finally:
+                os.close(write_end)
+            assert closed.returncode == EXIT_BROKEN_PIPE, (command, closed.stderr)
+            assert "Traceback" not in closed.stderr and "BrokenPipe" not in closed.stderr, (command, closed.stderr)
+            ascii_run = _hyperpod_nccl(*argv, "--region", region, PYTHONIOENCODING="ascii", **reach)
+            assert ascii_run.returncode == EXIT_OK, (command, ascii_run.stderr)
+            assert "Traceback" not in ascii_run.stderr and "UnicodeEncodeError" not in ascii_run.stderr, command
+            assert ascii_run.stdout.isascii() and ascii_run.stdout.strip(), (command, ascii_run.stdout)
+            if command == "history":
+                assert "-> references/x.md S 2" in ascii_run.stdout, ascii_run.stdout  # stand-ins, not "?"
+        for execution in deployed.executions():  # the sweeps sweep-now started end before the monitor goes
+            deployed.wait(execution["executionArn"])

@@ -146,3 +146,46 @@ def test_demo_incidents_and_support_bundle_run_against_the_simulated_cluster(cli
     bundle = cli("demo", "support-bundle", "--scenario", "healthy-eks")
     assert bundle.code == 0, bundle.stderr
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("support-healthy-eks-")], bundle.stdout
+
+
+def test_progress_on_a_terminal_fits_its_width(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.setenv("COLUMNS", "60")  # shutil.get_terminal_size reads it first
+    tty = _Tty()
+    line = ProgressLine(tty)
+    long = "SSM probes 3/1024 done: " + ", ".join(f"i-0{n:016x}" for n in range(12))
+    line(long)
+    line("describing cluster")
+    line.clear()
+    segments = [s for s in tty.getvalue().split("\r\033[K") if s]
+    assert len(segments) == 2, segments
+    assert all(len(s) <= 59 for s in segments), [len(s) for s in segments]  # the cursor stays on the line
+    assert segments[0].startswith("… SSM probes 3/1024 done: i-0") and segments[1] == "… describing cluster"
+
+
+def test_verbose_tells_each_check_what_it_read_its_time_and_what_it_found(cli) -> None:  # type: ignore[no-untyped-def]
+    import json
+    from collections import Counter
+
+    from hyperpod_nccl.checks import discover
+
+    run = cli("demo", "--scenario", "healthy-eks", "--verbose", "--format", "json")
+    assert run.code == 0, run.stderr
+    told = re.compile(r"^check (?P<id>\S+) \((?P<reads>[^()]+)\): (?P<ms>\d+\.\d) ms, (?P<found>.+)$")
+    lines = [PROGRESS_LINE.sub("", line) for line in run.stderr.splitlines() if PROGRESS_LINE.match(line)]
+    checks = [m for m in map(told.match, lines) if m]
+    assert checks, run.stderr
+    ids = [m["id"] for m in checks]
+    assert len(ids) == len(set(ids)), "one line per check"
+    assert set(ids) <= set(discover()), set(ids) - set(discover())
+    found = {m["id"]: m["found"] for m in checks}
+    [report] = json.loads(run.stdout)
+    produced: dict[str, Counter[str]] = {}
+    for finding in report["findings"]:
+        produced.setdefault(finding["check_id"], Counter())[finding["status"]] += 1
+    assert produced
+    for check_id, statuses in produced.items():  # what the line says it found is what the report holds
+        assert found.get(check_id) == ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())), check_id
+    assert "nothing" in found.values(), "a check that produced no finding still has its line"
+    quiet = cli("demo", "--scenario", "healthy-eks", "--format", "json")
+    assert not any(told.match(PROGRESS_LINE.sub("", line)) for line in quiet.stderr.splitlines())

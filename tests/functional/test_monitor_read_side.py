@@ -14,6 +14,7 @@ import pytest
 from hyperpod_nccl.monitor.settings import (
     PARTITION_KEY,
     STACK_OUTPUT_TABLE,
+    STACK_OUTPUT_TRIGGER_FUNCTION,
     STACK_OUTPUT_WATCHED_CLUSTERS,
 )
 from hyperpod_nccl.monitor.store import GPU, SWEEP, cluster_key
@@ -102,6 +103,56 @@ def test_history_of_a_node_and_of_its_faulty_gpu(swept: LocalMonitor, cli) -> No
     assert clean.code == 0 and "no fault recorded" in clean.stdout
 
 
+def test_a_gpus_history_follows_it_across_a_node_replacement(swept: LocalMonitor, cli) -> None:  # type: ignore[no-untyped-def]
+    # The GPU a sweep found faulty on node A is found again, by a later sweep, in node B (A was
+    # replaced and the board moved): the later sighting is written by the monitor's own write path
+    # (Store.add_fault_history, what the Aggregate state calls) with the stored finding re-homed.
+    from datetime import UTC, datetime, timedelta
+
+    from hyperpod_nccl.models.findings import Finding
+    from hyperpod_nccl.monitor.payloads import SweepRef
+
+    node_a, serial, check_id = _faulty_gpu(swept)
+    cluster, store = swept.simulation.scenario.cluster.name, swept.store()
+    named = {("gpu", serial), ("node", node_a)}
+    [stored, *_] = [
+        finding
+        for finding in (
+            Finding.model_validate_json(str(i["finding"])) for i in store.open_findings(swept.region, cluster)
+        )
+        if {(r.kind, r.id) for r in finding.resources} >= named
+    ]
+    node_b = "i-0b0b0b0b0b0b0b0b0"
+    moved = stored.model_copy(
+        update={"resources": [r.model_copy(update={"id": node_b}) if r.kind == "node" else r for r in stored.resources]}
+    )
+    later = SweepRef(
+        sweep_id="sweep-after-replacement",
+        execution="sweep-after-replacement",
+        cluster=cluster,
+        region=swept.region,
+        started_at=datetime.now(UTC) + timedelta(minutes=5),
+    )
+    store.add_fault_history(later, {moved.fingerprint: moved}, expires_at=int(later.started_at.timestamp()) + 3600)
+
+    def history(*subject: str) -> list[dict[str, str]]:
+        run = cli("history", *subject, *_where(swept), "--format", "json")
+        assert run.code == 0, run.stderr
+        return list(json.loads(run.stdout)["faults"])
+
+    faults = history("--gpu", serial)
+    on_a = {f["sweep_id"] for f in history("--node", node_a)}
+    on_b = history("--node", node_b)
+    assert [f["sweep_id"] for f in on_b] == ["sweep-after-replacement"] and "sweep-after-replacement" not in on_a
+    # Both nodes' sightings of the GPU, oldest first: the sweeps on A, then the one on B.
+    assert [f["sweep_id"] for f in faults][-1] == "sweep-after-replacement", faults
+    assert {f["sweep_id"] for f in faults[:-1]} & on_a, "the sightings on node A are listed too"
+    assert all(f["check_id"] == check_id for f in faults if f["sweep_id"] in on_a | {"sweep-after-replacement"})
+    text = cli("history", "--gpu", serial, *_where(swept))
+    assert f"GPU {serial}: {len(faults)} faults recorded, oldest first" in text.stdout, text.stdout
+    assert text.stdout.count("sweep sweep-after-replacement") == 1
+
+
 def _stack(deployed: LocalMonitor, name: str, outputs: dict[str, str]) -> None:
     """A CloudFormation stack in the emulation that carries the monitor stack's outputs."""
     template: dict[str, Any] = {
@@ -166,4 +217,26 @@ def test_sweep_now_starts_one_sweep_through_the_trigger_and_only_of_a_watched_cl
         # The trigger sweeps only what the stack watches, whoever asks.
         other = cli("sweep-now", "--cluster", "not-watched", *target)
         assert other.code == 2 and "names unwatched cluster(s): 'not-watched'" in other.messages
+        assert len(deployed.executions()) == 1
+
+
+# moto creates no WaitConditionHandle (it says so): the stack only needs to carry its outputs.
+@pytest.mark.filterwarnings("ignore:Tried to parse AWS")
+def test_sweep_now_finds_the_trigger_from_the_stack_outputs(simulate, cli) -> None:  # type: ignore[no-untyped-def]
+    with LocalMonitor(simulate("healthy-eks"), node_coverage=2) as deployed:
+        cluster = deployed.simulation.scenario.cluster.name
+        # What CloudFormation puts there: the function's name (a Ref), not its ARN.
+        function = deployed.function_arns["trigger"].rsplit(":", 1)[-1]
+        _stack(deployed, "SweepNowMonitor", {STACK_OUTPUT_TRIGGER_FUNCTION: function, STACK_OUTPUT_TABLE: TABLE_NAME})
+        run = cli("sweep-now", "--cluster", cluster, "--stack", "SweepNowMonitor", "--region", deployed.region)
+        assert run.code == 0, run.stderr
+        match = re.search(rf"^{cluster}: sweep started \(sweep (?P<sweep>[\w-]+)\)$", run.stdout, re.MULTILINE)
+        assert match, run.stdout
+        assert deployed.wait(deployed.execution_arn(match["sweep"])).status == "SUCCEEDED"
+        assert len(deployed.executions()) == 1
+        # A stack without the output is told, and nothing is invoked.
+        _stack(deployed, "SweepNowNoTrigger", {STACK_OUTPUT_TABLE: TABLE_NAME})
+        missing = cli("sweep-now", "--cluster", cluster, "--stack", "SweepNowNoTrigger", "--region", deployed.region)
+        told = f"stack SweepNowNoTrigger has no {STACK_OUTPUT_TRIGGER_FUNCTION} output"
+        assert missing.code == 1 and told in missing.messages, missing.stderr
         assert len(deployed.executions()) == 1

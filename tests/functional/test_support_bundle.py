@@ -185,3 +185,24 @@ def test_a_bundle_over_the_limit_cuts_its_largest_files_and_says_so(simulate, cl
     assert "nccl-diag.json" in cut and "cut short by" in run.stdout
     assert "left out to keep the bundle under" in files["nccl-diag.json"]
     assert "Attach the archive to the case" in files["case.md"]  # the summary is always whole
+
+
+def test_node_versions_fill_every_column_support_asks_for(simulate, cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from hyperpod_nccl_sim.nodes import _DEFAULTS as SIMULATED  # what each simulated node reports
+
+    sim = simulate("healthy-eks")
+    assert _bundle(cli, sim, tmp_path).code == 0
+    header, *rows = (line.split("\t") for line in unpack(tmp_path)["node-versions.txt"].splitlines())
+    column = {name: header.index(name) for name in ("driver", "cuda", "nccl", "ofi_nccl", "efa_installer")}
+    probed = [row for row in rows if not row[3].startswith("not read")]
+    assert probed, rows
+    for row in probed:
+        assert row[0] in {sim.instance_id(key) for key in sim.scenario.node_keys()}, row
+        shown = {name: row[index] for name, index in column.items()}
+        assert shown == {
+            "driver": SIMULATED["driver_version"],
+            "cuda": SIMULATED["cuda_version"],
+            "nccl": SIMULATED["nccl_version"],
+            "ofi_nccl": SIMULATED["ofi_nccl_version"],
+            "efa_installer": SIMULATED["efa_installer_version"],
+        }, row
