@@ -85,6 +85,22 @@ def test_a_stdout_that_cannot_encode_the_arrows_gets_ascii_stand_ins() -> None:
     assert run.stdout.isascii()
 
 
+def test_bench_meets_a_closed_pipe_and_an_ascii_stdout() -> None:
+    # The smallest sweep `bench` runs (one node, no probe latency, in its own emulation): it prints
+    # one summary line at the end, through the same entry point as every other command.
+    argv = ("bench", "sweep", "--nodes", "1", "--probe-latency", "0")
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        closed = _hyperpod_nccl(*argv, stdout=write_end)
+    finally:
+        os.close(write_end)
+    assert closed.returncode == EXIT_BROKEN_PIPE and "Traceback" not in closed.stderr, closed.stderr
+    ascii_run = _hyperpod_nccl(*argv, PYTHONIOENCODING="ascii")
+    assert ascii_run.returncode == EXIT_OK and "Traceback" not in ascii_run.stderr, ascii_run.stderr
+    assert ascii_run.stdout.strip() and ascii_run.stdout.isascii()
+
+
 class _HtmlPage(BaseHTTPRequestHandler):
     """What a captive portal or a misconfigured proxy answers to anything."""
 
