@@ -85,9 +85,10 @@ def test_a_stdout_that_cannot_encode_the_arrows_gets_ascii_stand_ins() -> None:
     assert run.stdout.isascii()
 
 
-def test_bench_meets_a_closed_pipe_and_an_ascii_stdout() -> None:
+def test_bench_meets_a_closed_pipe_quietly() -> None:
     # The smallest sweep `bench` runs (one node, no probe latency, in its own emulation): it prints
     # one summary line at the end, through the same entry point as every other command.
+    # Its line is ASCII already, so the closed pipe is the case to run (each run sweeps, ~9 s).
     argv = ("bench", "sweep", "--nodes", "1", "--probe-latency", "0")
     read_end, write_end = os.pipe()
     os.close(read_end)
@@ -96,9 +97,6 @@ def test_bench_meets_a_closed_pipe_and_an_ascii_stdout() -> None:
     finally:
         os.close(write_end)
     assert closed.returncode == EXIT_BROKEN_PIPE and "Traceback" not in closed.stderr, closed.stderr
-    ascii_run = _hyperpod_nccl(*argv, PYTHONIOENCODING="ascii")
-    assert ascii_run.returncode == EXIT_OK and "Traceback" not in ascii_run.stderr, ascii_run.stderr
-    assert ascii_run.stdout.strip() and ascii_run.stdout.isascii()
 
 
 class _HtmlPage(BaseHTTPRequestHandler):
@@ -159,11 +157,11 @@ def test_progress_in_a_log_is_a_line_per_phase_without_control_sequences(html_en
     assert "] verifying AWS credentials" in run.stderr
 
 
-# Each command that calls AWS, as an operator would run it against one cluster.
+# Each way a command first reaches AWS, as an operator would run it against one cluster (history
+# reaches it through the same `read_monitor` as status: each case costs the ~11 s of the timeouts).
 AWS_COMMANDS = {
     "diagnose": ("diagnose", "--cluster", "c1"),
     "status": ("status", "--cluster", "c1", "--format", "json"),
-    "history": ("history", "--node", "i-0123456789abcdef0", "--table", "findings", "--format", "json"),
     "sweep-now": ("sweep-now", "--cluster", "c1"),
 }
 
