@@ -204,8 +204,8 @@ class _Prefilter:
     keywords: tuple[bytes, ...]
     # keyword → the signatures it admits (catalog order, context words), for INFO lines (True) and others
     admitted: dict[bool, dict[bytes, list[_Admitted]]]
-    info_triggers: tuple[bytes, ...]
-    other_triggers: tuple[bytes, ...]
+    # The triggers that count on INFO lines too; every other one counts only off them.
+    info_triggers: frozenset[bytes]
     # Every trigger of both kinds, found in one pass (`trigger_pattern`).
     triggers: re.Pattern[bytes]
     keywords_of: dict[bytes, tuple[bytes, ...]]
@@ -284,8 +284,7 @@ def _build_prefilter(catalog: Catalog) -> _Prefilter:
         order=order,
         keywords=keywords,
         admitted=admitted,
-        info_triggers=info_triggers,
-        other_triggers=other_triggers,
+        info_triggers=frozenset(info_triggers),
         triggers=trigger_pattern(info_triggers + other_triggers),
         keywords_of=keywords_of,
         info_gate=info_gate,
@@ -317,7 +316,7 @@ class Scanner:
         self._order = tables.order
         self._keywords = tables.keywords
         self._admitted = tables.admitted
-        self._info_triggers = frozenset(tables.info_triggers)
+        self._info_triggers = tables.info_triggers
         self._triggers = tables.triggers
         self._keywords_of = tables.keywords_of
         self._info_gate = tables.info_gate
