@@ -110,18 +110,9 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
         ]
         buses = [f"00000000:{_GPU_BUSES[i % len(_GPU_BUSES)]}:00.0" for i in range(gpus)]
         out += _section(NodeSection.GPU_LIST, [f"GPU {i}: {name} (UUID: {uuids[i]})" for i in range(gpus)])
-        rows = []
-        for i in range(gpus):
-            ecc = 2 if i in behaviour.ecc_uncorrected_gpus else 0
-            serial = 1650923000000 + _seeded(f"{node_key}/{i}", 99999)
-            rows.append(f"{i}, {name}, {buses[i]}, {serial}, {uuids[i]}, {driver}, {31 + i % 5}, {ecc}")
-        out += _section(NodeSection.GPU_QUERY, rows)
         out += _section(
-            NodeSection.CUDA_VERSION,
-            [
-                f"Driver Version                            : {driver}",
-                f"CUDA Version                              : {_value(behaviour, 'cuda_version')}",
-            ],
+            NodeSection.GPU_XML,
+            _gpu_xml(behaviour, node_key, name, uuids, buses, driver, _value(behaviour, "cuda_version")).splitlines(),
         )
         xid_lines: list[str] = []
         for xid in behaviour.xids:
@@ -139,12 +130,6 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
         out += _section(NodeSection.XID_JOURNAL, [], rc=0)
         out += _section(NodeSection.XID_COUNTS_DMESG, _counted_faults(xid_lines), rc=0)
         out += _section(NodeSection.XID_COUNTS_JOURNAL, [], rc=0)
-        remap = []
-        for i in range(gpus):
-            pending = 1 if i in behaviour.remap_pending_gpus else 0
-            failure = 1 if i in behaviour.remap_failure_gpus else 0
-            remap.append(f"{buses[i]}, 0, {pending + failure}, {pending}, {failure}")
-        out += _section(NodeSection.REMAPPED_ROWS, remap)
         out += _section(NodeSection.DCGM_HEALTH, [_dcgm_json(behaviour)], rc=0)
         out += _section(NodeSection.NVVS_LOG, [], rc=0) + _section(NodeSection.NVVS_TAIL, [], rc=1)
         nvlink = []
@@ -167,8 +152,7 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
     else:
         # A node without the NVIDIA tools answers every section all the same, as the script does.
         no_smi = ["bash: line 1: nvidia-smi: command not found"]
-        out += _section(NodeSection.GPU_LIST, no_smi, rc=127) + _section(NodeSection.GPU_QUERY, no_smi, rc=127)
-        out += _section(NodeSection.CUDA_VERSION, no_smi, rc=127)
+        out += _section(NodeSection.GPU_LIST, no_smi, rc=127) + _section(NodeSection.GPU_XML, no_smi, rc=127)
         for name in (
             NodeSection.XID_DMESG,
             NodeSection.XID_JOURNAL,
@@ -176,7 +160,6 @@ def render_node_probe(behaviour: NodeBehaviour, instance_type: str, hostname: st
             NodeSection.XID_COUNTS_JOURNAL,
         ):
             out += _section(name, [], rc=0)
-        out += _section(NodeSection.REMAPPED_ROWS, no_smi, rc=127)
         out += _section(NodeSection.DCGM_HEALTH, ["bash: line 1: dcgmi: command not found"], rc=127)
         out += _section(
             NodeSection.NVVS_LOG, ["find: '/var/log/nvidia-dcgm': No such file or directory"], rc=1
@@ -481,6 +464,53 @@ def _net_plugin_section(value: str | None, *, job: bool) -> list[str]:
 
 def _ip(hostname: str) -> str:
     return hostname.split(".", 1)[0].removeprefix("ip-").replace("-", ".")
+
+
+def _gpu_xml(
+    behaviour: NodeBehaviour, node_key: str, name: str, uuids: list[str], buses: list[str], driver: str, cuda: str
+) -> str:
+    """`nvidia-smi -q -x` as a driver of the 550-580 series prints it, cut to the elements the probe
+    reads (the real samples in tests/data/probe have every element; the parser reads both)."""
+    out = [
+        '<?xml version="1.0" ?>',
+        '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">',
+        "<nvidia_smi_log>",
+        f"\t<driver_version>{driver}</driver_version>",
+        f"\t<cuda_version>{cuda}</cuda_version>",
+        f"\t<attached_gpus>{len(buses)}</attached_gpus>",
+    ]
+    for i, bus in enumerate(buses):
+        ecc = 2 if i in behaviour.ecc_uncorrected_gpus else 0
+        pending = 1 if i in behaviour.remap_pending_gpus else 0
+        failure = 1 if i in behaviour.remap_failure_gpus else 0
+        serial = 1650923000000 + _seeded(f"{node_key}/{i}", 99999)
+        counts = "".join(
+            f"<{scope}><sram_correctable>0</sram_correctable><sram_uncorrectable_parity>0</sram_uncorrectable_parity>"
+            f"<sram_uncorrectable_secded>0</sram_uncorrectable_secded><dram_correctable>0</dram_correctable>"
+            f"<dram_uncorrectable>{ecc}</dram_uncorrectable></{scope}>"
+            for scope in ("volatile", "aggregate")
+        )
+        out += [
+            f'\t<gpu id="{bus}">',
+            f"\t\t<product_name>{name}</product_name>",
+            f"\t\t<serial>{serial}</serial>",
+            f"\t\t<uuid>{uuids[i]}</uuid>",
+            f"\t\t<minor_number>{i}</minor_number>",
+            f"\t\t<pci><pci_bus_id>{bus}</pci_bus_id></pci>",
+            "\t\t<clocks_event_reasons><clocks_event_reason_hw_slowdown>Not Active"
+            "</clocks_event_reason_hw_slowdown></clocks_event_reasons>",
+            f"\t\t<ecc_mode><current_ecc>Enabled</current_ecc></ecc_mode><ecc_errors>{counts}</ecc_errors>",
+            "\t\t<retired_pages><multiple_single_bit_retirement><retired_count>N/A</retired_count>"
+            "</multiple_single_bit_retirement><double_bit_retirement><retired_count>N/A</retired_count>"
+            "</double_bit_retirement><pending_blacklist>N/A</pending_blacklist>"
+            "<pending_retirement>N/A</pending_retirement></retired_pages>",
+            f"\t\t<remapped_rows><remapped_row_corr>0</remapped_row_corr><remapped_row_unc>{pending + failure}"
+            f"</remapped_row_unc><remapped_row_pending>{'Yes' if pending else 'No'}</remapped_row_pending>"
+            f"<remapped_row_failure>{'Yes' if failure else 'No'}</remapped_row_failure></remapped_rows>",
+            f"\t\t<temperature><gpu_temp>{31 + i % 5} C</gpu_temp></temperature>",
+            "\t</gpu>",
+        ]
+    return "\n".join([*out, "</nvidia_smi_log>"])
 
 
 def _dcgm_json(behaviour: NodeBehaviour) -> str:

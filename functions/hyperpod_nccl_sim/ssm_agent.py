@@ -438,7 +438,7 @@ def fault_table() -> str:
 
 def parse_faults(items: Sequence[str], error: Callable[[str], NoReturn]) -> SessionFaultSpec:
     """The `SessionFaultSpec` of `--fault NAME=VALUE` items, each value validated by the model as
-    text (`2`, `0.5`, `true`, `remapped_rows`). `error` reports a bad item in one line and does not
+    text (`2`, `0.5`, `true`, `dcgm_health`). `error` reports a bad item in one line and does not
     return (argparse's `parser.error`)."""
     values: dict[str, str] = {}
     known = SessionFaultSpec.model_fields

@@ -214,11 +214,11 @@ def stall_aggregate_at(monkeypatch: Any, call: int, on_stall: Callable[[], None]
 
 def hanging_gpu_tools(scenario: Scenario) -> None:
     """Every node shows Xid 79 (a GPU fallen off the bus) and its GPU tools hang: the probe's
-    output stops before remapped_rows, the first nvidia-smi section after the kernel log."""
+    output stops before dcgm_health, the first GPU tool the probe runs after the kernel log."""
     assert scenario.node_behaviours is not None
     scenario.node_behaviours.defaults = NodeBehaviour(
         xids=[XidSpec(gpu=2, code=79)],
-        session_faults=[SessionFaultSpec(stall_at_section="remapped_rows", stall_seconds=30)],
+        session_faults=[SessionFaultSpec(stall_at_section="dcgm_health", stall_seconds=30)],
     )
 
 
@@ -258,7 +258,7 @@ def test_a_node_whose_gpu_tools_hang_keeps_what_it_sent(simulate, monitor, monke
     titles = [str(item["title"]) for item in open_findings(deployed)]
     # What arrived before the hang is stored and checked: the kernel log's Xid 79.
     assert sum("Xid 79" in t for t in titles) == len(probes), titles
-    cut = [t for t in titles if "probe cut at 2 s: sections remapped_rows.." in t]
+    cut = [t for t in titles if "probe cut at 2 s: sections dcgm_health.." in t]
     assert len(cut) == len(probes), titles
     assert not any("not reachable" in t or "before storing a result" in t for t in titles)
 

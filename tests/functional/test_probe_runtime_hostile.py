@@ -63,6 +63,9 @@ def _shim(name: str, real: str | None) -> str:
         return (
             f'#!{BASH}\n{log}\n[ -f "$SHIM_DATA/dmesg.txt" ] || exit 0\nprintf "%s\\n" "$(<"$SHIM_DATA/dmesg.txt")"\n'
         )
+    if name == "nvidia-smi":  # answers `-q -x` from a planted document; every other use: not installed
+        planted = '[ "$1" = -q ] && [ -f "$SHIM_DATA/nvidia_smi.txt" ] || exit 127'
+        return f'#!{BASH}\n{log}\n{planted}\nprintf "%s\\n" "$(<"$SHIM_DATA/nvidia_smi.txt")"\n'
     if name in ("ps", "ip", "sinfo", "squeue"):
         return f'#!{BASH}\n{log}\nprintf "%s\\n" "$(<"$SHIM_DATA/{name}.txt")"\n'
     if real is not None:
@@ -414,10 +417,15 @@ def test_the_jobs_net_plugin_file_is_tested_in_its_root_and_never_read(
 
 
 def test_process_limits_are_read_for_the_job_and_the_daemons_only(tmp_path: Path) -> None:
-    # issue 17, point 3: the job's process and the job-starting daemons, from /proc/<pid>/limits
+    # issue 17, point 3: every training process and the job-starting daemons, from /proc/<pid>/limits
     rows = "Max locked memory         65536                65536                bytes     \n"
     _process(tmp_path / "proc", JOB_PID, {"RANK": "0", "NCCL_DEBUG": "WARN"})
     (tmp_path / "proc" / str(JOB_PID) / "limits").write_text(rows)
+    # a second rank, unlimited; a bash with NCCL settings (not a training process); a forged comm
+    _process(tmp_path / "proc", 5000, {"RANK": "1", "NCCL_DEBUG": "WARN"})
+    (tmp_path / "proc" / "5000" / "limits").write_text(rows.replace("65536 ", "unlimited", 2))
+    _process(tmp_path / "proc", 99, {"NCCL_DEBUG": "INFO"}, comm="bash")
+    (tmp_path / "proc" / "99" / "limits").write_text(rows)
     for pid, comm in ((812, "containerd"), (900, "sshd")):
         _process(tmp_path / "proc", pid, {}, comm=comm)
         (tmp_path / "proc" / str(pid) / "limits").write_text(rows)
@@ -426,12 +434,13 @@ def test_process_limits_are_read_for_the_job_and_the_daemons_only(tmp_path: Path
     run = _run("node", tmp_path, whole=False, ps=ps)
     limits = parse_node_probe(run.output).process_limits
     assert limits is not None
-    assert [(p.role, p.pid, p.command, p.memlock_kib) for p in limits] == [
-        ("job", JOB_PID, "python", 64),
-        ("container_runtime", 812, "containerd", 64),
+    assert [(p.role, p.pid, p.command, p.memlock_kib, p.memlock_unlimited) for p in limits] == [
+        ("job", JOB_PID, "python", 64, False),
+        ("job", 5000, "python", None, True),
+        ("container_runtime", 812, "containerd", 64, False),
     ]
     read = [w for c in run.of("grep") for w in c.argv if w.endswith("/limits")]
-    assert sorted(read) == sorted(str(tmp_path / "proc" / str(pid) / "limits") for pid in (JOB_PID, 812))
+    assert sorted(read) == sorted(str(tmp_path / "proc" / str(pid) / "limits") for pid in (JOB_PID, 5000, 812))
     _assert_no_hostile_word(run)
 
 
@@ -535,3 +544,33 @@ def test_the_kernel_log_tail_is_bounded_and_loses_its_control_characters(tmp_pat
     assert lines[-2] == "[Tue Mar  3 11:00:00 2026] EDAC MC0: 1 CE error ]52;c;cGF5bG9hZA== on DIMM#0[PASS]"
     assert lines[-1] == ("[Tue Mar  3 11:00:01 2026] infiniband rdmap16s27: " + "x" * 2000)[:300]
     assert parse_node_probe(run.output).kernel_log == lines
+
+
+def _gpu_document(processes: str, padding: int = 0) -> str:
+    clocks = "".join(
+        f"<supported_graphics_clock>{1980 - i % 900} MHz</supported_graphics_clock>\n" for i in range(padding)
+    )
+    return (
+        '<?xml version="1.0" ?>\n<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">\n<nvidia_smi_log>\n'
+        '<gpu id="00000000:53:00.0">\n<product_name>NVIDIA H100 80GB HBM3</product_name>\n'
+        "<pci><pci_bus_id>00000000:53:00.0</pci_bus_id></pci>\n"
+        f"<supported_clocks>{clocks}</supported_clocks>\n<processes>{processes}</processes>\n</gpu>\n</nvidia_smi_log>"
+    )
+
+
+def test_a_gpu_document_cannot_forge_a_section_or_reach_the_terminal(tmp_path: Path) -> None:
+    # A process name is whatever the job called itself: newlines, markers, escape sequences.
+    name = "python\n@@END gpu_xml rc=0\n@@BEGIN forged\n\x1b]0;pwned\x07\x1b[2J"
+    process = f"<process_info><pid>4113</pid><type>C</type><process_name>{name}</process_name></process_info>"
+    run = _run("node", tmp_path, answers={"nvidia_smi": _gpu_document(process)})
+    assert "forged" not in run.sections and "gpu_xml" in run.sections
+    assert not any(re.search(r"[\x00-\x08\x0b-\x1f\x7f]", line) for line in run.sections["gpu_xml"])
+    probe = parse_node_probe(run.output)
+    assert [g.bus_id for g in probe.gpus] == ["0000:53:00.0"] and probe.section_rc("gpu_xml") == 0
+
+
+def test_a_gpu_document_over_its_bound_is_cut_and_said_cut(tmp_path: Path) -> None:
+    run = _run("node", tmp_path, answers={"nvidia_smi": _gpu_document("", padding=30_000)})
+    assert len("\n".join(run.sections["gpu_xml"])) <= 1 << 20
+    probe = parse_node_probe(run.output)
+    assert probe.gpus == [] and probe.gpu_query_messages[0] == "document cut off before </nvidia_smi_log>"

@@ -79,7 +79,7 @@ SHELL_WORDS = {
 }
 BUILTINS = SHELL_WORDS | {"begin", "end", "timeout"}
 # The script's own functions: their bodies are checked like any other line.
-SCRIPT_FUNCTIONS = {"begin", "end", "pingpong", "plain_path", "job_var", "fr_walk", "imds_show"}
+SCRIPT_FUNCTIONS = {"begin", "end", "pingpong", "plain_path", "job_var", "fr_walk", "imds_show", "limits_job"}
 # Shell keywords that prefix a command (`for ...; do cmd; done`, `if cmd; then`, `while cmd; do`).
 KEYWORD_PREFIXES = {"do", "then", "else", "if", "elif", "while", "until", "!"}
 # Arguments a dual-use tool must (or must not) carry to stay read-only.

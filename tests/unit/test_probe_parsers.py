@@ -114,31 +114,6 @@ def test_slurm_controller_sections() -> None:
     assert slurm.queue[0].reason == "(Resources)"
 
 
-def test_remapped_rows_in_nvidia_smi_q_form_read_only_the_remapped_rows_block() -> None:
-    # Layout of `nvidia-smi -q` with synthetic values: "Pending" also appears under ECC Mode, and a
-    # GPU without a "Remapped Rows" block (no row remapping) gives no row.
-    lines = [
-        "GPU 00000000:53:00.0",
-        "    ECC Mode",
-        "        Current                           : Enabled",
-        "        Pending                           : Enabled",
-        "    Remapped Rows",
-        "        Correctable Error                 : 0",
-        "        Uncorrectable Error               : 2",
-        "        Pending                           : No",
-        "        Remapping Failure Occurred        : Yes",
-        "    Temperature",
-        "        Pending                           : Yes",
-        "GPU 00000000:64:00.0",
-        "    ECC Mode",
-        "        Pending                           : Enabled",
-    ]
-    [row] = parse_node_probe(
-        "@@BEGIN remapped_rows\n" + "\n".join(lines) + "\n@@END remapped_rows rc=0\n"
-    ).remapped_rows
-    assert (row.bus_id, row.uncorrectable, row.pending, row.failure) == ("0000:53:00.0", 2, False, True)
-
-
 def test_sinfo_reason_may_contain_the_field_separator() -> None:
     # `scontrol update ... reason="..."` accepts any text (synthetic reason).
     text = "@@BEGIN sinfo\nip-10-1-0-12|ip-10-1-0-12|10.1.0.12|drained|GPU 3 | Xid 79\n@@END sinfo rc=0\n"

@@ -194,10 +194,11 @@ def test_dbe_with_pending_row_remap_needs_a_reboot() -> None:
     assert xid.fields["xid_codes"] == "48,63,154,171"
 
 
-def test_a100_80gb_xid63_with_pending_remap_in_nvidia_smi_q_form() -> None:
+def test_a100_80gb_xid63_with_pending_remap() -> None:
     probe = _probe("row_remap_pending_a100_80gb.txt")
     assert [(x.bus_id, x.code) for x in probe.xids] == [("0000:10:1c.0", 63)]
-    # Only the "Remapped Rows" block counts: "Pending Page Blacklist : N/A" above it is not it.
+    # Page retirement answers N/A on Ampere (it remaps rows instead): no retirement state is read.
+    assert probe.gpus[0].retirement_pending is None and probe.gpus[0].ecc_uncorrected_aggregate == 0
     [row] = probe.remapped_rows
     assert (row.bus_id, row.correctable, row.uncorrectable, row.pending) == ("0000:10:1c.0", 1, 0, True)
     inventory = _inventory(probe, instance_type="ml.p4de.24xlarge")

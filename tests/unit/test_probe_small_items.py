@@ -23,10 +23,13 @@ def _probe(section: str, lines: list[str]):  # type: ignore[no-untyped-def]
 
 
 def test_a_cuda_version_in_words_is_no_version() -> None:
-    # nvidia-smi -q without a usable CUDA driver API: "CUDA Version : Not Found" (the text).
-    probe = _probe(NodeSection.CUDA_VERSION, ["Driver Version : 550.127.05", "CUDA Version : Not Found"])
-    assert probe.versions.cuda is None
-    assert _probe(NodeSection.CUDA_VERSION, ["CUDA Version : 12.4"]).versions.cuda == "12.4"
+    # nvidia-smi without a usable CUDA driver API says "Not Found" (the text, `-q` form).
+    def versions(cuda: str):  # type: ignore[no-untyped-def]
+        document = f"<nvidia_smi_log><driver_version>550.127.05</driver_version><cuda_version>{cuda}</cuda_version>"
+        return _probe(NodeSection.GPU_XML, [document + "</nvidia_smi_log>"]).versions
+
+    assert (versions("Not Found").driver, versions("Not Found").cuda) == ("550.127.05", None)
+    assert versions("12.4").cuda == "12.4"
 
 
 def test_a_dev_shm_on_the_root_filesystem_warns_instead_of_going_silent() -> None:

@@ -39,7 +39,13 @@ def test_each_process_is_read_from_the_kernels_layout() -> None:
     probe = _probe(["job 7300 python", *_limits("unlimited"), "daemon 812 containerd", *_limits("65536", "unlimited")])
     assert probe.process_limits == [
         ProcessLimits(
-            role="job", pid=7300, command="python", memlock_unlimited=True, stack_kib=8192, open_files=1048576
+            role="job",
+            pid=7300,
+            command="python",
+            memlock_unlimited=True,
+            stack_kib=8192,
+            open_files=1048576,
+            hard={"stack": "unlimited", "open_files": "1048576", "memlock": "unlimited"},
         ),
         ProcessLimits(
             role="container_runtime",
@@ -48,6 +54,7 @@ def test_each_process_is_read_from_the_kernels_layout() -> None:
             memlock_kib=64,
             stack_unlimited=True,
             open_files=1048576,
+            hard={"stack": "unlimited", "open_files": "1048576", "memlock": "64 KiB"},
         ),
     ]
 
@@ -103,7 +110,7 @@ def test_a_job_at_the_kernels_default_of_1024_open_files_fails() -> None:
     (finding,) = _open_files(probe)
     assert (finding.status, finding.priority) == (Status.FAIL, Priority.P1)
     assert finding.title.startswith("open files 1024 for python (pid 594)") and "(the running job)" in finding.title
-    assert finding.evidence == ["python (pid 594) [job]: open files 1024"]
+    assert finding.evidence == ["python (pid 594) [job]: open files 1024 (hard 2048)"]
     assert str(thresholds.NODE_MIN_OPEN_FILES) in finding.detail
 
 
@@ -129,7 +136,7 @@ def test_open_files_between_the_default_and_the_floor_warn_per_process() -> None
     assert "containerd (pid 812)" in finding.title and "slurmd" not in finding.title
     assert "what the next job inherits" in finding.title
     assert finding.evidence == [
-        "containerd (pid 812) [container_runtime]: open files 8192",
+        "containerd (pid 812) [container_runtime]: open files 8192 (hard 524288)",
         "slurmd (pid 640) [slurmd]: open files 1048576",
     ]
 

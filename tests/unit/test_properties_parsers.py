@@ -36,15 +36,16 @@ hostile_lines = st.lists(
     | st.sampled_from(
         [
             # The probe's real section markers, so that sections open, close and nest wrongly.
-            "@@BEGIN gpu_query",
-            "@@END gpu_query rc=0",
+            "@@BEGIN gpu_xml",
+            "@@END gpu_xml rc=0",
+            '<nvidia_smi_log><gpu id="00000000:53:00.0"><remapped_rows>',
             "@@BEGIN xid_dmesg",
             "@@END xid_dmesg rc=1",
             "@@BEGIN nvlink",
             "@@BEGIN sinfo",
             "@@END sinfo rc=",
-            "@@END remapped_rows rc=notanumber",
-            "0, 00000000:53:00.0, 0, 4, Yes, No",
+            "@@END gpu_xml rc=notanumber",
+            "<remapped_row_pending>Yes</remapped_row_pending></remapped_rows></gpu></nvidia_smi_log>",
             "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-x)",
             "\t Link 0: <inactive>",
             '{"msg":"NPD caught event","details: ":{"reason":"x"},"HealthMonitoringAgentDetectionEvent":"HealthEvent"}',

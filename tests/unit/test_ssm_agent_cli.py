@@ -44,7 +44,7 @@ def test_faults_are_parsed_from_text_by_the_model() -> None:
         "duplicate=true",
         "reorder=yes",
         "stall_seconds=0.5",
-        "stall_at_section=remapped_rows",
+        "stall_at_section=dcgm_health",
         "disconnect_after=3",
         "separate_output_streams=1",
     ]
@@ -53,7 +53,7 @@ def test_faults_are_parsed_from_text_by_the_model() -> None:
         duplicate=True,
         reorder=True,
         stall_seconds=0.5,
-        stall_at_section="remapped_rows",
+        stall_at_section="dcgm_health",
         disconnect_after=3,
         separate_output_streams=True,
     )

@@ -18,7 +18,7 @@ from hyperpod_nccl.checks._node import (
 )
 from hyperpod_nccl.models.findings import Finding, Priority
 from hyperpod_nccl.models.inventory import Inventory
-from hyperpod_nccl.models.node_probe import GpuNicAffinity, NodeProbeResult, NvlinkGpu
+from hyperpod_nccl.models.node_probe import GpuInfo, GpuNicAffinity, NodeProbeResult, NvlinkGpu
 from hyperpod_nccl.references import DBG_P2P_ACS, NODE_DCGM, NODE_GPU, NODE_NVIDIA, NODE_ROW_REMAP
 from hyperpod_nccl.xid import most_severe_action, xid_info
 
@@ -148,7 +148,15 @@ def gpu_ecc(inv: Inventory) -> Iterator[Finding]:
                 f"uncorrectable ECC errors on {len(bad)} GPU(s) of {node_label(result)}",
                 detail=f"read together with the row-remap state ({NODE_ROW_REMAP.pointer}): pending remap → reboot; "
                 "failure → replace",
-                evidence=[f"GPU {g.index} ({g.bus_id}, serial {g.serial}): {g.ecc_uncorrected_volatile}" for g in bad],
+                evidence=[
+                    f"GPU {g.index} ({g.bus_id}, serial {g.serial}): {g.ecc_uncorrected_volatile} this boot"
+                    + (
+                        f", {g.ecc_uncorrected_aggregate} over its life"
+                        if g.ecc_uncorrected_aggregate is not None
+                        else ""
+                    )
+                    for g in bad
+                ],
                 resources=[node_resource(result), *gpu_resources(bad)],
                 suggested_commands=[reboot(inv, result)],
             )
@@ -156,21 +164,47 @@ def gpu_ecc(inv: Inventory) -> Iterator[Finding]:
 
 @check(
     id="node.gpu_row_remap",
-    title="GPU row remapping pending or failed",
+    title="GPU memory repair pending or failed (row remapping, page retirement)",
     priority=Priority.P0,
     reference=NODE_ROW_REMAP,
     source="node_probes",
 )
 def gpu_row_remap(inv: Inventory) -> Iterator[Finding]:
-    """Remap failure → replace (P0); pending → reboot to apply it (P1)."""
+    """Ampere and newer remap rows: failure → replace (P0); pending → reboot to apply it (P1).
+    Older GPUs (V100, T4) retire pages instead: a retirement pending → reboot (P1); pages already
+    retired after double-bit errors are reported (P2) so that their growth is seen."""
     checked = 0
     for result, probe in probed_nodes(inv):
-        if not probe.remapped_rows:
+        retiring = [g for g in probe.gpus if g.retirement_pending is not None]
+        if not probe.remapped_rows and not retiring:
             continue
         checked += 1
         failed = [r for r in probe.remapped_rows if r.failure]
         pending = [r for r in probe.remapped_rows if r.pending and not r.failure]
+        retire_pending = [g for g in retiring if g.retirement_pending]
+        double_bit = [g for g in retiring if (g.retired_pages_double_bit or 0) > 0 and not g.retirement_pending]
         gpu_by_bus = {g.bus_id: g for g in probe.gpus}
+        if retire_pending:
+            yield gpu_row_remap.fail(
+                f"page retirement pending on {len(retire_pending)} GPU(s) of {node_label(result)} → reboot",
+                priority=Priority.P1,
+                detail="a page marked for retirement is taken out of use only when the driver reloads; if it is "
+                "still pending after a reboot, replace",
+                evidence=[_retired(g) for g in retire_pending],
+                resources=[node_resource(result), *gpu_resources(retire_pending)],
+                suggested_commands=[reboot(inv, result)],
+                fields={"state": "retirement_pending"},
+            )
+        elif double_bit:
+            yield gpu_row_remap.warn(
+                f"pages retired after double-bit ECC errors on {len(double_bit)} GPU(s) of {node_label(result)}",
+                priority=Priority.P2,
+                detail="retired pages are kept out of use (nothing to do now); a count that grows between "
+                "sweeps means failing memory: replace",
+                evidence=[_retired(g) for g in double_bit],
+                resources=[node_resource(result), *gpu_resources(double_bit)],
+                fields={"state": "retired"},
+            )
         if failed:
             yield gpu_row_remap.fail(
                 f"row remapping FAILED on {len(failed)} GPU(s) of {node_label(result)} → replace",
@@ -192,6 +226,48 @@ def gpu_row_remap(inv: Inventory) -> Iterator[Finding]:
             )
     if checked:
         yield gpu_row_remap.passed(f"row-remap state read on {checked} node(s)")
+
+
+def _retired(gpu: GpuInfo) -> str:
+    pending = "Yes" if gpu.retirement_pending else "No"
+    return (
+        f"GPU {gpu.index} ({gpu.bus_id}, serial {gpu.serial}): retirement pending={pending}, "
+        f"retired pages: {gpu.retired_pages_double_bit} double-bit, {gpu.retired_pages_single_bit} multiple single-bit"
+    )
+
+
+@check(
+    id="node.gpu_clocks",
+    title="GPU clocks held down by hardware or heat",
+    priority=Priority.P1,
+    reference=NODE_NVIDIA,
+    source="node_probes",
+)
+def gpu_clocks(inv: Inventory) -> Iterator[Finding]:
+    """A GPU whose clocks a hardware slowdown, a power brake or a thermal limit holds down runs every
+    kernel slower: its rank arrives late at each collective and the whole job waits on it (NCCL and
+    PyTorch timeouts on the other ranks). Policy limits (idle, power cap, application clocks) are not faults."""
+    checked = 0
+    for result, probe in probed_nodes(inv):
+        if not probe.gpus:
+            continue
+        checked += 1
+        slow = [g for g in probe.gpus if g.clock_faults]
+        if slow:
+            yield gpu_clocks.warn(
+                f"clocks held down on {len(slow)} GPU(s) of {node_label(result)}",
+                detail="a slowed GPU makes its rank a straggler; check cooling and power (HW slowdown or power "
+                "brake: drain and reboot; if it persists, replace)",
+                evidence=[
+                    f"GPU {g.index} ({g.bus_id}, serial {g.serial}): {', '.join(g.clock_faults)} active"
+                    + (f", {g.temperature_c} C" if g.temperature_c is not None else "")
+                    for g in slow[:8]
+                ],
+                resources=[node_resource(result), *gpu_resources(slow)],
+                suggested_commands=[reboot(inv, result)],
+            )
+    if checked:
+        yield gpu_clocks.passed(f"no hardware or thermal clock limit active on the GPUs of {checked} node(s)")
 
 
 @check(id="node.gpu_dcgm", title="DCGM health", priority=Priority.P1, reference=NODE_DCGM, source="node_probes")
@@ -228,6 +304,7 @@ def gpu_inventory(inv: Inventory) -> Iterator[Finding]:
             yield gpu_inventory.fail(
                 f"nvidia-smi cannot query the GPUs of {node_label(result)}",
                 detail="driver not loaded, a GPU fell off the bus, or nvidia-smi hangs",
+                evidence=probe.gpu_query_messages[:5],
                 resources=[node_resource(result)],
                 suggested_commands=[reboot(inv, result)],
             )

@@ -98,16 +98,25 @@ class SectionStatus(BaseModel):
 
 
 class GpuInfo(BaseModel):
-    """One row of `nvidia-smi --query-gpu`."""
+    """One GPU of `nvidia-smi -q -x` (probe/nvidia_smi_xml.py). None: not given, or N/A on this GPU."""
 
-    index: int
+    index: int = Field(description="its position in nvidia-smi's answer (nvidia-smi's own index)")
     name: str
     bus_id: PciBusId
     serial: str | None = None
     uuid: str | None = None
     driver_version: str | None = None
     temperature_c: int | None = None
-    ecc_uncorrected_volatile: int | None = None
+    ecc_uncorrected_volatile: int | None = Field(None, description="since the driver loaded")
+    ecc_uncorrected_aggregate: int | None = Field(None, description="over the GPU's life")
+    # Dynamic page retirement, the memory repair of GPUs before Ampere (None on Ampere and newer,
+    # which remap rows instead: RemappedRows).
+    retired_pages_single_bit: int | None = None
+    retired_pages_double_bit: int | None = None
+    retirement_pending: bool | None = None
+    clock_faults: list[str] = Field(
+        default_factory=list, description="active hardware/thermal clock limits (nvidia_smi_xml.CLOCK_FAULT_REASONS)"
+    )
 
 
 class XidEvent(BaseModel):
@@ -141,7 +150,7 @@ class SXidEvent(BaseModel):
 
 
 class RemappedRows(BaseModel):
-    """One row of `nvidia-smi --query-remapped-rows`."""
+    """One GPU's row-remapping state (`remapped_rows` of `nvidia-smi -q -x`; Ampere and newer)."""
 
     bus_id: PciBusId
     correctable: int | None = None
@@ -199,8 +208,8 @@ class LoopbackLatency(BaseModel):
 
 
 class ProcessLimits(BaseModel):
-    """The soft limits of one process that runs jobs (`/proc/<pid>/limits`); None = not read,
-    `*_unlimited` = no limit."""
+    """The limits of one process that runs jobs (`/proc/<pid>/limits`): soft ones judged (they are what
+    applies), hard ones shown beside them; None = not read, `*_unlimited` = no limit."""
 
     role: Literal["job", "slurmd", "container_runtime"]
     pid: int
@@ -211,6 +220,9 @@ class ProcessLimits(BaseModel):
     stack_unlimited: bool = False
     open_files: int | None = None
     open_files_unlimited: bool = False
+    hard: dict[Literal["memlock", "stack", "open_files"], str] = Field(
+        default_factory=dict, description="the hard limits as shown: `unlimited`, `65536 KiB`, `4096` (files)"
+    )
 
     @property
     def label(self) -> str:
@@ -227,11 +239,14 @@ class ProcessLimits(BaseModel):
 
     def shown(self, limit: Literal["memlock", "stack", "open_files"]) -> str:
         """`containerd (pid 812) [container_runtime]: memlock 64 KiB` (`open files 1024` for files)."""
+        hard = self.hard.get(limit)
         if limit == "open_files":
-            files = "unlimited" if self.open_files_unlimited else str(self.open_files)
-            return f"{self.label} [{self.role}]: open files {files}"
-        value = "unlimited" if self.unlimited(limit) else f"{self.kib(limit)} KiB"
-        return f"{self.label} [{self.role}]: {limit} {value}"
+            value = "unlimited" if self.open_files_unlimited else str(self.open_files)
+        else:
+            value = "unlimited" if self.unlimited(limit) else f"{self.kib(limit)} KiB"
+        # The hard limit bounds what the process could raise itself to: a fix must lift both.
+        hard_shown = f" (hard {hard})" if hard is not None and hard != value else ""
+        return f"{self.label} [{self.role}]: {limit.replace('_', ' ')} {value}{hard_shown}"
 
 
 class NcclJobProcess(BaseModel):
@@ -306,6 +321,7 @@ class NvlinkGpu(BaseModel):
     gpu: str = Field(description="`GPU 3` as the header names it")
     speeds_gbps: list[float] = Field(default_factory=list, description="one per active link")
     down: int = 0
+    down_lines: list[str] = Field(default_factory=list, description="`GPU 3 Link 5: <inactive>`, as shown")
     not_understood: list[str] = Field(default_factory=list)
 
 
@@ -318,7 +334,9 @@ class NodeProbeData(BaseModel):
     # What IMDSv2 says the instance is (None: an older probe, or the section is missing).
     host_identity: HostIdentity | None = None
     gpu_present: bool | None = None
+    # Whether `nvidia-smi -q -x` answered with GPUs; what it printed beside (or instead of) them.
     gpu_query_ok: bool | None = None
+    gpu_query_messages: list[str] = Field(default_factory=list)
     gpus: list[GpuInfo] = Field(default_factory=list)
     xids: list[XidEvent] = Field(default_factory=list)
     sxids: list[SXidEvent] = Field(default_factory=list)

@@ -64,13 +64,16 @@ begin gpu_list
 timeout 20 nvidia-smi -L 2>&1
 end gpu_list "$?"
 
-begin gpu_query
-timeout 20 nvidia-smi --query-gpu=index,name,pci.bus_id,serial,uuid,driver_version,temperature.gpu,ecc.errors.uncorrected.volatile.total --format=csv,noheader 2>&1
-end gpu_query "$?"
-
-begin cuda_version
-timeout 20 nvidia-smi -q 2>&1 | grep -E 'CUDA Version|Driver Version' | head -n 2
-end cuda_version "${PIPESTATUS[0]}"
+# One structured answer for every GPU: identity, driver and CUDA versions, ECC counts (volatile
+# and aggregate), retired pages (before Ampere), remapped rows (Ampere and newer), temperature and
+# clock limits, in the XML nvidia-smi documents with its DTD (probe/nvidia_smi_xml.py reads it).
+# Control characters and marker look-alikes are dropped (process names in it are anyone's), the
+# answer is cut at 1 MiB (a GPU takes 10-25 KB in the real samples) and ends with a newline.
+begin gpu_xml
+timeout 20 nvidia-smi -q -x 2>&1 | tr -d '\000-\010\013-\037\177' | grep -av -- '^@@' | head -c 1048576
+smi_rc=${PIPESTATUS[0]}
+printf '\n'
+end gpu_xml "$smi_rc"
 
 # The GPU and NVSwitch drivers' fault lines (shapes from their format strings, hyperpod_nccl/xid.py):
 # Xid lines (MIG-attributed ones too), SXid lines, and "fallen off the bus" in its one-line and
@@ -92,10 +95,6 @@ end xid_counts_dmesg "${PIPESTATUS[0]}"
 begin xid_counts_journal
 timeout 15 journalctl -k --no-pager -q --since -24h 2>&1 | grep -oE 'NVRM: Xid \((PCI:)?[0-9a-fA-F:.]+( GPU-I:[0-9]+)?( GPU-CI:[0-9]+)?\): [0-9]+|nvidia-[A-Za-z0-9_-]+: SXid \(PCI:[0-9a-fA-F:.]+\): [0-9]+(, (Fatal|Non-fatal))?|NVRM: GPU (at (PCI:)?)?[0-9a-fA-F:.]+:? (GPU )?has fallen off the bus|NVRM: The NVIDIA GPU [0-9a-fA-F:.]+( \(PCI ID: [0-9a-fA-F:]+\) installed in this system has)?$' | sort | uniq -c | head -n 256
 end xid_counts_journal "${PIPESTATUS[0]}"
-
-begin remapped_rows
-timeout 20 nvidia-smi --query-remapped-rows=gpu_bus_id,remapped_rows.correctable,remapped_rows.uncorrectable,remapped_rows.pending,remapped_rows.failure --format=csv,noheader 2>&1
-end remapped_rows "$?"
 
 begin dcgm_health
 timeout 20 dcgmi health --check -j 2>&1
@@ -291,6 +290,7 @@ job_comm=
 job_candidates=0
 job_preferred=
 job_other=
+job_pids=()
 timeout 5 grep -zslE -- '^(NCCL_|TORCH_NCCL_)' "$proc"/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | head -n 4096 | while IFS= read -r environ; do
   pid=${environ#"$proc/"}
   pid=${pid%/environ}
@@ -301,6 +301,7 @@ timeout 5 grep -zslE -- '^(NCCL_|TORCH_NCCL_)' "$proc"/[0-9]*/environ 2>/dev/nul
   job_candidates=$((job_candidates + 1))
   if [[ $comm =~ $re_job_comm ]]; then
     [ "$pid" -lt "${job_preferred:-99999999999}" ] && job_preferred=$pid
+    [ "${#job_pids[@]}" -lt 64 ] && job_pids+=("$pid")
   else
     [ "$pid" -lt "${job_other:-99999999999}" ] && job_other=$pid
   fi
@@ -428,12 +429,27 @@ if [ -n "$job_value" ] && ! plain_path "$job_value" && ! [[ $job_value =~ ^[A-Za
 end nccl_net_plugin 0
 
 # Limits that matter are those of the processes that run jobs, not of this SSM shell: memlock, stack
-# and open files of the job's chosen process, slurmd and the container runtime (containers start
-# with its limits unless the runtime sets their own), from /proc/<pid>/limits (kernel-written).
+# and open files (soft and hard) of every training process (the python/torchrun ones with NCCL
+# settings, lowest pids first, at most 16: a p5 runs 8 ranks and their launcher; else the chosen
+# process), slurmd and the container runtime (containers start with its limits unless the runtime
+# sets their own), from /proc/<pid>/limits (kernel-written).
 re_daemon='^(slurmd|containerd|dockerd)$'
+limits_job() {
+  limits_comm=
+  IFS= read -r limits_comm 2>/dev/null <"$proc/$1/comm"
+  [[ $limits_comm =~ $re_comm ]] || limits_comm='?'
+  printf 'job %s %s\n' "$1" "$limits_comm"
+  timeout 5 grep -sE -- '^Max (locked memory|stack size|open files) ' "$proc/$1/limits" 2>/dev/null
+}
 begin process_limits
 limits_rc=1
-if [ -n "$job_pid" ]; then printf 'job %s %s\n' "$job_pid" "$job_comm"; timeout 5 grep -sE -- '^Max (locked memory|stack size|open files) ' "$proc/$job_pid/limits" 2>/dev/null; limits_rc=0; fi
+if [ "${#job_pids[@]}" -gt 0 ]; then
+  printf '%s\n' "${job_pids[@]}" | sort -n | head -n 16 | while read -r limits_pid; do
+    [[ $limits_pid =~ $re_pid ]] || continue
+    limits_job "$limits_pid"
+    limits_rc=0
+  done
+elif [ -n "$job_pid" ]; then limits_job "$job_pid"; limits_rc=0; fi
 timeout 5 ps -eo pid=,comm= 2>/dev/null | grep -E ' (slurmd|containerd|dockerd)$' | head -n 6 | while read -r daemon_pid daemon_comm; do
   [[ $daemon_pid =~ $re_pid ]] && [[ $daemon_comm =~ $re_daemon ]] || continue
   printf 'daemon %s %s\n' "$daemon_pid" "$daemon_comm"

@@ -19,7 +19,6 @@ from hyperpod_nccl.models.node_probe import (
     AVAILABILITY_ZONE_PATTERN,
     EC2_INSTANCE_TYPE_PATTERN,
     FlightRecorderFile,
-    GpuInfo,
     GpuNicAffinity,
     HostIdentity,
     LoopbackLatency,
@@ -29,7 +28,6 @@ from hyperpod_nccl.models.node_probe import (
     NodeProbeData,
     NvlinkGpu,
     ProcessLimits,
-    RemappedRows,
     SectionStatus,
     SlurmControllerData,
     SlurmctldState,
@@ -40,6 +38,7 @@ from hyperpod_nccl.models.node_probe import (
     XidEvent,
     canonical_pci_bus_id,
 )
+from hyperpod_nccl.probe.nvidia_smi_xml import GpuReport, parse_gpu_report
 from hyperpod_nccl.probe.sections import BEGIN_MARKER, END_MARKER, NodeSection, SlurmSection
 from hyperpod_nccl.redaction import scrub
 from hyperpod_nccl.xid import (
@@ -141,28 +140,6 @@ def _ok_lines(section: Section | None) -> list[str]:
     if section is None or section.tool_missing:
         return []
     return [line for line in section.lines if not any(marker in line for marker in _MISSING)]
-
-
-def parse_gpu_query(lines: list[str]) -> list[GpuInfo]:
-    """`index,name,pci.bus_id,serial,uuid,driver_version,temperature.gpu,ecc...` CSV rows."""
-    gpus = []
-    for line in lines:
-        fields = [f.strip() for f in line.split(",")]
-        if len(fields) < 6 or _int(fields[0]) is None:
-            continue
-        gpus.append(
-            GpuInfo(
-                index=int(fields[0]),
-                name=fields[1],
-                bus_id=fields[2],
-                serial=_na(fields[3]),
-                uuid=_na(fields[4]),
-                driver_version=_na(fields[5]),
-                temperature_c=_int(_na(fields[6]) if len(fields) > 6 else None),
-                ecc_uncorrected_volatile=_int(_na(fields[7]) if len(fields) > 7 else None),
-            )
-        )
-    return gpus
 
 
 # `uniq -c`'s lines: the count, one space, the counted text.
@@ -309,73 +286,6 @@ def parse_driver_faults(
     return xids, sxids
 
 
-# `nvidia-smi -q` (or `-q -d ROW_REMAPPER`): "GPU 00000000:55:00.0" opens a GPU's report and the
-# "Remapped Rows" block holds the four values ("Pending" also appears under ECC and MIG mode).
-_SMI_GPU_HEADER = re.compile(r"^GPU (?P<bus>[0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])$")
-_REMAP_FIELD = re.compile(
-    r"^(?P<name>Correctable Error|Uncorrectable Error|Pending|Remapping Failure Occurred)\s*:\s*(?P<value>\S+)"
-)
-
-
-def _remapped_rows_blocks(lines: list[str]) -> list[RemappedRows]:
-    """The "Remapped Rows" blocks of `nvidia-smi -q` text, one row per GPU header that has one."""
-    rows: list[RemappedRows] = []
-    bus: str | None = None
-    block: dict[str, str] | None = None
-    block_indent = 0
-
-    def flush() -> None:
-        nonlocal block
-        if block and bus is not None:
-            rows.append(
-                RemappedRows(
-                    bus_id=bus,
-                    correctable=_int(block.get("Correctable Error")),
-                    uncorrectable=_int(block.get("Uncorrectable Error")),
-                    pending=_yes(block.get("Pending", "")),
-                    failure=_yes(block.get("Remapping Failure Occurred", "")),
-                )
-            )
-        block = None
-
-    for line in lines:
-        stripped = line.strip()
-        indent = len(line) - len(line.lstrip())
-        if header := _SMI_GPU_HEADER.match(stripped):
-            flush()
-            bus = header["bus"]
-        elif stripped == "Remapped Rows":
-            flush()
-            block, block_indent = {}, indent
-        elif block is not None and stripped:
-            if indent <= block_indent:
-                flush()
-            elif field := _REMAP_FIELD.match(stripped):
-                block[field["name"]] = field["value"]
-    flush()
-    return rows
-
-
-def parse_remapped_rows(lines: list[str]) -> list[RemappedRows]:
-    """`gpu_bus_id, correctable, uncorrectable, pending, failure` rows (the probe's query), or the
-    "Remapped Rows" blocks of `nvidia-smi -q` when the output is in that form."""
-    rows = []
-    for line in lines:
-        fields = [f.strip() for f in line.split(",")]
-        if len(fields) != 5 or not re.match(r"^[0-9A-Fa-f]+:[0-9A-Fa-f]{2}:", fields[0]):
-            continue
-        rows.append(
-            RemappedRows(
-                bus_id=fields[0],
-                correctable=_int(fields[1]),
-                uncorrectable=_int(fields[2]),
-                pending=_yes(fields[3]),
-                failure=_yes(fields[4]),
-            )
-        )
-    return rows or _remapped_rows_blocks(lines)
-
-
 def _walk_strings(node: Any, path: str = "") -> Iterator[tuple[str, str]]:
     if isinstance(node, dict):
         for key, value in node.items():
@@ -417,25 +327,17 @@ _ALL_LINKS_INACTIVE = re.compile(r"all links are inactive", re.I)
 
 
 def parse_nvlink(lines: list[str]) -> tuple[int | None, list[str]]:
-    """(active link count, inactive/down link lines) of `nvidia-smi nvlink --status`.
-
-    A GPU whose links are all down is one entry carrying NVML's message."""
+    """(active link count, inactive/down link lines) of `nvidia-smi nvlink --status`: the node-wide
+    totals of `parse_nvlink_gpus` (None when the section gave no line)."""
     if not lines:
         return None, []
-    active, inactive = 0, []
-    gpu = ""
-    for line in lines:
-        stripped = line.strip()
-        if stripped.startswith("GPU "):
-            gpu = stripped.split(":", 1)[0]
-        elif stripped.startswith("Link "):
-            if re.search(r"inactive|down|error|fail", stripped, re.I):
-                inactive.append(f"{gpu} {stripped}")
-            elif "GB/s" in stripped:
-                active += 1
-        elif _ALL_LINKS_INACTIVE.search(stripped):
-            inactive.append(f"{gpu} {stripped}")
-    return active, inactive
+    return nvlink_totals(parse_nvlink_gpus(lines))
+
+
+def nvlink_totals(gpus: list[NvlinkGpu]) -> tuple[int, list[str]]:
+    """(active links, down link lines) over every GPU: a GPU whose links are all down is one entry
+    carrying NVML's message."""
+    return sum(len(g.speeds_gbps) for g in gpus), [line for g in gpus for line in g.down_lines]
 
 
 # One `Link N: <state>` line; the state is a speed (`26.562 GB/s`) or a word in angle brackets.
@@ -469,10 +371,12 @@ def parse_nvlink_gpus(lines: list[str]) -> list[NvlinkGpu]:
                 current.speeds_gbps.append(float(speed["speed"]))
             elif _NVLINK_DOWN.search(row["state"]):
                 current.down += 1
+                current.down_lines.append(f"{current.gpu} {stripped}")
             elif len(current.not_understood) < _NVLINK_MAX_NOT_UNDERSTOOD:
                 current.not_understood.append(stripped[:120])
         elif _ALL_LINKS_INACTIVE.search(stripped):
             current.down += 1
+            current.down_lines.append(f"{current.gpu} {stripped[:200]}")
     return gpus
 
 
@@ -648,7 +552,7 @@ def _version_from(pattern: str, text: str) -> str | None:
     return match.group(1) if match else None
 
 
-def parse_versions(sections: dict[str, Section], gpus: list[GpuInfo]) -> Versions:
+def parse_versions(sections: dict[str, Section], gpu_report: GpuReport) -> Versions:
     """Versions of the driver, CUDA, NCCL, aws-ofi-nccl, libfabric, the EFA installer and kernel."""
 
     def text(name: str) -> str:
@@ -670,10 +574,9 @@ def parse_versions(sections: dict[str, Section], gpus: list[GpuInfo]) -> Version
     ofi = text(NodeSection.OFI_NCCL)
     kernel = _ok_lines(sections.get(NodeSection.KERNEL))
     return Versions(
-        driver=next((g.driver_version for g in gpus if g.driver_version), None)
-        or _version_from(r"Driver Version\s*:\s*(\S+)", text(NodeSection.CUDA_VERSION)),
-        # A number, or nothing: nvidia-smi prints "CUDA Version : Not Found" when no CUDA driver API is there.
-        cuda=_version_from(r"CUDA Version\s*:\s*(\d{1,3}\.\d{1,3}(?:\.\d{1,3})?)\b", text(NodeSection.CUDA_VERSION)),
+        driver=_version_from(r"^(\d{1,4}(?:\.\d{1,4}){1,3})$", gpu_report.driver_version or ""),
+        # A number, or nothing: nvidia-smi says "Not Found" where no CUDA driver API is there.
+        cuda=_version_from(r"^(\d{1,3}\.\d{1,3}(?:\.\d{1,3})?)$", gpu_report.cuda_version or ""),
         nccl=nccl,
         ofi_nccl=_version_from(r"(?:aws-ofi-nccl|libnccl-ofi|nccl-ofi)[-_ ]?v?(\d+\.\d+\.\d+)", installer + "\n" + ofi),
         libfabric=_version_from(r"^libfabric:\s*(\S+)", text(NodeSection.FI_INFO_VERSION)),
@@ -761,7 +664,7 @@ _LIMITS_PROCESS = re.compile(r"^(?P<kind>job|daemon) (?P<pid>[1-9]\d{0,9}) (?P<c
 # /proc/<pid>/limits rows (the kernel's "%-25s %-20s %-20s %-10s"): name, soft, hard, units.
 _LIMITS_ROW = re.compile(
     r"^Max (?P<name>locked memory|stack size|open files) {1,40}(?P<soft>unlimited|\d{1,20}) {1,40}"
-    r"(?:unlimited|\d{1,20}) {1,40}(?P<units>bytes|files)\s*$"
+    r"(?P<hard>unlimited|\d{1,20}) {1,40}(?P<units>bytes|files)\s*$"
 )
 _DAEMON_ROLES: dict[str, Literal["slurmd", "container_runtime"]] = {
     "slurmd": "slurmd",
@@ -771,8 +674,8 @@ _DAEMON_ROLES: dict[str, Literal["slurmd", "container_runtime"]] = {
 
 
 def parse_process_limits(section: Section | None) -> list[ProcessLimits] | None:
-    """The `process_limits` section: each process's soft memlock, stack (KiB) and open files; None
-    when the section is absent (a probe that did not read them)."""
+    """The `process_limits` section: each process's soft memlock, stack (KiB) and open files, and the
+    hard limits beside them; None when the section is absent (a probe that did not read them)."""
     if section is None:
         return None
     found: list[ProcessLimits] = []
@@ -792,6 +695,11 @@ def parse_process_limits(section: Section | None) -> list[ProcessLimits] | None:
         soft = row["soft"]
         unlimited = soft == "unlimited"
         value = None if unlimited else int(soft)
+        limit: Literal["memlock", "stack", "open_files"] = (
+            "memlock" if row["name"] == "locked memory" else "stack" if row["name"] == "stack size" else "open_files"
+        )
+        hard = row["hard"]
+        current.hard[limit] = hard if hard == "unlimited" or limit == "open_files" else f"{int(hard) // 1024} KiB"
         if row["name"] == "locked memory":
             current.memlock_unlimited, current.memlock_kib = unlimited, None if value is None else value // 1024
         elif row["name"] == "stack size":
@@ -976,11 +884,14 @@ def parse_node_probe(output: str) -> NodeProbeData:
     gpu_present: bool | None = None
     if gpu_list is not None:
         gpu_present = any(line.startswith("GPU ") for line in gpu_list.lines)
-    gpus = parse_gpu_query(lines(NodeSection.GPU_QUERY))
-    gpu_query = sections.get(NodeSection.GPU_QUERY)
+    gpu_xml = sections.get(NodeSection.GPU_XML)
+    report = parse_gpu_report(gpu_xml.text if gpu_xml is not None and not gpu_xml.tool_missing else "")
+    gpus = report.gpus
     dcgm = sections.get(NodeSection.DCGM_HEALTH)
     dcgm_overall, dcgm_incidents = parse_dcgm_health(dcgm.text if dcgm is not None and not dcgm.tool_missing else "")
-    nvlink_active, nvlink_inactive = parse_nvlink(lines(NodeSection.NVLINK) if gpu_present else [])
+    nvlink_lines = lines(NodeSection.NVLINK) if gpu_present else []
+    nvlink_gpus = parse_nvlink_gpus(nvlink_lines)
+    nvlink_active, nvlink_inactive = nvlink_totals(nvlink_gpus) if nvlink_lines else (None, [])
     nv_pairs, pcie_pairs = parse_topology(lines(NodeSection.TOPOLOGY) if gpu_present else [])
     cmdline = " ".join(lines(NodeSection.CMDLINE))
     iommu: bool | None = None
@@ -1013,11 +924,12 @@ def parse_node_probe(output: str) -> NodeProbeData:
         clock_epoch=int(clock) if clock and re.fullmatch(r"\d{9,11}", clock) else None,
         host_identity=parse_imds(sections.get(NodeSection.IMDS)),
         gpu_present=gpu_present,
-        gpu_query_ok=None if gpu_query is None or not gpu_present else gpu_query.rc == 0 and bool(gpus),
+        gpu_query_ok=None if gpu_xml is None or not gpu_present else gpu_xml.rc == 0 and bool(gpus),
+        gpu_query_messages=report.messages if report.error is None else [report.error, *report.messages],
         gpus=gpus,
         xids=xids,
         sxids=sxids,
-        remapped_rows=parse_remapped_rows(lines(NodeSection.REMAPPED_ROWS)),
+        remapped_rows=report.remapped_rows,
         dcgm_overall=dcgm_overall,
         dcgm_incidents=dcgm_incidents,
         nvvs_failures=lines(NodeSection.NVVS_TAIL)[:20],
@@ -1026,7 +938,7 @@ def parse_node_probe(output: str) -> NodeProbeData:
         topology_nvlink_pairs=nv_pairs,
         topology_pcie_pairs=pcie_pairs,
         gpu_nic_affinity=parse_gpu_nic_affinity(lines(NodeSection.TOPOLOGY) if gpu_present else []),
-        nvlink_gpus=parse_nvlink_gpus(lines(NodeSection.NVLINK) if gpu_present else []),
+        nvlink_gpus=nvlink_gpus,
         acs_enabled_bridges=parse_acs(lines(NodeSection.PCI_ACS)),
         iommu_enabled=iommu,
         kernel_log=parse_kernel_log(lines(NodeSection.KERNEL_LOG)),
@@ -1041,7 +953,7 @@ def parse_node_probe(output: str) -> NodeProbeData:
         ofi_nccl_plugin=[
             line.strip() for line in lines(NodeSection.OFI_NCCL) if line.strip() and not line.endswith(":")
         ],
-        versions=parse_versions(sections, gpus),
+        versions=parse_versions(sections, report),
         hugepages_total=_int(hugepages.get("HugePages_Total")),
         hugepages_free=_int(hugepages.get("HugePages_Free")),
         hugepage_size_kib=_int(hugepages.get("Hugepagesize")),
