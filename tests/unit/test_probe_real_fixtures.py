@@ -460,6 +460,12 @@ def test_dev_shm_of_64_mib_in_df_h_form_fails() -> None:
     assert finding.status == Status.FAIL and finding.title.startswith(f"/dev/shm is 64 MiB on {NODE_ID}")
 
 
+def test_a_hosts_own_dev_shm_of_126_gib_passes() -> None:
+    probe = _probe("host_dev_shm_tmpfs_126g.txt")
+    assert (probe.shm_fstype, probe.shm_size_bytes, probe.shm_mount) == (None, 126 * 2**30, "/dev/shm")
+    assert _run("node.dev_shm", _inventory(probe, instance_type="ml.p5.48xlarge")) == []  # nothing to say
+
+
 @pytest.mark.parametrize(
     "reason, names",
     [
