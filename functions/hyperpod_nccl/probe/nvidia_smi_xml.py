@@ -37,7 +37,7 @@ MAX_MESSAGE_CHARS = 300
 
 # The one DOCTYPE nvidia-smi writes: an external DTD by name, no internal subset.
 _DOCTYPE = re.compile(r'<!DOCTYPE\s+nvidia_smi_log\s+SYSTEM\s+"nvsmi_device(?:_v\d{1,3})?\.dtd"\s*>')
-_DOCUMENT = re.compile(r"<nvidia_smi_log\b.*?</nvidia_smi_log>", re.S)
+_OPEN, _CLOSE = "<nvidia_smi_log", "</nvidia_smi_log>"
 _NOT_AVAILABLE = frozenset({"", "n/a", "[n/a]", "[not supported]", "[unknown error]", "not supported"})
 # The clock limits that mean hardware or thermal trouble (a slow rank stalls every collective); the
 # others (idle, application clocks, software power cap, sync boost, display) are policy, not faults.
@@ -156,19 +156,33 @@ def _messages(text: str) -> list[str]:
     return [line[:MAX_MESSAGE_CHARS] for line in lines if line][:MAX_MESSAGES]
 
 
+def _document_start(text: str) -> int:
+    """Where the root element opens (`<nvidia_smi_log>` or with attributes), or -1."""
+    at = text.find(_OPEN)
+    while at >= 0:
+        following = text[at + len(_OPEN) : at + len(_OPEN) + 1]
+        if following in (">", " ", "\t", "\n", "\r", "/"):
+            return at
+        at = text.find(_OPEN, at + 1)
+    return -1
+
+
 def parse_gpu_report(text: str) -> GpuReport:
     """The GPUs of an `nvidia-smi -q -x` answer (with whatever nvidia-smi printed around it)."""
     if len(text) > MAX_DOCUMENT_CHARS:
         return GpuReport(error=f"answer of {len(text):,} characters not read (the probe keeps {MAX_DOCUMENT_CHARS:,})")
-    match = _DOCUMENT.search(text)
-    if match is None:
-        opened = text.find("<nvidia_smi_log")
-        if opened >= 0:
-            return GpuReport(messages=_messages(text[:opened]), error="document cut off before </nvidia_smi_log>")
+    # str.find, not a regular expression: linear on any answer (a lazy `.*?` between the two tags
+    # is quadratic on a crafted line of many opening tags and no closing one).
+    opened = _document_start(text)
+    if opened < 0:
         return GpuReport(messages=_messages(text), error="no nvidia_smi_log document in the answer")
-    outside = text[: match.start()] + "\n" + text[match.end() :]
+    closed = text.find(_CLOSE, opened)
+    if closed < 0:
+        return GpuReport(messages=_messages(text[:opened]), error="document cut off before </nvidia_smi_log>")
+    end = closed + len(_CLOSE)
+    outside = text[:opened] + "\n" + text[end:]
     messages = [m for m in _messages(_DOCTYPE.sub("", outside)) if not m.startswith("<?xml")]
-    document = match.group(0)
+    document = text[opened:end]
     # ElementTree does not fetch external entities, and expat bounds entity expansion, but a node
     # has no reason to declare any: refuse instead of relying on either.
     if "<!" in document.replace("<![CDATA[", ""):
