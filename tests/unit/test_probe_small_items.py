@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from hyperpod_nccl.checks import discover
-from hyperpod_nccl.models.findings import Status
+from hyperpod_nccl.models.findings import Priority, Status
 from hyperpod_nccl.probe import script
 from hyperpod_nccl.probe.parsers import parse_node_probe
 from hyperpod_nccl.probe.sections import NodeSection, begin_line, end_line
@@ -60,3 +60,71 @@ def test_the_newest_dcgm_diagnostic_log_is_read(tmp_path: Path) -> None:
     run = subprocess.run(["bash", "-c", program], capture_output=True, text=True, check=False)
     probe = parse_node_probe(run.stdout)
     assert probe.nvvs_failures == ["newest run: Error: GPU 3 FAIL pcie"], run.stdout + run.stderr
+
+
+# `dcgmi health --check -j` of DCGM 4.x, built from dcgmi's own code (NVIDIA/DCGM 72fa3fea:
+# Health::GenerateOutputFromResponse / HandleOneEntity / AddErrorMessage, DcgmiOutputBoxer::set
+# and addOverflow, JsonCpp's styled writer) with messages of dcgm_errors.h (DCGM_FR_*_MSG) given
+# concrete values, indented as JsonCpp's StyledWriter does (3 spaces): no real 4.x answer with an
+# incident was found in public (tests/data/probe/README.md).
+DCGM4_FAILURE = """{
+   "body" :
+   {
+      "GPU" :
+      {
+         "children" :
+         {
+            "1" :
+            {
+               "children" :
+               {
+                  "Errors" :
+                  {
+                     "children" :
+                     {
+                        "Memory system" :
+                        {
+                           "overflow" :
+                           [
+                              "Detected 2 volatile double-bit ECC error(s) in GPU 1."
+                           ],
+                           "value" : "Failure"
+                        },
+                        "PCIe system" :
+                        {
+                           "overflow" :
+                           [
+                              "Detected more than 8 PCIe replays per minute for GPU 1",
+                              ": 12"
+                           ],
+                           "value" : "Warning"
+                        }
+                     }
+                  }
+               },
+               "value" : "Failure"
+            }
+         }
+      },
+      "Overall Health" :
+      {
+         "value" : "Failure"
+      }
+   },
+   "header" :
+   [
+      "Health Monitor Report"
+   ]
+}"""
+
+
+def test_dcgm_4_health_json_gives_one_incident_per_gpu_and_system_with_its_message_whole() -> None:
+    probe = _probe(NodeSection.DCGM_HEALTH, DCGM4_FAILURE.splitlines())
+    assert probe.dcgm_overall == "Failure"
+    assert probe.dcgm_incidents == [
+        "GPU 1: Memory system Failure: Detected 2 volatile double-bit ECC error(s) in GPU 1.",
+        "GPU 1: PCIe system Warning: Detected more than 8 PCIe replays per minute for GPU 1 : 12",
+    ]
+    [finding] = CHECKS["node.gpu_dcgm"].run(probed_node(probe))
+    assert (finding.status, finding.priority) == (Status.FAIL, Priority.P0)
+    assert finding.evidence[:2] == probe.dcgm_incidents

@@ -313,12 +313,39 @@ def parse_dcgm_health(text: str) -> tuple[str | None, list[str]]:
             line.strip(" |") for line in text.splitlines() if re.search(r"\b(Fail|Warn|Warning)\b", line, re.I)
         ]
         return overall, incidents[:20]
+    incidents = _dcgm_incidents(document)
     for path, value in _walk_strings(document):
         if path.lower().endswith("overall health/value") and overall is None:
             overall = value
-        elif "message" in path.lower().rsplit("/", 1)[-1] or "/error" in path.lower():
+        elif not incidents and ("message" in path.lower().rsplit("/", 1)[-1] or "/error" in path.lower()):
             incidents.append(value)
     return overall, incidents[:20]
+
+
+def _children(node: Any) -> dict[str, Any]:
+    children = node.get("children") if isinstance(node, dict) else None
+    return children if isinstance(children, dict) else {}
+
+
+def _dcgm_incidents(document: Any) -> list[str]:
+    """One line per entity and watched system of `dcgmi health --check -j`, as dcgmi builds it
+    (NVIDIA/DCGM dcgmi/Health.cpp, Health::HandleOneEntity, and dcgmi/DcgmiOutput.h at 72fa3fea):
+    body → entity group ("GPU", "Switch" ...) → children by entity id → children "Errors" → children
+    by system ("Memory system") with the system's health as `value` and its messages cut into
+    `overflow` pieces of at most 54 characters, joined back here. Empty when the document has
+    no such tree (an older layout is then read by its strings)."""
+    body = document.get("body") if isinstance(document, dict) else None
+    if not isinstance(body, dict):
+        return []
+    lines = []
+    for group, node in body.items():
+        for entity, entity_node in _children(node).items():
+            for system, system_node in _children(_children(entity_node).get("Errors")).items():
+                health = system_node.get("value", "") if isinstance(system_node, dict) else ""
+                pieces = system_node.get("overflow", []) if isinstance(system_node, dict) else []
+                message = " ".join(p for p in pieces if isinstance(p, str)) if isinstance(pieces, list) else ""
+                lines.append(f"{group} {entity}: {system} {health}: {message}".strip()[:500])
+    return lines
 
 
 # When every link of a GPU is down, nvidia-smi prints NVML's message instead of the link list
