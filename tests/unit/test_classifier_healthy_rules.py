@@ -1,0 +1,147 @@
+"""Healthy line rules mined from the emitters' own sources (issue 16, point 3: "Healthy is mined the
+same way"): a warning the program prints and then carries on from is no finding, and the nearest
+failure wording of the same source stays one.
+
+Every line here is built from the emitter's format string with concrete values filled in (host,
+pid, device, file:line, port, numbers); none is copied from a log. The format strings, and the code
+path that shows each warning harmless, are in the files each rule cites in `written_from`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from hyperpod_nccl.classifier import Catalog, load_catalog, scan_text
+
+NCCL = "ip-10-1-2-3:1234:1234 [0]"
+
+# rule id → (healthy lines the rule quiets, the nearest failure wordings of the same source: findings)
+CASES: dict[str, tuple[list[str], list[str]]] = {
+    # NCCL src/ras/client_support.cc rasClientInitSocket: SYSCHECKGOTO(bind/listen) WARNs "Call to bind
+    # failed: %s" (checks.h) and jumps to its fail label, which logs INFO and returns; ras.cc calls it
+    # as `(void)rasClientInitSocket()`. Prefixes: 2.30 debug.cc "%s:%d (%s) NCCL WARN", 2.26/2.27
+    # "%s:%d NCCL WARN".
+    "nccl_ras_client_socket_busy": (
+        [
+            f"{NCCL} ras/client_support.cc:179 (rasClientInitSocket) NCCL WARN Call to bind failed: "
+            "Address already in use",
+            f"{NCCL} ras/client_support.cc:159 NCCL WARN Call to bind failed: Address already in use",
+            f"{NCCL} ras/client_support.cc:182 (rasClientInitSocket) NCCL WARN Call to listen failed: "
+            "Address already in use",
+        ],
+        [
+            # the same SYSCHECK wording from NCCL's own socket listen (misc/socket.cc), which fails init
+            f"{NCCL} misc/socket.cc:137 NCCL WARN Call to bind failed: Address already in use",
+            f"{NCCL} misc/socket.cc:137 (ncclSocketListen) NCCL WARN Call to bind failed : Address already in use",
+        ],
+    ),
+    # NCCL 2.23 src/net.cc and 2.26 src/plugin/net.cc + net_v*.cc: "NET/Plugin: Failed to find
+    # ncclNetPlugin_v%d symbol." for each API version the opened plugin lacks, newest first.
+    "nccl_net_plugin_version_probe": (
+        [
+            f"{NCCL} NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v10 symbol.",
+            f"{NCCL} NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v8 symbol.",
+        ],
+        [
+            # no supported version at all (2.23 src/net.cc), and a plugin library that is absent
+            f"{NCCL} NCCL INFO NET/Plugin: Failed to find ncclNetPlugin symbol (>= v5). ncclNetPlugin symbols v4 "
+            "and lower are not supported.",
+            f"{NCCL} NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.",
+        ],
+    ),
+    # NCCL 2.30 init.cc, transport/net_socket.cc, transport/shm.cc: each WARN is followed by the
+    # assignment of an allowed value and no return.
+    "nccl_setting_adjusted": (
+        [
+            f"{NCCL} init.cc:621 (initTransportsRank) NCCL WARN NCCL_WORK_FIFO_BYTES=1000 is being ignored "
+            "because it is not a power of 2.",
+            f"{NCCL} transport/net_socket.cc:353 NCCL WARN NET/Socket : NCCL_SOCKET_NTHREADS is greater than the "
+            "maximum allowed, setting to 16",
+            f"{NCCL} transport/net_socket.cc:393 NCCL WARN NET/Socket : the total number of sockets is greater "
+            "than the maximum allowed, setting NCCL_NSOCKS_PERTHREAD to 4",
+            f"{NCCL} transport/shm.cc:298 NCCL WARN Ignoring SHM locality, must be 1 (sender side) or 2 "
+            "(receiver side, default)",
+            f"{NCCL} init.cc:2460 (ncclCommInitRankFunc) NCCL WARN graphStreamOrdering=0 with graphUsageMode=2 "
+            "(graph mixing) is not supported; falling back to graphStreamOrdering=1 for this communicator",
+            f"{NCCL} init.cc:2219 NCCL WARN Both NCCL_CTA_POLICY_ZERO and NCCL_CTA_POLICY_EFFICIENCY are set in "
+            "CTAPolicy (3). Unsetting POLICY_EFFICIENCY.",
+        ],
+        [
+            # init.cc: an invalid communicator config returns ncclInvalidArgument
+            f"{NCCL} init.cc:2314 NCCL WARN Invalid config blocking attribute value 5",
+            f"{NCCL} init.cc:2328 NCCL WARN Invalid config min/max channels attribute value 64/32",
+        ],
+    ),
+    # PyTorch torch/csrc/distributed/c10d/socket.cpp SocketConnectOp: recordError() logs
+    # "The client socket has failed to connect to {addr} {err}." with C10D_WARNING and the loop tries
+    # the next resolved address; only when none connects does run() raise.
+    "c10d_client_address_family_probe": (
+        [
+            "[W1206 18:44:12.715298746 socket.cpp:697] [c10d] The client socket has failed to connect to "
+            "[localhost]:29500 (errno: 99 - Cannot assign requested address).",
+            "[W socket.cpp:697] [c10d] The client socket has failed to connect to [node-0]:29500 "
+            "(errno: 97 - Address family not supported by protocol).",
+            "2026-12-06T18:44:12.715Z [rank1]:[W1206 18:44:12.715298746 socket.cpp:697] [c10d] The client socket "
+            "has failed to connect to [localhost]:29500 (errno: 99 - Cannot assign requested address).",
+        ],
+        [
+            # another errno on the same per-address warning, and run()'s error after every address failed
+            "[W1206 18:44:12.715298746 socket.cpp:697] [c10d] The client socket has failed to connect to "
+            "[node-0]:29500 (errno: 113 - No route to host).",
+            "[E1206 18:44:12.715298746 socket.cpp:1019] [c10d] The client socket has failed to connect to any "
+            "network address of (node-0, 29500).",
+            # the raised error repeats the per-address errors after its own sentence: still a finding
+            "torch.distributed.DistNetworkError: The client socket has failed to connect to any network address of "
+            "(localhost, 29500). The client socket has failed to connect to [localhost]:29500 (errno: 99 - Cannot "
+            "assign requested address).",
+            "RuntimeError: [c10d] The client socket has failed to connect to any network address of (localhost, "
+            "29500). [c10d] The client socket has failed to connect to [localhost]:29500 (errno: 99 - Cannot "
+            "assign requested address).",
+            "torch.distributed.DistNetworkError: The client socket has timed out after 1800000ms while trying to "
+            "connect to (node-0, 29500).",
+        ],
+    ),
+}
+
+
+def _without(rule_id: str) -> Catalog:
+    catalog = load_catalog()
+    return catalog.model_copy(update={"healthy": [r for r in catalog.healthy if r.id != rule_id]})
+
+
+def _hits(line: str, catalog: Catalog | None = None) -> list[str]:
+    return [hit.id for hit in scan_text(line + "\n", catalog).hits]
+
+
+def test_every_new_rule_is_in_the_catalog_as_a_line_rule_with_pinned_sources() -> None:
+    rules = {rule.id: rule for rule in load_catalog().healthy}
+    for rule_id in CASES:
+        rule = rules[rule_id]
+        assert not rule.resolves, rule_id
+        assert all("/blob/" in url and len(url.split("/blob/")[1].split("/")[0]) == 40 for url in rule.written_from)
+
+
+@pytest.mark.parametrize("rule_id", list(CASES))
+def test_the_healthy_line_gives_no_finding_and_the_rule_is_what_quiets_it(rule_id: str) -> None:
+    healthy, _ = CASES[rule_id]
+    (rule,) = [r for r in load_catalog().healthy if r.id == rule_id]
+    for line in healthy:
+        assert rule.compiled.search(line), line
+        assert _hits(line) == [], line
+        assert _hits(line, _without(rule_id)), f"without {rule_id} the line should be a finding: {line}"
+
+
+@pytest.mark.parametrize("rule_id", list(CASES))
+def test_the_nearest_failure_wording_of_the_same_source_is_still_a_finding(rule_id: str) -> None:
+    _, failures = CASES[rule_id]
+    for line in failures:
+        assert _hits(line), line
+
+
+@pytest.mark.parametrize("rule_id", list(CASES))
+def test_a_healthy_line_hides_no_failure_printed_beside_it(rule_id: str) -> None:
+    healthy, failures = CASES[rule_id]
+    for failure in failures:
+        expected = set(_hits(failure))
+        got = {hit.id for hit in scan_text(f"{healthy[0]}\n{failure}\n").hits}
+        assert expected <= got, failure
