@@ -41,18 +41,21 @@ typecheck: $(STAMP)
 
 # worksteal, not xdist's default `load`: `load` hands each worker long runs of tests up front and
 # never moves them, so one worker ended with the whole fault matrix while the other sat idle (the
-# suite took 19 min on 2 cores; 13.5 with worksteal, both workers busy to the end).
+# suite took 19 min on 2 cores; 13.5 with worksteal, both workers busy to the end). Three workers on
+# two cores: half the suite's time is waiting (paced StartSessions, SDK timeouts, Step Functions
+# retries, a silent endpoint), and make test used 97% of one core's worth of the two with two workers.
+TEST_WORKERS ?= 3
 test: $(STAMP) browser
 	$(BIN)/ruff check functions infra tests
 	$(BIN)/mypy
-	$(BIN)/pytest -n 2 --dist worksteal -m "not bench"
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal -m "not bench"
 
 # One target per test layer (tests/README.md); `make test` runs the first three together.
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit
 
 functional: $(STAMP) browser
-	$(BIN)/pytest -n 2 --dist worksteal tests/functional
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal tests/functional
 
 # Serial on purpose: the layer shares one synthesis per process (tests/infra/conftest.py).
 infra: $(STAMP)
