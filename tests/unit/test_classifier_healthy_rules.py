@@ -14,6 +14,7 @@ import pytest
 from hyperpod_nccl.classifier import Catalog, load_catalog, scan_text
 
 NCCL = "ip-10-1-2-3:1234:1234 [0]"
+EFA = "libfabric:2287:1718034012::efa:"
 
 # rule id → (healthy lines the rule quiets, the nearest failure wordings of the same source: findings)
 CASES: dict[str, tuple[list[str], list[str]]] = {
@@ -99,6 +100,77 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
             "assign requested address).",
             "torch.distributed.DistNetworkError: The client socket has timed out after 1800000ms while trying to "
             "connect to (node-0, 29500).",
+        ],
+    ),
+    # libfabric prov/efa/src/efa_base_ep.c efa_generate_qkey: a failed random read is warned about and
+    # the QKEY is computed from pid and time; the function returns it, never an error.
+    "efa_qkey_random_fallback": (
+        [
+            f"{EFA}ep_ctrl:efa_generate_qkey():217<warn> Failed to generate random QKEY. Falling back to pid "
+            "and timestamp."
+        ],
+        [
+            # efa_base_ep.c efa_qp_create: the queue pair itself cannot be created
+            f"{EFA}ep_ctrl:efa_qp_create():343<warn> ibv_create_qp failed. errno: 12",
+        ],
+    ),
+    # libfabric efa_shm.c efa_shm_info_create: fi_getinfo for shm fails, shm_info is left NULL; the
+    # callers in rdm/efa_rdm_domain.c and rdm/efa_rdm_ep_fiops.c then open no shm fabric or endpoint.
+    "efa_shm_provider_unavailable": (
+        [
+            f"{EFA}core:efa_shm_info_create():134<warn> Disabling EFA shared memory support; failed to get shm "
+            "provider's info: No data available",
+        ],
+        [
+            # rdm/efa_rdm_domain.c and rdm/efa_rdm_cq.c: a shm fabric or CQ that fails to open returns the error
+            f"{EFA}domain:efa_rdm_domain_init():77<warn> Failed to create shm_fabric: No data available",
+            f"{EFA}cq:efa_rdm_cq_open():1319<warn> Unable to open shm cq: Cannot allocate memory",
+        ],
+    ),
+    # libfabric rdm/efa_rdm_pke_nonreq.c efa_rdm_pke_handle_handshake_recv: warns, stores the peer's
+    # user_recv_qp and goes on handling the handshake.
+    "efa_peer_user_recv_qp_deprecated": (
+        [
+            f"{EFA}cq:efa_rdm_pke_handle_handshake_recv():122<warn> Peer requested zero-copy receive via "
+            "USER_RECV_QP which has been deprecated in newer Libfabric versions. Communication will continue. "
+            "Consider upgrading peer to a newer Libfabric version.",
+        ],
+        [
+            # rdm/efa_rdm_cq.c: a request packet type this endpoint does not know writes an EQ error
+            f"{EFA}cq:efa_rdm_cq_handle_recv_completion():576<warn> Peer fi_addr: 3 implicit fi_addr 3 is "
+            "requesting feature 42, which this EP does not support.",
+        ],
+    ),
+    # libfabric efa_hmem.c efa_hmem_info_init_protocol_thresholds: Neuron and Synapse keep fixed
+    # thresholds; a set size variable is warned about and the function returns 0.
+    "efa_hmem_protocol_env_not_applied": (
+        [
+            f"{EFA}core:efa_hmem_info_init_protocol_thresholds():87<warn> The environment variable "
+            "FI_EFA_INTER_MAX_MEDIUM_MESSAGE_SIZE was set, but EFA HMEM via Neuron API only supports eager and "
+            "runting read protocols. The variable will not modify Neuron memory run config.",
+            f"{EFA}core:efa_hmem_info_init_protocol_thresholds():102<warn> One or more of the following "
+            "environment variable(s) were set: [FI_EFA_INTER_MAX_MEDIUM_MESSAGE_SIZE, "
+            "FI_EFA_INTER_MIN_READ_MESSAGE_SIZE, FI_EFA_INTER_MIN_READ_WRITE_SIZE, FI_EFA_RUNT_SIZE], but EFA HMEM "
+            "via Synapse only supports long read protocol. The variable(s) will not modify Synapse memory run "
+            "config.",
+        ],
+        [
+            # efa_hmem.c efa_hmem_info_init_iface: the interface is left uninitialized
+            f"{EFA}core:efa_hmem_info_init_iface():357<warn> FI_HMEM_NEURON requires p2p, unset FI_HMEM_DISABLE_P2P",
+            f"{EFA}core:efa_hmem_info_init_iface():364<warn> No EFA RDMA read support, transfers using "
+            "FI_HMEM_NEURON will fail.",
+        ],
+    ),
+    # aws-ofi-nccl src/stats/histogram.cpp parse_print_format/parse_bool: an unknown
+    # OFI_HISTOGRAM_PRINT_FORMAT or OFI_HISTOGRAM_SKIP_EMPTY_BINS value is ignored, the default kept.
+    "ofi_histogram_env_ignored": (
+        [
+            f"{NCCL} parse_print_format:45 NCCL WARN NET/OFI Unrecognized histogram print format: XML, ignoring",
+            f"{NCCL} parse_bool:59 NCCL WARN NET/OFI Unrecognized histogram skip-empty-bins flag: maybe, ignoring",
+        ],
+        [
+            # include/nccl_ofi_param_impl.h: a plugin parameter with an invalid value fails its lookup
+            f"{NCCL} initialize:221 NCCL WARN NET/OFI WARNING: OFI_NCCL_PROTOCOL set to invalid value FOO",
         ],
     ),
 }
