@@ -21,10 +21,10 @@ from hyperpod_nccl.models.node_probe import (
     SlurmQueueEntry,
 )
 from hyperpod_nccl.probe.parsers import (
+    nvlink_totals,
     parse_dcgm_health,
     parse_gpu_nic_affinity,
     parse_node_probe,
-    parse_nvlink,
     parse_nvlink_gpus,
     parse_pingpong,
     parse_slurm_controller,
@@ -131,7 +131,7 @@ def _run(check_id: str, inventory: Inventory) -> list[Finding]:
 def _nvlink_node(name: str) -> NodeProbeData:
     """A node whose only probe data is the fixture's `nvidia-smi nvlink --status` (the GPUs it lists
     are present: the probe reads NVLink only when `nvidia-smi -L` showed GPUs)."""
-    active, inactive = parse_nvlink(_sections(name)["nvlink"].lines)
+    active, inactive = nvlink_totals(parse_nvlink_gpus(_sections(name)["nvlink"].lines))
     return NodeProbeData(gpu_present=True, nvlink_active=active, nvlink_inactive=inactive)
 
 
@@ -549,10 +549,9 @@ def _nvlink_gpus(*names: str) -> NodeProbeData:
     for number, name in enumerate(names):
         block = _sections(name)["nvlink"].lines
         lines += [re.sub(r"^GPU \d+:", f"GPU {number}:", block[0]), *block[1:]]
-    active, inactive = parse_nvlink(lines)
-    return NodeProbeData(
-        gpu_present=True, nvlink_active=active, nvlink_inactive=inactive, nvlink_gpus=parse_nvlink_gpus(lines)
-    )
+    gpus = parse_nvlink_gpus(lines)
+    active, inactive = nvlink_totals(gpus)
+    return NodeProbeData(gpu_present=True, nvlink_active=active, nvlink_inactive=inactive, nvlink_gpus=gpus)
 
 
 def test_a_gpu_with_fewer_or_slower_links_than_its_peers_warns() -> None:

@@ -149,7 +149,7 @@ def gpu_ecc(inv: Inventory) -> Iterator[Finding]:
                 detail=f"read together with the row-remap state ({NODE_ROW_REMAP.pointer}): pending remap → reboot; "
                 "failure → replace",
                 evidence=[
-                    f"GPU {g.index} ({g.bus_id}, serial {g.serial}): {g.ecc_uncorrected_volatile} this boot"
+                    f"{_gpu_label(g)}: {g.ecc_uncorrected_volatile} this boot"
                     + (
                         f", {g.ecc_uncorrected_aggregate} over its life"
                         if g.ecc_uncorrected_aggregate is not None
@@ -228,10 +228,15 @@ def gpu_row_remap(inv: Inventory) -> Iterator[Finding]:
         yield gpu_row_remap.passed(f"row-remap state read on {checked} node(s)")
 
 
+def _gpu_label(gpu: GpuInfo) -> str:
+    """`GPU 3 (0000:53:00.0, serial 1650923012345)`: how a GPU is named in evidence."""
+    return f"GPU {gpu.index} ({gpu.bus_id}, serial {gpu.serial})"
+
+
 def _retired(gpu: GpuInfo) -> str:
     pending = "Yes" if gpu.retirement_pending else "No"
     return (
-        f"GPU {gpu.index} ({gpu.bus_id}, serial {gpu.serial}): retirement pending={pending}, "
+        f"{_gpu_label(gpu)}: retirement pending={pending}, "
         f"retired pages: {gpu.retired_pages_double_bit} double-bit, {gpu.retired_pages_single_bit} multiple single-bit"
     )
 
@@ -259,7 +264,7 @@ def gpu_clocks(inv: Inventory) -> Iterator[Finding]:
                 detail="a slowed GPU makes its rank a straggler; check cooling and power (HW slowdown or power "
                 "brake: drain and reboot; if it persists, replace)",
                 evidence=[
-                    f"GPU {g.index} ({g.bus_id}, serial {g.serial}): {', '.join(g.clock_faults)} active"
+                    f"{_gpu_label(g)}: {', '.join(g.clock_faults)} active"
                     + (f", {g.temperature_c} C" if g.temperature_c is not None else "")
                     for g in slow[:8]
                 ],

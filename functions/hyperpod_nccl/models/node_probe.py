@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field, computed_field
 
 ProbeRole = Literal["node", "slurm_controller"]
 
@@ -320,9 +320,14 @@ class NvlinkGpu(BaseModel):
 
     gpu: str = Field(description="`GPU 3` as the header names it")
     speeds_gbps: list[float] = Field(default_factory=list, description="one per active link")
-    down: int = 0
     down_lines: list[str] = Field(default_factory=list, description="`GPU 3 Link 5: <inactive>`, as shown")
     not_understood: list[str] = Field(default_factory=list)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def down(self) -> int:
+        """Links down (NVML's all-links-inactive message counts as one)."""
+        return len(self.down_lines)
 
 
 class NodeProbeData(BaseModel):

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from hyperpod_nccl.models.node_probe import GpuInfo, RemappedRows, canonical_pci_bus_id
 
-# The probe cuts the document at 1 MiB (an 8-GPU host prints about 100 KB); a longer one is not read.
+# The probe cuts the document at 1 MiB (a GPU takes 10-25 KB in the real samples); a longer one is not read.
 MAX_DOCUMENT_CHARS = 1_048_576
 # More GPUs than any instance has: the rest of a document that claims more is not read.
 MAX_GPUS = 64
@@ -131,7 +131,7 @@ def _gpu(index: int, gpu: ElementTree.Element, driver: str | None) -> tuple[GpuI
     bus = canonical_pci_bus_id(_value(gpu, "pci/pci_bus_id") or gpu.get("id", "")[:MAX_VALUE_CHARS])
     if not re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", bus):
         return None
-    retired = gpu.find("retired_pages")
+    retired, ecc = gpu.find("retired_pages"), gpu.find("ecc_errors")
     info = GpuInfo(
         index=index,
         name=_value(gpu, "product_name") or "unknown GPU",
@@ -140,8 +140,8 @@ def _gpu(index: int, gpu: ElementTree.Element, driver: str | None) -> tuple[GpuI
         uuid=_value(gpu, "uuid"),
         driver_version=driver,
         temperature_c=_count(gpu, "temperature/gpu_temp"),
-        ecc_uncorrected_volatile=_uncorrectable(gpu.find("ecc_errors"), "volatile"),
-        ecc_uncorrected_aggregate=_uncorrectable(gpu.find("ecc_errors"), "aggregate"),
+        ecc_uncorrected_volatile=_uncorrectable(ecc, "volatile"),
+        ecc_uncorrected_aggregate=_uncorrectable(ecc, "aggregate"),
         retired_pages_single_bit=_count(retired, "multiple_single_bit_retirement/retired_count"),
         retired_pages_double_bit=_count(retired, "double_bit_retirement/retired_count"),
         # `pending_blacklist` is the older drivers' name of the same flag.

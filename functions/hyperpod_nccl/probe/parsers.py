@@ -122,17 +122,8 @@ def _int(value: str | None) -> int | None:
     return int(value) if re.fullmatch(r"-?\d+", value) else None
 
 
-def _na(value: str) -> str | None:
-    value = value.strip()
-    return None if value in ("", "N/A", "[N/A]", "[Not Supported]", "[Unknown Error]") else value
-
-
 def _first(lines: list[str]) -> str | None:
     return lines[0].strip() if lines else None
-
-
-def _yes(value: str) -> bool:
-    return value.strip().lower() in ("1", "yes", "true")
 
 
 def _ok_lines(section: Section | None) -> list[str]:
@@ -353,14 +344,6 @@ def _dcgm_incidents(document: Any) -> list[str]:
 _ALL_LINKS_INACTIVE = re.compile(r"all links are inactive", re.I)
 
 
-def parse_nvlink(lines: list[str]) -> tuple[int | None, list[str]]:
-    """(active link count, inactive/down link lines) of `nvidia-smi nvlink --status`: the node-wide
-    totals of `parse_nvlink_gpus` (None when the section gave no line)."""
-    if not lines:
-        return None, []
-    return nvlink_totals(parse_nvlink_gpus(lines))
-
-
 def nvlink_totals(gpus: list[NvlinkGpu]) -> tuple[int, list[str]]:
     """(active links, down link lines) over every GPU: a GPU whose links are all down is one entry
     carrying NVML's message."""
@@ -397,12 +380,10 @@ def parse_nvlink_gpus(lines: list[str]) -> list[NvlinkGpu]:
             if speed:
                 current.speeds_gbps.append(float(speed["speed"]))
             elif _NVLINK_DOWN.search(row["state"]):
-                current.down += 1
                 current.down_lines.append(f"{current.gpu} {stripped}")
             elif len(current.not_understood) < _NVLINK_MAX_NOT_UNDERSTOOD:
                 current.not_understood.append(stripped[:120])
         elif _ALL_LINKS_INACTIVE.search(stripped):
-            current.down += 1
             current.down_lines.append(f"{current.gpu} {stripped[:200]}")
     return gpus
 
