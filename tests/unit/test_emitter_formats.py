@@ -23,6 +23,9 @@ EXAMPLES = [(name, example) for name, emitter in EMITTERS.items() for example in
 HEALTHY = [(name, line) for name, emitter in EMITTERS.items() for line in emitter["healthy"]]
 # A file of a public repository, pinned to the commit that was read.
 PINNED_FILE = re.compile(r"^https://github\.com/[\w.-]+/[\w.-]+/blob/[0-9a-f]{40}/\S+$")
+# An issue or pull-request thread whose real line (or maintainer's diagnosis) a pattern was written
+# from: cited so that the cross-validation never scores that thread with it.
+THREAD = re.compile(r"^https://github\.com/[\w.-]+/[\w.-]+/(?:issues|pull|discussions)/\d+$")
 
 
 def _example_id(case: tuple[str, dict[str, Any]]) -> str:
@@ -56,7 +59,7 @@ def test_a_signature_written_from_an_emitter_cites_the_pinned_source_files() -> 
     for signature in catalog.signatures:
         for url in signature.written_from:
             if url.startswith("https://github.com/"):
-                assert PINNED_FILE.match(url), f"{signature.id}: {url} is not pinned to a commit"
+                assert PINNED_FILE.match(url) or THREAD.match(url), f"{signature.id}: {url} is not pinned to a commit"
 
 
 def test_every_emitter_file_has_examples_and_healthy_lines() -> None:
