@@ -85,6 +85,14 @@ def test_the_opening_frame_is_compact_json_text(agent) -> None:  # type: ignore[
     assert json.loads(session.opening)["TokenValue"] == response["TokenValue"]
 
 
+@pytest.mark.filterwarnings("error::DeprecationWarning")
+def test_the_data_channel_uses_websockets_without_a_deprecated_form(agent) -> None:  # type: ignore[no-untyped-def]
+    # The suite ignores DeprecationWarning (pyproject.toml); here it is an error, so that a `connect()`
+    # left open outside `with` (websockets 17.1 warns at its first recv/send) fails this test.
+    response = agent.add_session("target", OUTPUT)
+    assert run_data_channel(response["StreamUrl"], response["TokenValue"], time.monotonic() + 10) == (EXPECTED, 3)
+
+
 def test_duplicates_are_re_acknowledged(agent) -> None:  # type: ignore[no-untyped-def]
     response = agent.add_session("target", OUTPUT, SessionFaultSpec(duplicate=True))
     run_data_channel(response["StreamUrl"], response["TokenValue"], time.monotonic() + 10)

@@ -3,6 +3,7 @@ quiet by the healthy neighbour of that data (issue 17, point 7: 31 checks had no
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,12 +21,15 @@ from hyperpod_nccl.models.node_probe import (
     SectionStatus,
     Versions,
 )
+from hyperpod_nccl.probe.parsers import parse_node_probe, parse_topology, split_sections
 from hyperpod_nccl.probe.sections import NodeSection
+from hyperpod_nccl.references import DBG_MEMLOCK_SHM, DBG_P2P_ACS, NODE_GPU, NODE_ROW_REMAP, Reference
 from tests.builders import probed_node
 
 CHECKS = discover()
 P5 = "ml.p5.48xlarge"
 H100 = {"name": "NVIDIA H100 80GB HBM3", "bus_id": "00000000:53:00.0"}
+PROBE_DATA = Path(__file__).resolve().parents[1] / "data" / "probe"
 
 
 def _run(check_id: str, instance_type: str = P5, orchestrator: str = "eks", **probe: Any):  # type: ignore[no-untyped-def]
@@ -176,3 +180,84 @@ def test_a_node_finding_whose_faulty_gpus_grow_keeps_its_fingerprint() -> None:
     [first] = _run("node.gpu_ecc", gpu_present=True, gpus=one)
     [worse] = _run("node.gpu_ecc", gpu_present=True, gpus=two)
     assert len(worse.resources) == 3 and worse.fingerprint == first.fingerprint
+
+
+# --- FAIL/WARN branches of checks whose other branches are tested above ------------------------------
+
+# Real values where tests/data/probe has them (provenance: its README): the eight H100 of a healthy
+# host with their remapped rows, and the all-NVLink matrix of an 8x H100 host (56 GPU pairs, none
+# over PCIe). No real remap failure, PCIe-only matrix or /dev/shm of 1-4 GiB or off tmpfs is in that
+# directory: those values are ours.
+_H100_HOST = parse_node_probe((PROBE_DATA / "h100_8gpu_healthy_nvidia_smi_q.txt").read_text(encoding="utf-8"))
+_H100_NVLINK, _H100_PCIE = parse_topology(
+    split_sections((PROBE_DATA / "h100_topology_and_dcgm_health.txt").read_text(encoding="utf-8"))["topology"].lines
+)
+_GPUS = {"gpu_present": True, "gpu_query_ok": True}
+_ROWS = _H100_HOST.remapped_rows
+_FAILED_ROWS = [_ROWS[0], _ROWS[1], _ROWS[2], _ROWS[3].model_copy(update={"failure": True}), *_ROWS[4:]]
+_SHM = {"shm_fstype": "tmpfs", "shm_mount": "/dev/shm"}
+
+# branch → (check id, probe data that trips it, its healthy neighbour, the expected (status, priority),
+# the check's reference, what its suggested commands do (effect and words of the command), words of its title)
+BRANCHES: dict[
+    str, tuple[str, dict[str, Any], dict[str, Any], tuple[Status, Priority], Reference, list[tuple[str, str]], str]
+] = {
+    # A lost GPU: the driver lists 7 of the 8 a p5 has (the host's last GPU gone).
+    "gpu_inventory-gpu-lost": (
+        "node.gpu_inventory",
+        {**_GPUS, "gpus": _H100_HOST.gpus[:7]},
+        {**_GPUS, "gpus": _H100_HOST.gpus},
+        (Status.FAIL, Priority.P0),
+        NODE_GPU,
+        [("reboot", "batch-reboot-cluster-nodes"), ("replace", "batch-replace-cluster-nodes")],
+        "7 of 8 GPUs visible",
+    ),
+    "gpu_row_remap-failure": (
+        "node.gpu_row_remap",
+        {**_GPUS, "gpus": _H100_HOST.gpus, "remapped_rows": _FAILED_ROWS},
+        {**_GPUS, "gpus": _H100_HOST.gpus, "remapped_rows": _ROWS},
+        (Status.FAIL, Priority.P0),
+        NODE_ROW_REMAP,
+        [("replace", "batch-replace-cluster-nodes")],
+        "row remapping FAILED on 1 GPU(s)",
+    ),
+    "p2p_path-pcie-only": (
+        "node.p2p_path",
+        {"gpu_present": True, "topology_nvlink_pairs": 0, "topology_pcie_pairs": _H100_NVLINK},
+        {"gpu_present": True, "topology_nvlink_pairs": _H100_NVLINK, "topology_pcie_pairs": _H100_PCIE},
+        (Status.WARN, Priority.P2),
+        DBG_P2P_ACS,
+        [],
+        "talk over PCIe only",
+    ),
+    "dev_shm-under-4-gib": (
+        "node.dev_shm",
+        {**_SHM, "shm_size_bytes": 2 * 2**30},
+        {**_SHM, "shm_size_bytes": thresholds.NODE_RECOMMENDED_SHM_BYTES},
+        (Status.WARN, Priority.P2),
+        DBG_MEMLOCK_SHM,
+        [("change", "mountPath: /dev/shm")],
+        "/dev/shm is 2.00 GiB",
+    ),
+    "dev_shm-not-tmpfs": (
+        "node.dev_shm",
+        {**_SHM, "shm_fstype": "xfs", "shm_size_bytes": 8 * 2**30},
+        {**_SHM, "shm_size_bytes": 8 * 2**30},
+        (Status.WARN, Priority.P2),
+        DBG_MEMLOCK_SHM,
+        [],
+        "/dev/shm is xfs, not tmpfs",
+    ),
+}
+
+
+@pytest.mark.parametrize("branch", sorted(BRANCHES))
+def test_each_fail_or_warn_branch_trips_on_its_fault_and_not_on_its_healthy_neighbour(branch: str) -> None:
+    check_id, faulty, healthy, expected, reference, commands, title = BRANCHES[branch]
+    [finding] = [f for f in _run(check_id, **faulty) if f.status in (Status.FAIL, Status.WARN)]
+    assert (finding.status, finding.priority) == expected, branch
+    assert finding.reference == reference and title in finding.title, (branch, finding.title)
+    assert len(finding.suggested_commands) == len(commands), branch
+    for command, (effect, words) in zip(finding.suggested_commands, commands, strict=True):
+        assert command.effect == effect and words in command.command, (branch, command)
+    assert _issues(_run(check_id, **healthy)) == [], branch

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
 from hyperpod_nccl.checks import discover
 from hyperpod_nccl.models.findings import Priority, Status
+from hyperpod_nccl.probe import script
 from hyperpod_nccl.probe.parsers import parse_node_probe
 from hyperpod_nccl.probe.sections import NodeSection, begin_line, end_line
 from tests.builders import probed_node
@@ -76,6 +83,30 @@ def test_aws_ofi_nccl_the_originals_rows() -> None:
     assert finding.status is Status.WARN
     # found on the host: nothing to say
     assert _plugin_node(ofi_nccl_plugin=["libnccl-net.so"]) == []
+
+
+def _ofi_nccl_section(root: Path) -> str:
+    """The probe's own `ofi_nccl` section, every directory it lists moved under `root`."""
+    text = script("node")
+    start = text.index("begin ofi_nccl\n")
+    block = text[start : text.index("\n", text.index('end ofi_nccl "${PIPESTATUS[0]}"', start)) + 1]
+    head = text[: text.index("\n", text.index("\nend() {") + 1) + 1]  # PATH, lastpipe, the section markers
+    return head + re.sub(r"(?<= )/(?=(opt|usr)/)", f"{root}/", block)
+
+
+@pytest.mark.parametrize("directory", ["usr/lib", "usr/lib64", "opt/amazon/ofi-nccl/lib"])
+def test_the_plugin_is_found_in_each_directory_the_original_searched(tmp_path: Path, directory: str) -> None:
+    # Original probe 22 lists /usr/lib too: a distribution's aws-ofi-nccl package installs there.
+    (tmp_path / directory).mkdir(parents=True)
+    (tmp_path / directory / "libnccl-net-ofi.so").write_text("", encoding="utf-8")
+    (tmp_path / "usr/share").mkdir(parents=True)
+    (tmp_path / "usr/share/libnccl-net.so").write_text("", encoding="utf-8")  # in no searched directory
+    program = _ofi_nccl_section(tmp_path)
+    assert f"{tmp_path}/usr/lib/ " in program and f"{tmp_path}/usr/lib64/ " in program
+    run = subprocess.run(["bash", "-c", program], capture_output=True, text=True, check=False)
+    probe = parse_node_probe(run.stdout)
+    assert probe.ofi_nccl_plugin == ["libnccl-net-ofi.so"], run.stdout + run.stderr
+    assert _plugin_node(ofi_nccl_plugin=probe.ofi_nccl_plugin) == []
 
 
 def test_without_iptables_the_nftables_ruleset_is_read() -> None:

@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 
 from hyperpod_nccl.models.node_probe import GpuInfo, XidEvent, canonical_pci_bus_id
-from hyperpod_nccl.probe.parsers import parse_node_probe, parse_shm, parse_slurm_controller, split_sections
+from hyperpod_nccl.probe.parsers import (
+    MAX_FI_INFO_ENTRIES,
+    parse_node_probe,
+    parse_shm,
+    parse_slurm_controller,
+    split_sections,
+)
+from hyperpod_nccl.probe.sections import NodeSection, begin_line, end_line
 from hyperpod_nccl_sim.node_behaviours import NodeBehaviour, XidSpec
 from hyperpod_nccl_sim.nodes import render_node_probe
 
@@ -22,6 +29,27 @@ def test_fi_info_counts_distinct_efa_domains_and_reads_the_installer_version() -
     probe = parse_node_probe(_fixture("fi_info_efa_single_device.txt"))
     assert probe.fi_info_efa_domains == 1  # efa_0 as rdm and dgram is one device
     assert probe.versions.efa_installer == "1.5.1"
+
+
+def test_fi_info_values_not_of_their_shape_are_refused_and_the_entries_bounded() -> None:
+    # fi_info's output is the node's: a value of another shape is never shown (an entry without a
+    # provider or domain of its shape is not kept), and at most MAX_FI_INFO_ENTRIES entries are.
+    lines = [
+        "provider: efa",
+        "    domain: rdmap16s27-rdm",
+        "    version: 111.20; rm -rf /",
+        "    type: FI_EP_RDM\x1b[2J",
+        "provider: efa $(id)",
+        "    domain: rdmap32s27-rdm",
+        "    version: 111.20",
+        "provider: efa",
+        "    domain: ../../etc/passwd rdm",
+        *[f"provider: efa\n    domain: rdmap{i}s27-rdm\n    version: 1.0\n    type: FI_EP_RDM" for i in range(100)],
+    ]
+    text = "\n".join([begin_line(NodeSection.FI_INFO_EFA), *lines, end_line(NodeSection.FI_INFO_EFA, 0)]) + "\n"
+    entries = parse_node_probe(text).fi_info_efa_entries
+    assert (entries[0].domain, entries[0].version, entries[0].endpoint_type) == ("rdmap16s27-rdm", None, None)
+    assert entries[1].domain == "rdmap0s27-rdm" and len(entries) == MAX_FI_INFO_ENTRIES
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from hyperpod_nccl.models.cluster import ClusterNode, ControlPlaneInventory
 from hyperpod_nccl.models.findings import Finding, Priority, Status
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.node_probe import (
+    FiInfoEfaEntry,
     NodeProbeData,
     NodeProbeInventory,
     NodeProbeResult,
@@ -20,6 +23,7 @@ from hyperpod_nccl.models.node_probe import (
     SlurmControllerData,
     SlurmQueueEntry,
 )
+from hyperpod_nccl.probe import script
 from hyperpod_nccl.probe.parsers import (
     nvlink_totals,
     parse_dcgm_health,
@@ -52,6 +56,76 @@ def test_p4d_fi_info_has_four_efa_devices_and_a_loopback_latency() -> None:
     # The 64-byte row carries the connection set-up (1579 µs); the latency is the best small size.
     assert latency.usec_by_size[64] == 1579.10 and latency.small_message_usec == 23.45
     assert latency.usec_by_size[1 << 20] == 401.10
+
+
+@pytest.mark.parametrize(
+    "instance_type, name, entries",
+    [
+        # p4d.24xlarge: four devices, libfabric's EFA provider 111.20, RDM endpoints only (-t FI_EP_RDM).
+        (
+            "ml.p4d.24xlarge",
+            "p4d_fi_info_and_loopback_pingpong.txt",
+            [
+                ("efa", f"{device}-rdm", "111.20", "FI_EP_RDM")
+                for device in ("rdmap16s27", "rdmap32s27", "rdmap144s27", "rdmap160s27")
+            ],
+        ),
+        # libfabric 1.8 (provider 2.0) asked without -t: an RDM and a datagram entry, and RxD layered on EFA.
+        (
+            "ml.p5.48xlarge",
+            "fi_info_efa_single_device.txt",
+            [
+                ("efa", "efa_0-rdm", "2.0", "FI_EP_RDM"),
+                ("efa", "efa_0-dgrm", "2.0", "FI_EP_DGRAM"),
+                ("efa;ofi_rxd", "efa_0-dgrm", "1.0", "FI_EP_RDM"),
+            ],
+        ),
+    ],
+)
+def test_fi_info_entries_keep_the_providers_version_and_endpoint_type(
+    instance_type: str, name: str, entries: list[tuple[str, str, str, str]]
+) -> None:
+    probe = _probe(name)
+    assert [(e.provider, e.domain, e.version, e.endpoint_type) for e in probe.fi_info_efa_entries] == entries
+    [finding] = _run("node.efa_provider", _inventory(probe, instance_type=instance_type))
+    kinds = "; ".join(sorted({f"{p} {v} ({t})" for p, _, v, t in entries}))
+    domains = probe.fi_info_efa_domains
+    assert finding.status is Status.PASS
+    assert finding.evidence == [f"{NODE_ID} (worker): {domains} EFA domain(s), provider {kinds}"]
+
+
+# `fi_info -p efa -t FI_EP_RDM` of a p4d.24xlarge worker as its source prints it (protocol lines
+# included), https://github.com/pbelevich/fair_seq_fsdp_slurm/blob/3fb30079d5b06202195877632118e49c0232ccd2/efa_support.md
+P4D_FI_INFO = "".join(
+    f"provider: efa\n    fabric: EFA-{fabric}\n    domain: {device}-rdm\n    version: 111.20\n"
+    "    type: FI_EP_RDM\n    protocol: FI_PROTO_EFA\n"
+    for fabric, device in (
+        ("fe80::10d8:baff:fec9:6c1", "rdmap16s27"),
+        ("fe80::1011:66ff:feeb:c5af", "rdmap32s27"),
+        ("fe80::102f:29ff:fe3d:1685", "rdmap144s27"),
+        ("fe80::1059:7cff:fe95:ed6d", "rdmap160s27"),
+    )
+)
+
+
+def test_the_probes_fi_info_filter_keeps_each_entrys_version_and_type(tmp_path: Path) -> None:
+    # The probe's own fi_info_efa lines, with an fi_info that prints the real p4d answer.
+    fake = tmp_path / "fi_info"
+    (tmp_path / "answer.txt").write_text(P4D_FI_INFO, encoding="utf-8")
+    fake.write_text(f"#!/bin/sh\ncat {tmp_path / 'answer.txt'}\n", encoding="utf-8")
+    fake.chmod(0o755)
+    text = script("node")
+    start = text.index("begin fi_info_efa\n")
+    block = text[start : text.index("\n", text.index('end fi_info_efa "${PIPESTATUS[0]}"', start)) + 1]
+    head = text[: text.index("\n", text.index("\nend() {") + 1) + 1]  # PATH, lastpipe, the section markers
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    run = subprocess.run(["bash", "-c", head + block], capture_output=True, text=True, check=False, env=env)
+    probe = parse_node_probe(run.stdout)
+    assert "protocol:" not in run.stdout, run.stdout
+    assert probe.fi_info_efa_entries == _probe("p4d_fi_info_and_loopback_pingpong.txt").fi_info_efa_entries
+    assert probe.fi_info_efa_entries[0] == FiInfoEfaEntry(
+        provider="efa", domain="rdmap16s27-rdm", version="111.20", endpoint_type="FI_EP_RDM"
+    )
 
 
 def test_pingpong_rows_with_count_suffixes_and_failed_runs() -> None:
@@ -237,8 +311,9 @@ def test_node_without_nvidia_tools(instance_type: str, expected: list[str]) -> N
     [("ml.c5.18xlarge", []), ("ml.p5.48xlarge", [(Status.FAIL, Priority.P0)])],
 )
 def test_memlock_zero_matters_only_where_efa_registers_memory(instance_type: str, expected: list[object]) -> None:
-    # The CPU node's real `ulimit -l` reads 0. That is the SSM shell's own limit (the SSM agent's),
-    # never judged; the same 0 for the job's process is harmless without EFA, a P0 on an EFA GPU node.
+    # The CPU node's `ulimit -l` of 0 is written by hand (only the `command not found` lines of that
+    # file are real bash text; README). It is the SSM shell's own limit (the SSM agent's), never
+    # judged; the same 0 for the job's process is harmless without EFA, a P0 on an EFA GPU node.
     probe = _probe("cpu_node_missing_tools.txt")
     assert probe.memlock_kib == 0 and probe.process_limits is None
     assert _run("node.memlock", _inventory(probe, instance_type=instance_type)) == []

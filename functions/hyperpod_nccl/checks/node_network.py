@@ -10,6 +10,7 @@ from hyperpod_nccl.checks import check
 from hyperpod_nccl.checks._node import node_label, node_resource, probed_nodes, reboot, replace
 from hyperpod_nccl.models.findings import Finding, Priority
 from hyperpod_nccl.models.inventory import Inventory
+from hyperpod_nccl.models.node_probe import FiInfoEfaEntry, NodeProbeResult
 from hyperpod_nccl.probe.sections import NodeSection
 from hyperpod_nccl.references import (
     DBG_EFA_CONFIG,
@@ -21,6 +22,8 @@ from hyperpod_nccl.references import (
 
 # Jumbo frames on the VPC ENI (EC2 supports 9001 inside a VPC); below this NCCL's socket paths fragment.
 MIN_ENI_MTU = 9000
+# Nodes listed, one line each, in the evidence of the EFA provider's PASS (the count says the rest).
+MAX_PROVIDER_LINES = 50
 _GDR_MODULES = {"nvidia_peermem", "nv_peer_mem"}
 
 
@@ -100,7 +103,10 @@ def efa_driver(inv: Inventory) -> Iterator[Finding]:
     source="node_probes",
 )
 def efa_provider(inv: Inventory) -> Iterator[Finding]:
-    """`fi_info -p efa` must find the provider on EFA instance types, else NCCL falls back to TCP."""
+    """`fi_info -p efa` must find the provider on EFA instance types, else NCCL falls back to TCP.
+    Where it does, each node's provider version and endpoint type are shown (one PASS for all):
+    nodes of one cluster that disagree run different libfabric builds."""
+    found: list[str] = []
     for result, probe in probed_nodes(inv):
         if not instance_types.expects_efa_for_nccl(result.instance_type or ""):
             continue
@@ -108,9 +114,37 @@ def efa_provider(inv: Inventory) -> Iterator[Finding]:
             yield efa_provider.fail(
                 f"EFA provider not available on {node_label(result)}",
                 detail=f"NCCL will use TCP sockets (10-100x slower); see also {DBG_TCP_FALLBACK.pointer}",
-                evidence=[probe.fi_info_error or "fi_info -p efa found no EFA domain"],
+                evidence=[
+                    probe.fi_info_error or "fi_info -p efa found no EFA domain",
+                    *[_fi_info_entry(entry) for entry in probe.fi_info_efa_entries[:8]],
+                ],
                 resources=[node_resource(result)],
             )
+        elif probe.fi_info_efa_domains:
+            found.append(_provider_line(result, probe.fi_info_efa_domains, probe.fi_info_efa_entries))
+    if found:
+        yield efa_provider.passed(
+            f"EFA provider found on {len(found)} node(s)",
+            evidence=found[:MAX_PROVIDER_LINES]
+            + ([f"... and {len(found) - MAX_PROVIDER_LINES} more"] if len(found) > MAX_PROVIDER_LINES else []),
+        )
+
+
+def _fi_info_entry(entry: FiInfoEfaEntry) -> str:
+    """`efa rdmap16s27-rdm: version 111.20, FI_EP_RDM`: one fi_info entry in evidence."""
+    return f"{entry.provider} {entry.domain}: version {entry.version or '?'}, {entry.endpoint_type or 'type ?'}"
+
+
+def _provider_line(result: NodeProbeResult, domains: int, entries: list[FiInfoEfaEntry]) -> str:
+    """`i-0abc (worker): 4 EFA domain(s), provider efa 111.20 (FI_EP_RDM)`: the distinct provider
+    versions and endpoint types of one node (left out where fi_info printed none of their shape)."""
+    kinds = sorted(
+        {
+            e.provider + (f" {e.version}" if e.version else "") + (f" ({e.endpoint_type})" if e.endpoint_type else "")
+            for e in entries
+        }
+    )
+    return f"{node_label(result)}: {domains} EFA domain(s)" + (f", provider {'; '.join(kinds[:4])}" if kinds else "")
 
 
 @check(

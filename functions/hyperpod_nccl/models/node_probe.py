@@ -314,6 +314,26 @@ class GpuNicAffinity(BaseModel):
     link: Literal["PIX", "PXB", "PHB", "NODE", "SYS"]
 
 
+# What `fi_info -p efa` may print for an entry (libfabric's fi_tostr: a provider name, `;`-joined
+# when a utility provider is layered on it; a domain name; the provider's version as major.minor of
+# FI_VERSION; an endpoint type FI_EP_*). Anything else a node prints there is refused.
+FI_INFO_PROVIDER_PATTERN = r"^[a-z0-9_]{1,32}(;[a-z0-9_]{1,32}){0,2}$"
+FI_INFO_DOMAIN_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+FI_INFO_VERSION_PATTERN = r"^[0-9]{1,5}\.[0-9]{1,5}$"
+FI_INFO_TYPE_PATTERN = r"^FI_EP_[A-Z_]{1,16}$"
+
+
+class FiInfoEfaEntry(BaseModel):
+    """One entry of `fi_info -p efa -t FI_EP_RDM`: its provider (`efa`, or a utility provider layered
+    on it such as `efa;ofi_rxd`), domain, and the provider's `version:` and `type:` lines (None when
+    the entry had none of that shape)."""
+
+    provider: str = Field(pattern=FI_INFO_PROVIDER_PATTERN)
+    domain: str = Field(pattern=FI_INFO_DOMAIN_PATTERN)
+    version: str | None = Field(default=None, pattern=FI_INFO_VERSION_PATTERN)
+    endpoint_type: str | None = Field(default=None, pattern=FI_INFO_TYPE_PATTERN)
+
+
 class NvlinkGpu(BaseModel):
     """One GPU's NVLinks in `nvidia-smi nvlink --status`: links up with their speeds, links down,
     and link lines whose state was not understood (reported, never counted as up or down)."""
@@ -367,6 +387,8 @@ class NodeProbeData(BaseModel):
     uverbs_devices: int | None = None
     fi_info_efa_domains: int | None = None
     fi_info_error: str | None = None
+    # The entries of `fi_info -p efa` with their provider version and endpoint type (bounded).
+    fi_info_efa_entries: list[FiInfoEfaEntry] = Field(default_factory=list)
     ofi_nccl_plugin: list[str] = Field(default_factory=list)
     # The job's NCCL_NET_PLUGIN when it names a file, and whether that file is in the job's root
     # (None: unset, a plugin name, no job, or not asked).

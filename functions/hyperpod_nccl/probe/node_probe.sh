@@ -7,7 +7,9 @@
 # nvvs_tail, pci_acs, cmdline, iommu_dmesg, modules, efa_module_version, uverbs, fi_info_version,
 # ofi_nccl, nccl_libs, nccl_header, interfaces, links, memlock, stack, remove_ipc, numa, firewall,
 # firewall_nft, stale_shm, training_procs, efa_latency_tcp, nccl_jobs, nccl_job_env, nccl_job,
-# nccl_ras, flight_recorder, nccl_net_plugin, process_limits.
+# nccl_ras, flight_recorder, nccl_net_plugin (process_limits has real rows under headers of ours).
+# No real GPU host was available to any session so far: no section was captured from one, the GPU
+# fixtures are public outputs of other hosts.
 export LC_ALL=C
 export PATH="$PATH:/opt/amazon/efa/bin:/usr/local/cuda/bin:/usr/sbin:/sbin"
 # `lastpipe` lets `read` at the end of a pipeline set variables without command substitution.
@@ -69,6 +71,7 @@ end gpu_list "$?"
 # clock limits, in the XML nvidia-smi documents with its DTD (probe/nvidia_smi_xml.py reads it).
 # Control characters and marker look-alikes are dropped (process names in it are anyone's), the
 # answer is cut at 1 MiB (a GPU takes 10-25 KB in the real samples) and ends with a newline.
+# No real H100/H200 `-q -x` document is public: the tests write real H100 values in this XML form.
 begin gpu_xml
 timeout 20 nvidia-smi -q -x 2>&1 | tr -d '\000-\010\013-\037\177' | grep -av -- '^@@' | head -c 1048576
 smi_rc=${PIPESTATUS[0]}
@@ -96,6 +99,7 @@ begin xid_counts_journal
 timeout 15 journalctl -k --no-pager -q --since -24h 2>&1 | grep -oE 'NVRM: Xid \((PCI:)?[0-9a-fA-F:.]+( GPU-I:[0-9]+)?( GPU-CI:[0-9]+)?\): [0-9]+|nvidia-[A-Za-z0-9_-]+: SXid \(PCI:[0-9a-fA-F:.]+\): [0-9]+(, (Fatal|Non-fatal))?|NVRM: GPU (at (PCI:)?)?[0-9a-fA-F:.]+:? (GPU )?has fallen off the bus|NVRM: The NVIDIA GPU [0-9a-fA-F:.]+( \(PCI ID: [0-9a-fA-F:]+\) installed in this system has)?$' | sort | uniq -c | head -n 256
 end xid_counts_journal "${PIPESTATUS[0]}"
 
+# No real DCGM 4.x answer with an incident is public: its test builds one from dcgmi's own code.
 begin dcgm_health
 timeout 20 dcgmi health --check -j 2>&1
 end dcgm_health "$?"
@@ -114,6 +118,7 @@ nvvs_rc=1
 if [ -n "$nvvs_name" ]; then timeout 5 tail -n 200 -- "/var/log/nvidia-dcgm/$nvvs_name" 2>&1 | grep -E 'FAIL|Error|remap' | tail -n 20; nvvs_rc=${PIPESTATUS[0]}; fi
 end nvvs_tail "$nvvs_rc"
 
+# No real multi-GPU answer of a degraded node is public: its test joins real single-GPU blocks.
 begin nvlink
 timeout 20 nvidia-smi nvlink --status 2>&1
 end nvlink "$?"
@@ -158,8 +163,10 @@ begin uverbs
 timeout 5 ls /dev/infiniband/ 2>&1
 end uverbs "$?"
 
+# Each entry's provider, domain, version and endpoint type (values of another shape are refused by
+# the parser); 512 lines hold 16 devices many times over.
 begin fi_info_efa
-timeout 20 fi_info -p efa -t FI_EP_RDM 2>&1 | grep -E 'provider:|domain:|fabric:|fi_getinfo'
+timeout 20 fi_info -p efa -t FI_EP_RDM 2>&1 | grep -E 'provider:|domain:|fabric:|version:|type:|fi_getinfo' | head -n 512
 end fi_info_efa "${PIPESTATUS[0]}"
 
 begin fi_info_version

@@ -18,6 +18,11 @@ from hyperpod_nccl.models.node_probe import (
     AVAILABILITY_ZONE_ID_PATTERN,
     AVAILABILITY_ZONE_PATTERN,
     EC2_INSTANCE_TYPE_PATTERN,
+    FI_INFO_DOMAIN_PATTERN,
+    FI_INFO_PROVIDER_PATTERN,
+    FI_INFO_TYPE_PATTERN,
+    FI_INFO_VERSION_PATTERN,
+    FiInfoEfaEntry,
     FlightRecorderFile,
     GpuNicAffinity,
     HostIdentity,
@@ -555,6 +560,51 @@ def parse_fi_info(section: Section | None) -> tuple[int | None, str | None]:
     return len(domains), error
 
 
+# Bound of the entries kept: a p5en lists 16 EFA devices (one RDM entry each); far more is no fi_info.
+MAX_FI_INFO_ENTRIES = 64
+_FI_INFO_FIELDS = {
+    "provider": FI_INFO_PROVIDER_PATTERN,
+    "domain": FI_INFO_DOMAIN_PATTERN,
+    "version": FI_INFO_VERSION_PATTERN,
+    "type": FI_INFO_TYPE_PATTERN,
+}
+
+
+def parse_fi_info_entries(section: Section | None) -> list[FiInfoEfaEntry]:
+    """The entries of `fi_info -p efa -t FI_EP_RDM | grep ...` (a `provider:` line opens each, its
+    `domain:`, `version:` and `type:` lines follow), at most MAX_FI_INFO_ENTRIES. A value not of its
+    shape (the node's output is untrusted) is dropped: an entry without a provider and a domain of
+    their shapes is not kept, a version or type not of its shape is None."""
+    if section is None or section.tool_missing:
+        return []
+    entries: list[FiInfoEfaEntry] = []
+    fields: dict[str, str] = {}
+
+    def close() -> None:
+        if "provider" in fields and "domain" in fields and len(entries) < MAX_FI_INFO_ENTRIES:
+            entries.append(
+                FiInfoEfaEntry(
+                    provider=fields["provider"],
+                    domain=fields["domain"],
+                    version=fields.get("version"),
+                    endpoint_type=fields.get("type"),
+                )
+            )
+
+    for line in section.lines:
+        name, colon, value = line.strip().partition(":")
+        if not colon or name not in _FI_INFO_FIELDS:
+            continue
+        if name == "provider":
+            close()
+            fields = {}
+        value = value.strip()
+        if re.fullmatch(_FI_INFO_FIELDS[name], value):
+            fields.setdefault(name, value)
+    close()
+    return entries
+
+
 def _version_from(pattern: str, text: str) -> str | None:
     match = re.search(pattern, text, re.M)
     return match.group(1) if match else None
@@ -955,6 +1005,7 @@ def parse_node_probe(output: str) -> NodeProbeData:
         uverbs_devices=None if uverbs is None else sum(1 for line in uverbs.lines if line.strip().startswith("uverbs")),
         fi_info_efa_domains=fi_domains,
         fi_info_error=fi_error,
+        fi_info_efa_entries=parse_fi_info_entries(sections.get(NodeSection.FI_INFO_EFA)),
         process_limits=parse_process_limits(sections.get(NodeSection.PROCESS_LIMITS)),
         nccl_net_plugin=plugin,
         nccl_net_plugin_present=plugin_present,

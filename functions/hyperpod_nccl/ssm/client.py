@@ -463,6 +463,8 @@ def run_data_channel(
     if remaining <= 0:
         raise SessionError(SessionErrorKind.BUDGET_EXPIRED, "probe budget expired before connecting")
     try:
+        # On websockets 18 (`legacy` off by default) connect() returns a lazy connecter whose handshake
+        # runs at `with`, outside these excepts: then open it with `with connect(...) as ws` inside the try.
         ws = connect(
             stream_url,
             open_timeout=remaining,
