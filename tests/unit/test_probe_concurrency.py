@@ -26,6 +26,7 @@ from hyperpod_nccl.monitor.settings import (
     batch_targets,
     batches_at_once,
     probe_seconds_percentile,
+    runs_in_one_round,
     sized_batches_at_once,
 )
 from hyperpod_nccl.monitor.states.aggregate import sweep_probe_seconds
@@ -98,6 +99,27 @@ def test_discover_sizes_from_the_clusters_previous_full_sweep() -> None:
     assert probe_concurrency(cast(Store, first), _ref(), CEILING, RATE) == sized_batches_at_once(RATE, None, CEILING)
     # Fast probes need fewer children than a first sweep's guess.
     assert sized_batches_at_once(RATE, 2.0, CEILING) < sized_batches_at_once(RATE, None, CEILING)
+
+
+def test_a_cluster_one_round_covers_is_probed_all_at_once() -> None:
+    # 2 s probes at 3/s: the rate keeps 3 children (12 probes) busy. 16 nodes are 12 probes plus
+    # what one probe time of starts adds (6): all 4 batches at once, none waiting for a child to end.
+    sized = sized_batches_at_once(RATE, 2.0, CEILING)
+    assert sized * PROBE_BATCH_SIZE < 16
+    assert runs_in_one_round(16, sized, RATE, 2.0)
+    assert sized_batches_at_once(RATE, 2.0, CEILING, nodes=16) == math.ceil(16 / PROBE_BATCH_SIZE)
+    # Beyond one round the rate sizes it, as without a node count: more would only wait, billed.
+    assert not runs_in_one_round(64, sized, RATE, 2.0)
+    assert sized_batches_at_once(RATE, 2.0, CEILING, nodes=64) == sized
+    # Never past the deployed ceiling, never fewer than the rate keeps busy.
+    assert sized_batches_at_once(RATE, 20.0, 5, nodes=40) == 5
+    assert sized_batches_at_once(RATE, 2.0, CEILING, nodes=2) == sized
+
+
+def test_discover_sizes_all_at_once_for_a_small_cluster() -> None:
+    measured = cast(Store, _SweepHistory(probe_seconds=2.0))
+    assert probe_concurrency(measured, _ref(), CEILING, RATE, nodes=16) == 4
+    assert probe_concurrency(measured, _ref(), CEILING, RATE, nodes=256) == sized_batches_at_once(RATE, 2.0, CEILING)
 
 
 def test_small_clusters_are_split_to_fill_the_sized_children() -> None:

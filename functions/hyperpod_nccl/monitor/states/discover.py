@@ -58,7 +58,7 @@ def run_discover(
     store.put_probe_targets(ref.sweep_id, plan.targets, expires_at=expires)
     store_degraded(store, ref, "discover", ctx.degraded)
     targets = [t.instance_id for t in plan.targets]
-    children = probe_concurrency(store, ref, max_batches_at_once, rate_per_second)
+    children = probe_concurrency(store, ref, max_batches_at_once, rate_per_second, nodes=len(targets))
     return DiscoverOutput(
         discovered=True,
         batches=batch_targets(targets, children),
@@ -68,14 +68,17 @@ def run_discover(
     )
 
 
-def probe_concurrency(store: Store, ref: SweepRef, max_batches_at_once: int, rate_per_second: float) -> int:
+def probe_concurrency(
+    store: Store, ref: SweepRef, max_batches_at_once: int, rate_per_second: float, nodes: int | None = None
+) -> int:
     """The probe Map's child executions at once for this sweep: sized for the StartSession rate
     from the probe time the cluster's previous full sweep measured (its p90), or from the expected
-    probe time on a first sweep (settings.sized_batches_at_once). The history only sizes the sweep:
+    probe time on a first sweep, and all at once for a cluster of `nodes` that small
+    (settings.sized_batches_at_once). The history only sizes the sweep:
     when it cannot be read, the sweep runs at the expected probe time rather than not at all."""
     try:
         probe_seconds = store.last_full_sweep_probe_seconds(ref.region, ref.cluster)
     except AWS_CALL_ERRORS as error:
         logger.warning("previous probe time not read (%s): sizing for the expected probe time", error)
         probe_seconds = None
-    return sized_batches_at_once(rate_per_second, probe_seconds, max_batches_at_once)
+    return sized_batches_at_once(rate_per_second, probe_seconds, max_batches_at_once, nodes)
