@@ -960,6 +960,42 @@ EMITTER_FAMILIES: list[tuple[str, str, list[str], list[str]]] = [
         ],
     ),
     (
+        # Resolver front ends in training images: curl's hostip.c, busybox nslookup, urllib3's
+        # NameResolutionError and CoreDNS's errors plugin (debugging-guide.md § 12).
+        "dns_failure",
+        "DBG_DNS",
+        [
+            "curl: (6) Could not resolve host: master-0.train.default.svc.cluster.local",
+            "nslookup: can't resolve 'train-master-0'",
+            "urllib3.exceptions.NameResolutionError: <urllib3.connection.HTTPSConnection object at 0x7f3a2c1d0>: "
+            "Failed to resolve 'huggingface.co' ([Errno -3] Temporary failure in name resolution)",
+            "[ERROR] plugin/errors: 2 train-master-0.train.default.svc.cluster.local. A: read udp "
+            "10.1.2.3:43208->10.100.0.2:53: i/o timeout",
+        ],
+        [
+            "Server:    10.100.0.10",
+            "resolved master-0 to 10.1.0.10",
+            "[INFO] plugin/reload: Running configuration SHA512 = 1b226df79860",
+        ],
+    ),
+    (
+        # HyperPod's node labels (AWS documentation) and the sinfo -R reason row of an
+        # Action:Replace node (node-debugger.md § F); healthy label values and doc tables stay quiet.
+        "hyperpod_node_action",
+        "NODE_HARDWARE",
+        [
+            "    sagemaker.amazonaws.com/node-health-status=UnschedulablePendingReplacement",
+            '    "sagemaker.amazonaws.com/deep-health-check-status": "Failed",',
+            "Action:Replace       root      2024-03-08T00:15:18 ip-10-1-73-87",
+        ],
+        [
+            "    sagemaker.amazonaws.com/node-health-status=Schedulable",
+            "    sagemaker.amazonaws.com/deep-health-check-status=Passed",
+            "| sagemaker.amazonaws.com/node-health-status: UnschedulablePendingReboot | The node has failed deep "
+            "health checks or health-monitoring agent checks and requires a reboot. |",
+        ],
+    ),
+    (
         # ProcessGroupNCCL.cpp's heartbeat monitor: the lines around a flight-recorder dump (§ 22).
         "watchdog_stuck",
         "DBG_FLIGHT_RECORDER",

@@ -178,7 +178,9 @@ ORIGINAL_PATTERNS = [
         "libnccl-net.so",
         "ip-10-1-2-3:1201:1201 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.",
         "efa",
-        "DBG_EFA_CONFIG",
+        # error-patterns-quick-ref.md maps `libnccl-net.so` to debugging-guide.md § 13, whose root
+        # cause names aws-ofi-nccl missing from the image (§ 6 covers the device plugin and libfabric).
+        "DBG_TCP_FALLBACK",
     ),
     (
         23,
