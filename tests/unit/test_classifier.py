@@ -262,6 +262,11 @@ SIGNATURE_CASES: dict[str, tuple[str, str]] = {
         "[   27.812345] NVRM: GPU 0000:3b:00.0: RmInitAdapter failed! (0x62:0x55:2477)",
         "[   27.812345] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.90.07",
     ),
+    "nvml_device_error": (
+        "Unable to determine the device handle for GPU0000:53:00.0: Unknown Error",
+        "Unable to determine the device handle for gpu 0000:53:00.0: GPU is lost.  Reboot the system to recover "
+        "this GPU",
+    ),
     "gsp_rpc_timeout": (
         "NVRM: GPU1 sanity check failed 0xf waiting for RPC response from GSP. Expected function 76 (GSP_RM_CONTROL)",
         "NVRM: RPC response from GSP received after 2 ms",
@@ -1016,6 +1021,143 @@ EMITTER_FAMILIES: list[tuple[str, str, list[str], list[str]]] = [
             "Finished flight recorder successfully. Output can be analyzed using the fr_trace script.",
         ],
     ),
+    (
+        # Gloo's interface lookups (gloo/transport/tcp/device.cc): an interface name that does not exist
+        # (GLOO_SOCKET_IFNAME) or a hostname address on no local interface, § 3. A hostname that does
+        # not resolve is DNS; an interface-like word in prose is nothing.
+        "socket_ifname",
+        "DBG_SOCKET_IFNAME",
+        [
+            "Unable to find address for: eth0",
+            "Unable to find address for: ens5",
+            "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:218] ifa != nullptr. "
+            "Unable to find interface for: [10.1.2.3]",
+            "Unable to find interface for: [0.0.0.0]",
+        ],
+        [
+            "Unable to find address for: eth0 in the docs, see GLOO_SOCKET_IFNAME",
+            "Using interface eth0 for Gloo",
+        ],
+    ),
+    (
+        # Gloo's pair connections between ranks (pair.h, helpers.h): a connect that never completes is
+        # dropped traffic, § 2; a refused connect stays a rendezvous finding (nothing listens, § 1).
+        "nccl_connect_failed",
+        "DBG_SECURITY_GROUPS",
+        [
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.h:311] Connect timeout [10.1.2.4]:45763",
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:152] timed out connecting: SO_ERROR: No "
+            "route to host, remote=[10.1.2.4]:45763",
+        ],
+        [
+            "connect timeout set to 30s",
+            "[I1206 18:44:12 ProcessGroupGloo.cpp:748] Gloo connectFullMesh took 12ms",
+        ],
+    ),
+    (
+        # Gloo's read/write timeouts on a connected pair: the process-group timeout ran out, § 1.
+        "watchdog_timeout",
+        "DBG_TIMEOUT_RENDEZVOUS",
+        [
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:523] Read timeout [10.1.2.4]:45763",
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/buffer.cc:113] Write timeout [10.1.2.4]:45763",
+        ],
+        ["read timeout set to 1800s"],
+    ),
+    (
+        # UCX's registration failures: memlock (§ 17) only when the status is ENOMEM on host memory or
+        # UCX itself names the locked-memory limit; an I/O error or a CUDA buffer is not memlock.
+        "memlock_registration",
+        "DBG_MEMLOCK_SHM",
+        [
+            "[1701234567.123456] [node-1:1234:0]         ucp_mm.c:72   UCX  ERROR failed to register address "
+            "0x7f3a2c000000 (host) length 1073741824 on md[4]=mlx5_0: Out of memory (md supports: host)",
+            "[1701234567.123456] [node-1:1234:0]          ib_md.c:293  UCX  ERROR ibv_reg_mr(address=0x7f3a2c000000, "
+            "length=4194304, access=0xf) failed: Cannot allocate memory : Please set max locked memory (ulimit -l) "
+            "to 'unlimited' (current: 65536 kbytes)",
+        ],
+        [
+            "[1701234567.123456] [node-1:1234:0]         ucp_mm.c:72   UCX  WARN  failed to register address "
+            "0x7f3a2c000000 (cuda) length 1073741824 on md[2]=cuda_cpy: Out of memory (md supports: cuda)",
+            "[1701234567.123456] [node-1:1234:0]         ucp_mm.c:72   UCX  WARN  failed to register address "
+            "0x7f3a2c000000 (host) length 4096 on md[4]=mlx5_0: Input/output error (md supports: host)",
+        ],
+    ),
+    (
+        # numpy's array allocation failure: host memory (§ 4), not the GPU's.
+        "host_oom_kill",
+        "DBG_CONTAINER_OOM",
+        [
+            "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 12.5 GiB for an array with shape "
+            "(100000, 16777) and data type float64",
+            "MemoryError: Unable to allocate 763. MiB for an array with shape (10000, 10000) and data type float64",
+        ],
+        ["allocated 12.5 GiB for an array with shape (100000, 16777)"],
+    ),
+    (
+        # NVML reaching a GPU (nvml.h return codes as nvidia-smi prints them): node-debugger.md § G. A lost
+        # GPU stays the fallen-off-the-bus finding (§ F); a library/kernel module mismatch is § 10.
+        "nvml_device_error",
+        "NODE_GPU",
+        [
+            "Unable to determine the device handle for GPU0000:53:00.0: Unknown Error",
+            "Unable to determine the device handle for GPU3: 0000:5F:00.0: Unknown Error",
+            "Unable to determine the device handle for GPU 0000:53:00.0: GPU requires restart",
+            "Failed to initialize NVML: Unknown Error",
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the "
+            "latest NVIDIA driver is installed and running.",
+        ],
+        [
+            "| NVIDIA-SMI 550.90.07              Driver Version: 550.90.07      CUDA Version: 12.4     |",
+            "Initialized NVML, 8 devices found",
+        ],
+    ),
+    (
+        # NCCL's PCI path lookup (os/linux.cc) and topology capacity errors (graph/topo.cc, xml.cc): the
+        # topology NCCL detected (§ 19, dump it with NCCL_TOPO_DUMP_FILE); the INFO fallback stays quiet.
+        "nccl_topology_graph",
+        "DBG_TUNING_NVLS",
+        [
+            "ip-10-1-2-3:1234:1234 [0] NCCL WARN Could not find real path of "
+            "/sys/class/pci_bus/0000:53/../../0000:53:00.0",
+            "ip-10-1-2-3:1234:1234 [0] NCCL WARN Error : tried to create too many nodes of type 5",
+            "ip-10-1-2-3:1234:1234 [0] NCCL WARN ncclTopoFillNet: parent is NULL even after fallback for mlx5_0",
+        ],
+        [
+            "ip-10-1-2-3:1234:1234 [0] NCCL INFO Topology detection: network path (name = eth0) "
+            "/sys/devices/virtual/net/eth0 is not a PCI device (virtual). Attaching to first CPU",
+            "ip-10-1-2-3:1234:1234 [0] NCCL INFO Topology detection : could not read "
+            "/sys/devices/pci0000:00/0000:00:01.0/max_link_speed, ignoring",
+        ],
+    ),
+    (
+        # Kubernetes volume, Job and quota events (operation_generator.go, volume_manager.go,
+        # reconciler.go, volume_binding.go, job_controller.go, resourcequota): § 20. Their Normal
+        # counterparts stay quiet.
+        "pod_crashloop",
+        "DBG_POD_FAILURES",
+        [
+            '  Warning  FailedMount  2m  kubelet  MountVolume.SetUp failed for volume "fsx-pv" : rpc error: code = '
+            'Internal desc = Could not mount "fs-0123.fsx.us-west-2.amazonaws.com@tcp:/abc" at "/mnt/fsx"',
+            "  Warning  FailedMount  2m  kubelet  Unable to attach or mount volumes: unmounted volumes=[fsx], "
+            "unattached volumes=[fsx kube-api-access-8x2kp]: timed out waiting for the condition",
+            '  Warning  FailedAttachVolume  1m  attachdetach-controller  Multi-Attach error for volume "pvc-1a2b" '
+            "Volume is already exclusively attached to one node and can't be attached to another",
+            "  Warning  FailedScheduling  30s  default-scheduler  0/4 nodes are available: pod has unbound immediate "
+            "PersistentVolumeClaims. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.",
+            "  Warning  BackoffLimitExceeded  1m  job-controller  Job has reached the specified backoff limit",
+            "  Warning  DeadlineExceeded  1m  job-controller  Job was active longer than specified deadline",
+            '  Warning  FailedCreate  1m  job-controller  Error creating: pods "train-x7k2p" is forbidden: exceeded '
+            "quota: gpu-quota, requested: nvidia.com/gpu=8, used: nvidia.com/gpu=8, limited: nvidia.com/gpu=8",
+        ],
+        [
+            "  Normal   SuccessfulAttachVolume  2m  attachdetach-controller  AttachVolume.Attach succeeded for volume "
+            '"pvc-1a2b"',
+            "  Normal   SuccessfulCreate  2m  job-controller  Created pod: train-x7k2p",
+            "  Normal   Completed  1m  job-controller  Job completed",
+            "spec.backoffLimit: 4  # the Job fails after 4 retries",
+        ],
+    ),
 ]
 
 
@@ -1037,6 +1179,323 @@ def test_emitter_format_families_find_their_section(
         assert _terms_cover(line), f"no CloudWatch filter term in: {line}"
     for line in look_alikes:
         assert _ids(line) == [], line
+
+
+# Issue 16, point 2: every cudaError_t value as cudaGetErrorString spells it (CUDA 12/13; the enum and its
+# documentation in cuda-python's runtime bindings, cited by the CUDA signatures), printed the way
+# PyTorch's C10_CUDA_CHECK does ("CUDA error: <string>"), and the class and section the runbook gives
+# it: a binary or driver that does not fit the GPU (no kernel image, invalid device function, PTX JIT,
+# driver too old) is debugging-guide.md § 10; GPU memory § 11; the device mapping operations.md § 5;
+# ECC, NVLink, the fabric and every other device or kernel fault node-debugger.md § G (§ G.1 for ECC);
+# peer access § 14. The name alone (cudaGetErrorName, `Search for \`cudaError…'`) is detected too.
+CUDA_RUNTIME_ERRORS: list[tuple[str, str, str, str]] = [
+    ("cudaErrorInvalidValue", "invalid argument", "cuda_error", "NODE_GPU"),
+    ("cudaErrorMemoryAllocation", "out of memory", "gpu_oom", "DBG_GPU_OOM"),
+    ("cudaErrorInitializationError", "initialization error", "cuda_error", "NODE_GPU"),
+    ("cudaErrorCudartUnloading", "driver shutting down", "cuda_error", "NODE_GPU"),
+    ("cudaErrorProfilerDisabled", "profiler disabled while using external profiling tool", "cuda_error", "NODE_GPU"),
+    ("cudaErrorInvalidConfiguration", "invalid configuration argument", "cuda_error", "NODE_GPU"),
+    ("cudaErrorInvalidPitchValue", "invalid pitch argument", "cuda_error", "NODE_GPU"),
+    ("cudaErrorInvalidSymbol", "invalid device symbol", "cuda_error", "NODE_GPU"),
+    ("cudaErrorInvalidHostPointer", "invalid host pointer", "cuda_error", "NODE_GPU"),
+    ("cudaErrorInvalidDevicePointer", "invalid device pointer", "cuda_error", "NODE_GPU"),
+    ("cudaErrorInvalidTexture", "invalid texture reference", "cuda_error", "NODE_GPU"),
+    ("cudaErrorInvalidTextureBinding", "texture is not bound to a pointer", "cuda_error", "NODE_GPU"),
+    ("cudaErrorInvalidChannelDescriptor", "invalid channel descriptor", "cuda_error", "NODE_GPU"),
+    ("cudaErrorInvalidMemcpyDirection", "invalid copy direction for memcpy", "cuda_error", "NODE_GPU"),
+    ("cudaErrorInvalidFilterSetting", "linear filtering not supported for non-float type", "cuda_error", "NODE_GPU"),
+    (
+        "cudaErrorInvalidNormSetting",
+        "read as normalized float not supported for 32-bit non float type",
+        "cuda_error",
+        "NODE_GPU",
+    ),
+    ("cudaErrorStubLibrary", "CUDA driver is a stub library", "version", "DBG_VERSION_MISMATCH"),
+    (
+        "cudaErrorInsufficientDriver",
+        "CUDA driver version is insufficient for CUDA runtime version",
+        "version",
+        "DBG_VERSION_MISMATCH",
+    ),
+    (
+        "cudaErrorCallRequiresNewerDriver",
+        "API call is not supported in the installed CUDA driver",
+        "version",
+        "DBG_VERSION_MISMATCH",
+    ),
+    ("cudaErrorInvalidSurface", "invalid surface reference", "cuda_error", "NODE_GPU"),
+    ("cudaErrorDuplicateVariableName", "duplicate global variable looked up by string name", "cuda_error", "NODE_GPU"),
+    ("cudaErrorDuplicateTextureName", "duplicate texture looked up by string name", "cuda_error", "NODE_GPU"),
+    ("cudaErrorDuplicateSurfaceName", "duplicate surface looked up by string name", "cuda_error", "NODE_GPU"),
+    ("cudaErrorDevicesUnavailable", "CUDA-capable device(s) is/are busy or unavailable", "config", "OPS_NCCL_ENV"),
+    ("cudaErrorIncompatibleDriverContext", "incompatible driver context", "cuda_error", "NODE_GPU"),
+    ("cudaErrorMissingConfiguration", "__global__ function call is not configured", "cuda_error", "NODE_GPU"),
+    (
+        "cudaErrorLaunchMaxDepthExceeded",
+        "launch would exceed maximum depth of nested launches",
+        "cuda_error",
+        "NODE_GPU",
+    ),
+    (
+        "cudaErrorLaunchFileScopedTex",
+        "launch failed because kernel uses unsupported, file-scoped textures (texture objects are supported)",
+        "cuda_error",
+        "NODE_GPU",
+    ),
+    (
+        "cudaErrorLaunchFileScopedSurf",
+        "launch failed because kernel uses unsupported, file-scoped surfaces (surface objects are supported)",
+        "cuda_error",
+        "NODE_GPU",
+    ),
+    (
+        "cudaErrorSyncDepthExceeded",
+        "cudaDeviceSynchronize failed because caller's grid depth exceeds cudaLimitDevRuntimeSyncDepth",
+        "cuda_error",
+        "NODE_GPU",
+    ),
+    (
+        "cudaErrorLaunchPendingCountExceeded",
+        "launch failed because launch would exceed cudaLimitDevRuntimePendingLaunchCount",
+        "cuda_error",
+        "NODE_GPU",
+    ),
+    ("cudaErrorInvalidDeviceFunction", "invalid device function", "version", "DBG_VERSION_MISMATCH"),
+    ("cudaErrorNoDevice", "no CUDA-capable device is detected", "config", "OPS_NCCL_ENV"),
+    ("cudaErrorInvalidDevice", "invalid device ordinal", "config", "OPS_NCCL_ENV"),
+    ("cudaErrorDeviceNotLicensed", "device doesn't have valid Grid license", "cuda_error", "NODE_GPU"),
+    ("cudaErrorSoftwareValidityNotEstablished", "integrity checks failed", "cuda_error", "NODE_GPU"),
+    ("cudaErrorStartupFailure", "startup failure in cuda runtime", "cuda_error", "NODE_GPU"),
+    ("cudaErrorInvalidKernelImage", "device kernel image is invalid", "version", "DBG_VERSION_MISMATCH"),
+    ("cudaErrorDeviceUninitialized", "invalid device context", "cuda_error", "NODE_GPU"),
+    ("cudaErrorMapBufferObjectFailed", "mapping of buffer object failed", "cuda_error", "NODE_GPU"),
+    ("cudaErrorUnmapBufferObjectFailed", "unmapping of buffer object failed", "cuda_error", "NODE_GPU"),
+    ("cudaErrorArrayIsMapped", "array is mapped", "cuda_error", "NODE_GPU"),
+    ("cudaErrorAlreadyMapped", "resource already mapped", "cuda_error", "NODE_GPU"),
+    (
+        "cudaErrorNoKernelImageForDevice",
+        "no kernel image is available for execution on the device",
+        "version",
+        "DBG_VERSION_MISMATCH",
+    ),
+    ("cudaErrorAlreadyAcquired", "resource already acquired", "cuda_error", "NODE_GPU"),
+    ("cudaErrorNotMapped", "resource not mapped", "cuda_error", "NODE_GPU"),
+    ("cudaErrorNotMappedAsArray", "resource not mapped as array", "cuda_error", "NODE_GPU"),
+    ("cudaErrorNotMappedAsPointer", "resource not mapped as pointer", "cuda_error", "NODE_GPU"),
+    ("cudaErrorECCUncorrectable", "uncorrectable ECC error encountered", "ecc", "NODE_NVIDIA"),
+    ("cudaErrorUnsupportedLimit", "limit is not supported on this architecture", "cuda_error", "NODE_GPU"),
+    (
+        "cudaErrorDeviceAlreadyInUse",
+        "exclusive-thread device already in use by a different thread",
+        "cuda_error",
+        "NODE_GPU",
+    ),
+    ("cudaErrorPeerAccessUnsupported", "peer access is not supported between these two devices", "p2p", "DBG_P2P_ACS"),
+    ("cudaErrorInvalidPtx", "a PTX JIT compilation failed", "version", "DBG_VERSION_MISMATCH"),
+    ("cudaErrorInvalidGraphicsContext", "invalid OpenGL or DirectX context", "cuda_error", "NODE_GPU"),
+    ("cudaErrorNvlinkUncorrectable", "uncorrectable NVLink error detected during the execution", "xid", "NODE_GPU"),
+    ("cudaErrorJitCompilerNotFound", "PTX JIT compiler library not found", "version", "DBG_VERSION_MISMATCH"),
+    (
+        "cudaErrorUnsupportedPtxVersion",
+        "the provided PTX was compiled with an unsupported toolchain.",
+        "version",
+        "DBG_VERSION_MISMATCH",
+    ),
+    ("cudaErrorJitCompilationDisabled", "PTX JIT compilation was disabled", "version", "DBG_VERSION_MISMATCH"),
+    ("cudaErrorUnsupportedExecAffinity", "the provided execution affinity is not supported", "cuda_error", "NODE_GPU"),
+    ("cudaErrorFileNotFound", "file not found", "cuda_error", "NODE_GPU"),
+    ("cudaErrorSharedObjectSymbolNotFound", "shared object symbol not found", "cuda_error", "NODE_GPU"),
+    ("cudaErrorSharedObjectInitFailed", "shared object initialization failed", "cuda_error", "NODE_GPU"),
+    ("cudaErrorOperatingSystem", "OS call failed or operation not supported on this OS", "cuda_error", "NODE_GPU"),
+    ("cudaErrorInvalidResourceHandle", "invalid resource handle", "cuda_error", "NODE_GPU"),
+    ("cudaErrorIllegalState", "the operation cannot be performed in the present state", "cuda_error", "NODE_GPU"),
+    ("cudaErrorSymbolNotFound", "named symbol not found", "cuda_error", "NODE_GPU"),
+    ("cudaErrorNotReady", "device not ready", "cuda_error", "NODE_GPU"),
+    ("cudaErrorIllegalAddress", "an illegal memory access was encountered", "cuda_error", "NODE_GPU"),
+    ("cudaErrorLaunchOutOfResources", "too many resources requested for launch", "cuda_error", "NODE_GPU"),
+    ("cudaErrorLaunchTimeout", "the launch timed out and was terminated", "cuda_error", "NODE_GPU"),
+    ("cudaErrorLaunchIncompatibleTexturing", "launch uses incompatible texturing mode", "cuda_error", "NODE_GPU"),
+    ("cudaErrorPeerAccessAlreadyEnabled", "peer access is already enabled", "cuda_error", "NODE_GPU"),
+    ("cudaErrorPeerAccessNotEnabled", "peer access has not been enabled", "cuda_error", "NODE_GPU"),
+    ("cudaErrorSetOnActiveProcess", "cannot set while device is active in this process", "cuda_error", "NODE_GPU"),
+    ("cudaErrorContextIsDestroyed", "context is destroyed", "cuda_error", "NODE_GPU"),
+    ("cudaErrorAssert", "device-side assert triggered", "cuda_error", "NODE_GPU"),
+    ("cudaErrorTooManyPeers", "peer mapping resources exhausted", "p2p", "DBG_P2P_ACS"),
+    (
+        "cudaErrorHostMemoryAlreadyRegistered",
+        "part or all of the requested memory range is already mapped",
+        "cuda_error",
+        "NODE_GPU",
+    ),
+    (
+        "cudaErrorHostMemoryNotRegistered",
+        "pointer does not correspond to a registered memory region",
+        "cuda_error",
+        "NODE_GPU",
+    ),
+    ("cudaErrorHardwareStackError", "hardware stack error", "cuda_error", "NODE_GPU"),
+    ("cudaErrorIllegalInstruction", "an illegal instruction was encountered", "cuda_error", "NODE_GPU"),
+    ("cudaErrorMisalignedAddress", "misaligned address", "config", "DBG_VERSION_MISMATCH"),
+    (
+        "cudaErrorInvalidAddressSpace",
+        "operation not supported on global/shared address space",
+        "cuda_error",
+        "NODE_GPU",
+    ),
+    ("cudaErrorInvalidPc", "invalid program counter", "cuda_error", "NODE_GPU"),
+    ("cudaErrorLaunchFailure", "unspecified launch failure", "cuda_error", "NODE_GPU"),
+    ("cudaErrorCooperativeLaunchTooLarge", "too many blocks in cooperative launch", "cuda_error", "NODE_GPU"),
+    ("cudaErrorNotPermitted", "operation not permitted", "cuda_error", "NODE_GPU"),
+    ("cudaErrorNotSupported", "operation not supported", "cuda_error", "NODE_GPU"),
+    ("cudaErrorSystemNotReady", "system not yet initialized", "xid", "NODE_GPU"),
+    (
+        "cudaErrorSystemDriverMismatch",
+        "system has unsupported display driver / cuda driver combination",
+        "version",
+        "DBG_VERSION_MISMATCH",
+    ),
+    (
+        "cudaErrorCompatNotSupportedOnDevice",
+        "forward compatibility was attempted on non supported HW",
+        "version",
+        "DBG_VERSION_MISMATCH",
+    ),
+    (
+        "cudaErrorMpsConnectionFailed",
+        "MPS client failed to connect to the MPS control daemon or the MPS server",
+        "cuda_error",
+        "NODE_GPU",
+    ),
+    (
+        "cudaErrorMpsRpcFailure",
+        "the remote procedural call between the MPS server and the MPS client failed",
+        "cuda_error",
+        "NODE_GPU",
+    ),
+    (
+        "cudaErrorMpsServerNotReady",
+        "MPS server is not ready to accept new MPS client requests",
+        "cuda_error",
+        "NODE_GPU",
+    ),
+    (
+        "cudaErrorMpsMaxClientsReached",
+        "the hardware resources required to create MPS client have been exhausted",
+        "cuda_error",
+        "NODE_GPU",
+    ),
+    (
+        "cudaErrorMpsMaxConnectionsReached",
+        "the hardware resources required to support device connections have been exhausted",
+        "cuda_error",
+        "NODE_GPU",
+    ),
+    ("cudaErrorMpsClientTerminated", "the MPS client has been terminated by the server", "cuda_error", "NODE_GPU"),
+    ("cudaErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing", "cuda_error", "NODE_GPU"),
+    (
+        "cudaErrorStreamCaptureInvalidated",
+        "operation failed due to a previous error during capture",
+        "cuda_error",
+        "NODE_GPU",
+    ),
+    (
+        "cudaErrorStreamCaptureMerge",
+        "operation would result in a merge of separate capture sequences",
+        "cuda_error",
+        "NODE_GPU",
+    ),
+    (
+        "cudaErrorStreamCaptureUnmatched",
+        "capture was not ended in the same stream as it began",
+        "cuda_error",
+        "NODE_GPU",
+    ),
+    ("cudaErrorStreamCaptureUnjoined", "capturing stream has unjoined work", "cuda_error", "NODE_GPU"),
+    (
+        "cudaErrorStreamCaptureIsolation",
+        "dependency created on uncaptured work in another stream",
+        "cuda_error",
+        "NODE_GPU",
+    ),
+    (
+        "cudaErrorStreamCaptureImplicit",
+        "operation would make the legacy stream depend on a capturing blocking stream",
+        "cuda_error",
+        "NODE_GPU",
+    ),
+    (
+        "cudaErrorCapturedEvent",
+        "operation not permitted on an event last recorded in a capturing stream",
+        "cuda_error",
+        "NODE_GPU",
+    ),
+    (
+        "cudaErrorStreamCaptureWrongThread",
+        "attempt to terminate a thread-local capture sequence from another thread",
+        "cuda_error",
+        "NODE_GPU",
+    ),
+    ("cudaErrorTimeout", "wait operation timed out", "cuda_error", "NODE_GPU"),
+    (
+        "cudaErrorGraphExecUpdateFailure",
+        "the graph update was not performed because it included changes which violated constraints specific to "
+        "instantiated graph update",
+        "cuda_error",
+        "NODE_GPU",
+    ),
+    (
+        "cudaErrorExternalDevice",
+        "an async error has occured in external entity outside of CUDA",
+        "cuda_error",
+        "NODE_GPU",
+    ),
+    (
+        "cudaErrorInvalidClusterSize",
+        "a kernel launch error has occurred due to cluster misconfiguration",
+        "cuda_error",
+        "NODE_GPU",
+    ),
+    ("cudaErrorUnknown", "unknown error", "cuda_error", "NODE_GPU"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "string", "cls", "reference"), CUDA_RUNTIME_ERRORS, ids=[r[0] for r in CUDA_RUNTIME_ERRORS]
+)
+def test_every_cuda_runtime_error_finds_the_section_the_runbook_gives_it(
+    name: str, string: str, cls: str, reference: str
+) -> None:
+    hits = scan_text(f"RuntimeError: CUDA error: {string}\n").hits
+    assert (cls, getattr(references, reference)) in {(h.cls, h.reference) for h in hits}, [h.id for h in hits]
+    assert scan_text(
+        f"Search for `{name}' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html\n"
+    ).hits
+
+
+def test_store_barrier_and_unique_id_timeouts_point_at_the_rendezvous_section() -> None:
+    # c10d's store-based barrier, the TCPStore server waiting for clients and ProcessGroupNCCL's
+    # ncclUniqueId exchange through the store time out before any collective runs: debugging-guide.md
+    # § 1 (the quick reference's DistStoreError row), whatever label (rendezvous or timeout) the hit has.
+    lines = [
+        "RuntimeError: Timed out initializing process group in store based barrier on rank: 3, for key: "
+        "store_based_barrier_key:1 (world_size=8, worker_count=4, timeout=0:30:00)",
+        "torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/2 clients joined.",
+        "[E ProcessGroupNCCL.cpp:456] [Rank 1] ProcessGroupNCCL broadcastUniqueNCCLID: retrieving ncclUniqueId "
+        "from [0] via c10d key-value store by key '0', but store->get('0') got error: Socket Timeout",
+    ]
+    for line in lines:
+        hits = scan_text(line + "\n").hits
+        assert hits and {h.reference for h in hits} == {references.DBG_TIMEOUT_RENDEZVOUS}, line
+
+
+def test_two_ranks_on_one_gpu_stay_a_device_mapping_finding() -> None:
+    # NCCL's "Duplicate GPU detected" (init.cc) names two ranks given the same device: LOCAL_RANK /
+    # CUDA_VISIBLE_DEVICES, operations.md § 5, not the topology section its neighbours in the log go to.
+    line = (
+        "ip-10-1-2-3:1234:1234 [0] init.cc:871 NCCL WARN Duplicate GPU detected : rank 1 and rank 0 both on "
+        "CUDA device 53000"
+    )
+    assert {(h.cls, h.reference) for h in scan_text(line + "\n").hits} == {("config", references.OPS_NCCL_ENV)}
 
 
 def test_scontrol_node_states_are_slurm_findings() -> None:

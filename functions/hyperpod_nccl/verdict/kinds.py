@@ -423,6 +423,9 @@ OWN_CAUSE_SIGNATURES = frozenset(
         "nccl_topology_graph",  # the topology search itself (graph/*.cc)
         "ib_async_fatal_event",  # a fatal event of the node's RDMA device: its hardware section
         "net_device_count_mismatch",  # some ranks got fewer EFA devices than others
+        # NVML cannot reach a GPU or the driver: a lost device, a driver not loaded, or a container
+        # whose device access was revoked; the line alone does not say which (node-debugger.md § G)
+        "nvml_device_error",
     }
 )
 
