@@ -25,7 +25,12 @@ from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.logs import LogInventory, stream_identity
 from hyperpod_nccl.models.request import DiagnoseRequest
 from hyperpod_nccl.pacing import RateLimiter
-from hyperpod_nccl.thresholds import LOG_FILTER_CALLS_PER_SECOND, LOG_FILTER_MAX_CALLS
+from hyperpod_nccl.thresholds import (
+    LOG_EVENTS_PER_TERM,
+    LOG_FILTER_CALLS_PER_SECOND,
+    LOG_FILTER_MAX_CALLS,
+    LOG_FILTER_PAGE_LIMIT,
+)
 from hyperpod_nccl_sim.aws import EmulatedAws
 from hyperpod_nccl_sim.scenario import FaultSpec, LogLineSpec, LogsSpec, LogStreamSpec, Scenario
 
@@ -306,16 +311,22 @@ def _ecc_example() -> str:
     return next(e["text"] for e in corpus if e["cls"] == "ecc" and e["text"].startswith("RuntimeError: CUDA error"))
 
 
+# A read stops at its cap only at a page boundary with more pages to come, and a page holds as many
+# crafted lines as fit 1 MB (fewer as the catalog's filter terms grow: 758 at 1,356 bytes a line):
+# a page more than the cap overflows it whatever the line's length.
+FLOOD_LINES = LOG_EVENTS_PER_TERM + LOG_FILTER_PAGE_LIMIT + 1
+
+
 def _flood(*, ecc_elsewhere: bool = True):  # type: ignore[no-untyped-def]
     """A scenario edit: worker:1's training stream prints one crafted line carrying every filter
-    term 5,001 times, then a real ECC line; worker:2's stream prints the ECC line after the flood
-    began (so a read of the whole group reaches its cap first)."""
+    term FLOOD_LINES times, then a real ECC line; worker:2's stream prints the ECC line after the
+    flood began (so a read of the whole group reaches its cap first)."""
     crafted = " ".join(load_catalog().cloudwatch_terms)
     ecc = _ecc_example()
 
     def edit(scenario: Scenario) -> None:
         assert scenario.logs is not None
-        flood = LogLineSpec(minutes_ago=90, repeat=5001, every_seconds=0.01, message=crafted)
+        flood = LogLineSpec(minutes_ago=90, repeat=FLOOD_LINES, every_seconds=0.01, message=crafted)
         after = LogLineSpec(minutes_ago=30, message=ecc)
         scenario.logs.streams.append(LogStreamSpec(node="worker:1", kind="training", lines=[flood, after]))
         if ecc_elsewhere:
@@ -347,7 +358,7 @@ def test_a_crafted_flood_does_not_hide_a_p0(simulate, pacing: _VirtualClock) -> 
     assert f"stream {flooder} printed at least" in (incomplete.detail or "")
     assert {r.id for r in incomplete.resources} >= {flooder, sim.instance_id("worker:1")}
     [flood] = logs.flooded_streams
-    assert flood.stream == flooder and 1000 <= flood.matched_at_least <= 5001 and not flood.complete
+    assert flood.stream == flooder and 1000 <= flood.matched_at_least <= FLOOD_LINES and not flood.complete
 
     # Bounded: a handful of calls per pattern, far from one per flood line, and paced under the
     # quota (every call past the burst waited its turn on the pacer).
@@ -383,7 +394,8 @@ def test_emulated_filter_log_events_pages_like_the_service(simulate, pacing: _Vi
         return client.filter_log_events(**kwargs)
 
     group, stream = _group(sim), f"{sim.instance_id('worker:1')}/training"
-    # 5,002 events of ~1 KB (and the chatter): the 1 MB page limit binds before the 10,000-event one.
+    # FLOOD_LINES + 1 events of over 1 KB (and the chatter): the 1 MB page limit binds before the
+    # 10,000-event one.
     pages, token, seen = [], None, []
     while True:
         kwargs = {"logGroupName": group, "logStreamNames": [stream], **({"nextToken": token} if token else {})}
@@ -393,7 +405,7 @@ def test_emulated_filter_log_events_pages_like_the_service(simulate, pacing: _Vi
         token = page.get("nextToken")
         if not token:
             break
-    assert len(seen) >= 5002 and len({e["eventId"] for e in seen}) == len(seen)
+    assert len(seen) >= FLOOD_LINES + 1 and len({e["eventId"] for e in seen}) == len(seen)
     assert all(sum(len(e["message"].encode()) + 26 for e in p["events"]) <= 1_048_576 for p in pages)
     assert len(pages) >= 5 and all(p["searchedLogStreams"] == [] for p in pages)
     assert [e["timestamp"] for e in seen] == sorted(e["timestamp"] for e in seen)
