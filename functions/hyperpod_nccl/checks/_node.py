@@ -47,6 +47,13 @@ def node_label(result: NodeProbeResult) -> str:
     return f"{result.instance_id} ({result.instance_group})" if result.instance_group else result.instance_id
 
 
+def counted_node_lines(lines: list[str], limit: int) -> list[str]:
+    """The first `limit` evidence lines (one per node), then how many more nodes there are."""
+    if len(lines) <= limit:
+        return lines
+    return [*lines[:limit], f"… and {len(lines) - limit} more node(s)"]
+
+
 def reboot(inv: Inventory, result: NodeProbeResult) -> SuggestedCommand:
     """Reboot this node (drain first)."""
     return suggested.batch_reboot(inv.cluster_name, [result.instance_id], inv.region)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from hyperpod_nccl import suggested
 from hyperpod_nccl.checks import check
-from hyperpod_nccl.checks._node import node_label, node_resource, probed_nodes
+from hyperpod_nccl.checks._node import counted_node_lines, node_label, node_resource, probed_nodes
 from hyperpod_nccl.hang.attribution import AttributionFact
 from hyperpod_nccl.hang.evidence import HangEvidence, hang_evidence
 from hyperpod_nccl.models.findings import Finding, Priority, Resource
@@ -153,13 +153,6 @@ _REFUSALS: dict[str, tuple[str, str, Reference]] = {
 }
 
 
-def _counted(lines: list[str]) -> list[str]:
-    """The first `_MAX_NODE_LINES` lines, then how many more nodes there are."""
-    if len(lines) <= _MAX_NODE_LINES:
-        return lines
-    return [*lines[:_MAX_NODE_LINES], f"… and {len(lines) - _MAX_NODE_LINES} more node(s)"]
-
-
 def _choice_line(result: NodeProbeResult, probe: NodeProbeData, job: NcclJobChoice) -> str:
     """`i-1 (worker): pid 4242 (python, uid 1000), 1 of 3 candidates (lowest pid ...)` with why
     dumps or RAS gave nothing there (a refusal has its own finding)."""
@@ -196,7 +189,9 @@ def hang_evidence_source(inv: Inventory) -> Iterator[Finding]:
             f"{variable} of the NCCL job on {len(refused)} node(s) {what}",
             reference=reference,
             detail=why,
-            evidence=_counted([f"{node_label(r)}: {job.label}: {job.refused[variable]}" for r, job in refused]),
+            evidence=counted_node_lines(
+                [f"{node_label(r)}: {job.label}: {job.refused[variable]}" for r, job in refused], _MAX_NODE_LINES
+            ),
             resources=[node_resource(r) for r, _ in refused],
             fields={"signature": variable, "nodes": len(refused)},
         )
@@ -218,7 +213,9 @@ def hang_evidence_source(inv: Inventory) -> Iterator[Finding]:
             "node can start such a process: if this is not the training job, the RAS answer and dumps "
             "of that node are not its evidence."
         ),
-        evidence=_counted([_choice_line(result, probe, job) for result, probe, job in chosen]),
+        evidence=counted_node_lines(
+            [_choice_line(result, probe, job) for result, probe, job in chosen], _MAX_NODE_LINES
+        ),
         resources=[node_resource(result) for result, _, _ in chosen],
         fields={"nodes": len(chosen), "uids": uids_field},
     )

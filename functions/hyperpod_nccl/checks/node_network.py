@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from hyperpod_nccl import instance_types
 from hyperpod_nccl.checks import check
-from hyperpod_nccl.checks._node import node_label, node_resource, probed_nodes, reboot, replace
+from hyperpod_nccl.checks._node import counted_node_lines, node_label, node_resource, probed_nodes, reboot, replace
 from hyperpod_nccl.models.findings import Finding, Priority
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.node_probe import FiInfoEfaEntry, NodeProbeResult
@@ -125,8 +125,7 @@ def efa_provider(inv: Inventory) -> Iterator[Finding]:
     if found:
         yield efa_provider.passed(
             f"EFA provider found on {len(found)} node(s)",
-            evidence=found[:MAX_PROVIDER_LINES]
-            + ([f"... and {len(found) - MAX_PROVIDER_LINES} more"] if len(found) > MAX_PROVIDER_LINES else []),
+            evidence=counted_node_lines(found, MAX_PROVIDER_LINES),
         )
 
 
