@@ -7,14 +7,24 @@ them time-scaled (see `hyperpod_nccl_sim.synthetic.measure_sweep`): every rate k
 probe k times shorter, the bound in the same scaled seconds; what is not scaled (Lambda dispatch, the
 emulation, DynamoDB) then weighs k times more than on AWS. At 3/s a 4,096-node sweep takes 23 minutes
 unscaled, so 1,024 and 4,096 nodes run only when `BENCH_SWEEP_SIZES` names them.
+
+Every measured row is kept in `RESULTS` (one row per size and probe time, both paths measured side by
+side in one run, with when and at which commit): a run replaces the rows it measures and the section
+shows every kept row with its date, so the sizes no one session has the hours for (the four 4,096-node
+sweeps take about three) are measured in runs of their own (`BENCH_SWEEP_SIZES=4096
+BENCH_SWEEP_PROBES=2`) without dropping the others.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
+
+from pydantic import BaseModel, Field
 
 from hyperpod_nccl import thresholds
 from hyperpod_nccl.monitor.settings import DEFAULT_MAP_MAX_CONCURRENCY, EXPECTED_PROBE_SECONDS
@@ -37,12 +47,63 @@ TIME_SCALE = float(os.environ.get("BENCH_SWEEP_SCALE", "1"))
 TARGET_RATIO = 1.2
 TARGET_THROTTLED = 0.05
 PLOT = Path(__file__).resolve().parents[2] / "docs" / "sweep-scale.png"
+RESULTS = Path(__file__).resolve().parent / "results" / "sweep.json"
+
+
+class SweepRow(BaseModel):
+    """One size and probe time, both paths measured one after the other in one run."""
+
+    nodes: int
+    probe_s: float
+    measured: str = Field(description="when the run measured it (UTC) and the commit it ran, dirty or not")
+    cli: SweepMeasurement
+    state_machine: SweepMeasurement
+    calls_cells: str | None = Field(
+        default=None,
+        description="the AWS-calls row's cells as a run before this file recorded them (its measurements "
+        "keep only the figures its tables showed, not every call by operation)",
+    )
+
+
+class SweepResults(BaseModel):
+    """Every kept row (`RESULTS`)."""
+
+    rows: list[SweepRow] = Field(default_factory=list)
+
+    def merged(self, measured: list[SweepRow]) -> SweepResults:
+        """These rows with `measured` in place of the kept rows of the same size and probe time."""
+        fresh = {(r.nodes, r.probe_s) for r in measured}
+        kept = [r for r in self.rows if (r.nodes, r.probe_s) not in fresh]
+        return SweepResults(rows=sorted([*kept, *measured], key=lambda r: (r.probe_s, r.nodes)))
+
+
+def load_results(path: Path = RESULTS) -> SweepResults:
+    """The kept rows (none before the first run)."""
+    return SweepResults.model_validate_json(path.read_text(encoding="utf-8")) if path.exists() else SweepResults()
 
 
 def sizes() -> list[int]:
     """The sizes to run: DEFAULT_SIZES, or those `BENCH_SWEEP_SIZES` names."""
     wanted = os.environ.get("BENCH_SWEEP_SIZES", "").strip()
     return [int(n) for n in wanted.split(",")] if wanted else list(DEFAULT_SIZES)
+
+
+def probe_times() -> list[float]:
+    """The probe times to run: PROBE_SECONDS, or those `BENCH_SWEEP_PROBES` names."""
+    wanted = os.environ.get("BENCH_SWEEP_PROBES", "").strip()
+    return [float(s) for s in wanted.split(",")] if wanted else list(PROBE_SECONDS)
+
+
+def _measured_now() -> str:
+    """Now and the commit the run measures (`-dirty` when the tree has changes)."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        commit = subprocess.run(
+            ["git", "describe", "--always", "--dirty"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown commit"
+    return f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {commit}"
 
 
 @contextmanager
@@ -56,7 +117,7 @@ def _quiet_handlers() -> Iterator[None]:
         restore_environment(saved)
 
 
-def _plot(runs: dict[tuple[int, float], tuple[SweepMeasurement, SweepMeasurement]]) -> None:
+def _plot(rows: list[SweepRow]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -64,12 +125,18 @@ def _plot(runs: dict[tuple[int, float], tuple[SweepMeasurement, SweepMeasurement
 
     figure, axes = plt.subplots(1, len(PROBE_SECONDS), figsize=(11, 4.5), dpi=120, squeeze=False)
     for axis, probe in zip(axes[0], PROBE_SECONDS, strict=True):
-        measured = sorted((n, c, m) for (n, p), (c, m) in runs.items() if p == probe)
+        measured = sorted((r.nodes, r.cli, r.state_machine) for r in rows if r.probe_s == probe)
         if not measured:
             continue
         nodes = [n for n, _, _ in measured]
         axis.plot(nodes, [c.wall_s for _, c, _ in measured], "o-", color="tab:blue", label="CLI")
-        axis.plot(nodes, [c.bound_s for _, c, _ in measured], ":", color="tab:blue", label="CLI bound (16 at once)")
+        axis.plot(
+            nodes,
+            [c.bound_s for _, c, _ in measured],
+            ":",
+            color="tab:blue",
+            label=f"CLI bound ({thresholds.SSM_PROBE_WORKERS} at once)",
+        )
         axis.plot(nodes, [m.wall_s for _, _, m in measured], "^-", color="tab:green", label="state machine")
         axis.plot(nodes, [m.bound_s for _, _, m in measured], ":", color="tab:green", label="state machine bound")
         axis.set_xscale("log", base=2)
@@ -96,6 +163,16 @@ def _calls(measured: SweepMeasurement) -> str:
     return f"{listing} | {sessions} | {other}"
 
 
+def _calls_cells(cli: SweepMeasurement, machine: SweepMeasurement) -> str:
+    """The AWS-calls row's cells after its size: each path's calls to the cluster's services and
+    the state machine's calls to the monitor's own."""
+    own = {
+        op: count for op, count in machine.api_calls_by_operation.items() if op.split(":", 1)[0] not in CLUSTER_SERVICES
+    }
+    listed = ", ".join(f"{op} {n}" for op, n in own.items())
+    return f"{_calls(cli)} | {cli.api_calls} | {_calls(machine)} | {sum(own.values())} ({listed})"
+
+
 def _wall(measured: SweepMeasurement) -> str:
     return f"{measured.wall_s:.1f} s / {measured.bound_s:.1f} s (**{measured.ratio_to_bound:.2f}x**)"
 
@@ -111,55 +188,67 @@ def _throttled(measured: SweepMeasurement) -> str:
     return f"{measured.start_session_throttled}/{total} ({measured.throttled_share:.1%})"
 
 
-def _measure(nodes: int, probe: float) -> tuple[SweepMeasurement, SweepMeasurement]:
+def _measure(nodes: int, probe: float) -> SweepRow:
     print(f"  {nodes} nodes, {probe:g} s probes ...", flush=True)
     cli = measure_sweep(nodes, probe, path="cli", time_scale=TIME_SCALE)
     machine = measure_sweep(nodes, probe, path="state-machine", time_scale=TIME_SCALE, warm_up=True)
     # Each size as soon as it is measured: the whole section takes the better part of an hour, and
     # a run stopped half way keeps what it measured in its log.
     print(f"    CLI {_wall(cli)}, state machine {_wall(machine)}, throttled {_throttled(cli)} / {_throttled(machine)}")
-    return cli, machine
+    return SweepRow(nodes=nodes, probe_s=probe, measured=_measured_now(), cli=cli, state_machine=machine)
 
 
 def run() -> str:
-    """Measure every size and probe time on both paths, plot, and report."""
+    """Measure the sizes and probe times asked for on both paths, keep them with the rows of earlier
+    runs (`RESULTS`), plot, and report every kept row."""
     with _quiet_handlers():
-        runs = {(n, p): _measure(n, p) for p in PROBE_SECONDS for n in sizes()}
-    _plot(runs)
-    rows = []
-    for (n, probe), (c, m) in runs.items():
+        measured = [_measure(n, p) for p in probe_times() for n in sizes()]
+    if TIME_SCALE != 1:
+        # Scaled seconds are not AWS seconds: such a run reports its own rows and keeps none.
+        return report(SweepResults(rows=measured))
+    results = load_results().merged(measured)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(results.model_dump_json(indent=1) + "\n", encoding="utf-8")
+    return report(results)
+
+
+def report(results: SweepResults, *, plot: bool = True) -> str:
+    """The section for every kept row (and its plot, `PLOT`, unless `plot` is false)."""
+    rows = results.rows
+    if plot:
+        _plot(rows)
+    lines = []
+    for row in rows:
+        c, m = row.cli, row.state_machine
         first = f"{m.warm_up_wall_s:.1f} s ({m.warm_up_probes_at_once} at once)" if m.warm_up_wall_s else "-"
-        rows.append(
-            f"| {n} | {probe:g} s | {_wall(c)} | {_wall(m)} | {_phase(m)} | {m.probes_at_once} | {first} "
+        lines.append(
+            f"| {row.nodes} | {row.probe_s:g} s | {_wall(c)} | {_wall(m)} | {_phase(m)} | {m.probes_at_once} | {first} "
             f"| {_throttled(c)} / {_throttled(m)} | {c.probe_throttles}, {c.probe_retries} / "
             f"{m.probe_throttles}, {m.probe_retries} | {c.nodes_probed}/{m.nodes_probed} "
-            f"| {c.nodes_unreachable}/{m.nodes_unreachable} | {c.nodes_skipped}/{m.nodes_skipped} |"
+            f"| {c.nodes_unreachable}/{m.nodes_unreachable} | {c.nodes_skipped}/{m.nodes_skipped} | {row.measured} |"
         )
     calls = []
-    for (nodes, probe), (c, m) in runs.items():
-        if probe != PROBE_SECONDS[0]:
+    for row in rows:
+        if row.probe_s != PROBE_SECONDS[0]:
             continue
-        own = {
-            op: count for op, count in m.api_calls_by_operation.items() if op.split(":", 1)[0] not in CLUSTER_SERVICES
-        }
-        calls.append(
-            f"| {nodes} | {_calls(c)} | {c.api_calls} | {_calls(m)} | {sum(own.values())} "
-            f"({', '.join(f'{op} {n}' for op, n in own.items())}) |"
-        )
-    measured = [x for pair in runs.values() for x in pair]
-    worst_cli = max(c.ratio_to_bound for c, _ in runs.values())
-    worst_machine = max(m.ratio_to_bound for _, m in runs.values())
-    worst_throttled = max(x.throttled_share for x in measured)
+        calls.append(f"| {row.nodes} | {row.calls_cells or _calls_cells(row.cli, row.state_machine)} |")
+    measured = [x for row in rows for x in (row.cli, row.state_machine)]
+    worst_cli = max((r.cli.ratio_to_bound for r in rows), default=0.0)
+    worst_machine = max((r.state_machine.ratio_to_bound for r in rows), default=0.0)
+    worst_throttled = max((x.throttled_share for x in measured), default=0.0)
     unreachable = sum(x.nodes_unreachable for x in measured)
     skipped = sum(x.nodes_skipped for x in measured)
+    wanted = {(n, p) for n in SIZES for p in PROBE_SECONDS}
+    missing = sorted(wanted - {(r.nodes, r.probe_s) for r in rows}, key=lambda np: (np[1], np[0]))
     met = (
         max(worst_cli, worst_machine) <= TARGET_RATIO
         and worst_throttled < TARGET_THROTTLED
         and unreachable == 0
         and skipped == 0
-        and set(sizes()) == set(SIZES)
+        and not missing
     )
-    ran = ", ".join(f"{n:,}" for n in sizes())
+    not_run = "; not run yet: " + ", ".join(f"{n:,} nodes of {p:g} s probes" for n, p in missing) if missing else ""
+    ran = ", ".join(f"{n:,}" for n in sorted({r.nodes for r in rows}))
     k = TIME_SCALE
     return (
         f"Synthetic healthy EKS clusters of ml.p5.48xlarge nodes ({ran} nodes), every probe taking 2 s or 20 s "
@@ -187,21 +276,24 @@ def run() -> str:
         "Each state-machine run is the cluster's second sweep: the "
         f"first (shown, sized from `EXPECTED_PROBE_SECONDS` = {EXPECTED_PROBE_SECONDS:g} s, unscaled, capped at "
         f"mapMaxConcurrency {DEFAULT_MAP_MAX_CONCURRENCY}) warms it up, then the shared pace's cooldown is waited "
-        "out if that sweep was throttled (a scheduled sweep comes a cadence later). Throttled: the emulation's "
+        "out if that sweep was throttled (a scheduled sweep comes a cadence later). Each row says when it was "
+        "measured and at which commit: a run replaces the rows it measures and keeps the others "
+        f"(`tests/bench/{RESULTS.parent.name}/{RESULTS.name}`), so the longest sizes are measured in runs of "
+        "their own; both paths of a row always come from one run. Throttled: the emulation's "
         "own counts of StartSession calls its rate refused, of all it received; throttles and retries: what "
         "the probes recorded (`NodeProbeResult.throttles`, `retries`).\n\n"
         f"![sweep wall time vs nodes](docs/{PLOT.name})\n\n"
         "| nodes | probe | CLI wall / bound | state machine wall / bound | SM probe Map alone / bound "
         "| SM probes at once | SM first sweep "
         "| StartSession throttled CLI / SM | throttles, retries CLI / SM | probed CLI/SM | unreachable CLI/SM "
-        "| not probed CLI/SM |\n"
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
-        + "\n".join(rows)
+        "| not probed CLI/SM | measured |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n"
+        + "\n".join(lines)
         + f"\n\nTargets (within {TARGET_RATIO}x of the bound on both paths at {', '.join(f'{n:,}' for n in SIZES)} "
         f"nodes with 2 s and 20 s probes, under {TARGET_THROTTLED:.0%} of StartSession calls throttled, no healthy "
         f"node unreachable or not probed): **{'met' if met else 'MISSED'}** (worst: CLI {worst_cli:.2f}x, state "
         f"machine {worst_machine:.2f}x, throttled {worst_throttled:.1%}, {unreachable} unreachable, {skipped} not "
-        f"probed{'' if set(sizes()) == set(SIZES) else f'; sizes run: {ran} only'}). The original serial design "
+        f"probed{not_run}). The original serial design "
         f"would take N x S (a 1,024-node sweep of 2 s probes: {1024 * 2 / 60:.0f} minutes unscaled; at the 180 s "
         f"budget per node, {1024 * thresholds.SSM_NODE_BUDGET_SECONDS / 3600:.0f} hours).\n\n"
         "### AWS calls per sweep (2 s probes)\n\n"
