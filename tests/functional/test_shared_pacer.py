@@ -14,6 +14,7 @@ import pytest
 from botocore.config import Config
 
 from hyperpod_nccl import reads
+from hyperpod_nccl.monitor.payloads import ProbeItem
 from hyperpod_nccl.monitor.settings import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, MonitorSettings
 from hyperpod_nccl.monitor.shared_pacer import LATE_RESERVATION_RETRIES, AccountPace, SharedPacer
 from hyperpod_nccl.monitor.store import BUCKET, Store, pace_key
@@ -348,6 +349,48 @@ def test_a_deployed_sweep_paces_its_probes_and_its_log_scan_through_the_table(si
             item = store.get(pace_key(api, account, deployed.region), BUCKET)
             # The probes' sandboxes (and the scan's) took their starts from the shared item.
             assert item is not None and float(item["tat"]) > 0, api
+    finally:
+        deployed.stop()
+
+
+def test_a_first_round_node_reserves_no_sooner_than_its_turn_and_only_once(
+    emulation: EmulatedAws, table_name: str
+) -> None:
+    clock = FakeTime()
+    began = clock.now
+    pacer = _pacer(_sandbox_store(emulation, table_name), clock, rate=2.0)
+    pacer.not_before = began + 3.0
+    assert pacer.acquire()
+    assert clock.now - began == pytest.approx(3.0)
+    # The turn orders the first start only: the next one is the pace's next.
+    assert pacer.acquire()
+    assert clock.now - began == pytest.approx(3.5)
+
+
+def test_a_turn_that_would_outlast_the_budget_is_not_waited_for(emulation: EmulatedAws, table_name: str) -> None:
+    clock = FakeTime()
+    began = clock.now
+    pacer = _pacer(_sandbox_store(emulation, table_name), clock, rate=2.0)
+    pacer.not_before = began + 30.0
+    assert pacer.acquire(deadline=clock.now + 10.0)
+    assert clock.now == began
+
+
+def test_a_deployed_sweep_gives_each_probe_its_place_for_the_first_rounds_turns(simulate) -> None:  # type: ignore[no-untyped-def]
+    deployed = LocalMonitor(simulate("eks-p5")).start()
+    try:
+        run = deployed.sweep()
+        assert run.status == "SUCCEEDED"
+        items = [ProbeItem.model_validate(call.event) for call in deployed.calls_of(run, "probe_node")]
+        assert items and all(item.first_round is not None for item in items)
+        # One plan for the whole sweep, and each node's place in it (the Map's item indexes).
+        assert len({item.first_round for item in items}) == 1
+        places = sorted((item.batch or 0, item.position or 0) for item in items)
+        assert len(set(places)) == len(items)
+        first = items[0].first_round
+        assert first is not None
+        turns = [item.first_round_start(1.0) for item in items if (item.batch or 0) < first.batches]
+        assert turns and len(set(turns)) == len(turns)
     finally:
         deployed.stop()
 

@@ -16,7 +16,7 @@ from hyperpod_nccl.collectors.node_probes import NOT_STARTED_KINDS
 from hyperpod_nccl.handlers.discover import DiscoverInput
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.node_probe import NodeProbeInventory, NodeProbeResult
-from hyperpod_nccl.monitor.payloads import SweepRef
+from hyperpod_nccl.monitor.payloads import FirstRound, ProbeItem, SweepRef
 from hyperpod_nccl.monitor.settings import (
     BATCH_IDLE_SLOTS,
     DEFAULT_MAP_MAX_CONCURRENCY,
@@ -178,3 +178,26 @@ class _UnreadableHistory:
 def test_an_unreadable_history_sizes_for_the_expected_probe_time_instead_of_failing_the_sweep() -> None:
     store = cast(Store, _UnreadableHistory())
     assert probe_concurrency(store, _ref(), CEILING, RATE) == sized_batches_at_once(RATE, None, CEILING)
+
+
+def test_the_first_rounds_nodes_take_turns_batch_by_batch_and_later_batches_start_at_once() -> None:
+    """The first round's children start together: their nodes' turns at the pace go batch by
+    batch, one interval apart, so each child ends one probe after its own starts; a later batch
+    starts as a child ends and reserves at once."""
+    ids = [f"i-{n:017x}" for n in range(20)]
+    children = 3
+    batches = batch_targets(ids, children)
+    first = FirstRound(paced_from=1_765_000_000.0, batch_size=len(batches[0]), batches=children)
+    interval = 1 / RATE
+    turns = {
+        (b, p): ProbeItem(
+            sweep_id="s", cluster="c", region="us-west-2", instance_id=i, batch=b, position=p, first_round=first
+        ).first_round_start(interval)
+        for b, batch in enumerate(batches)
+        for p, i in enumerate(batch)
+    }
+    ranked = [turns[(b, p)] for b in range(children) for p in range(len(batches[b]))]
+    assert ranked == [pytest.approx(first.paced_from + k * interval) for k in range(children * PROBE_BATCH_SIZE)]
+    assert all(turn is None for (b, _), turn in turns.items() if b >= children)
+    # An item without its place (a Map of an older definition) reserves at once.
+    assert ProbeItem(sweep_id="s", cluster="c", region="r", instance_id="i-0").first_round_start(interval) is None

@@ -28,6 +28,7 @@ from hyperpod_nccl.monitor import load_definition
 from hyperpod_nccl.monitor.payloads import (
     AggregateOutput,
     DiscoverOutput,
+    FirstRound,
     NotifyOutput,
     ProbeOutput,
     StepOutput,
@@ -95,7 +96,14 @@ def _sweep() -> SweepRef:
 
 def _discover_output(count: int) -> DiscoverOutput:
     ids = _instance_ids(count)
-    return DiscoverOutput(discovered=True, batches=batch_targets(ids), nodes=len(ids), orchestrator="eks")
+    batches = batch_targets(ids)
+    return DiscoverOutput(
+        discovered=True,
+        batches=batches,
+        nodes=len(ids),
+        first_round=FirstRound(paced_from=1_765_000_000.123456, batch_size=len(batches[0]), batches=64),
+        orchestrator="eks",
+    )
 
 
 def _task_results(discover: DiscoverOutput) -> dict[str, Json]:

@@ -67,6 +67,23 @@ class TaskFailure(BaseModel):
         return f"{self.Error}: {self.Cause[:500]}"
 
 
+class FirstRound(BaseModel):
+    """How the probe Map's first round orders its starts (`ProbeItem.first_round_start`).
+
+    The first round's children start together, so without an order their nodes' reservations of
+    the shared pace interleave: every child then holds its slots until its last node, reserved near
+    the end of the round, ends, and the pace stands idle until the first children end and make
+    room (256 nodes of 20 s probes, 64 at once: about one probe time past the bound). Each node of
+    the first round reserves no sooner than its rank's turn at the pace instead, batch by batch,
+    so the first children end one probe after their starts and the next ones take the pace on."""
+
+    model_config = ConfigDict(frozen=True)
+
+    paced_from: float = Field(description="epoch seconds: when Discover sized the sweep (rank 0's turn)")
+    batch_size: int = Field(ge=1, description="nodes per batch (the last may have fewer)")
+    batches: int = Field(ge=1, description="the children the first round starts together (batches_at_once)")
+
+
 class DiscoverOutput(BaseModel):
     """What Discover puts in the state: whether collection can go on and the node ids to probe.
 
@@ -84,17 +101,31 @@ class DiscoverOutput(BaseModel):
     batches_at_once: int = Field(
         default=1, ge=1, description="the probe Map's child executions at once (its MaxConcurrencyPath)"
     )
+    first_round: FirstRound | None = Field(default=None, description="the order of the first round's starts")
     orchestrator: str = "unknown"
     reason: str | None = None
 
 
 class ProbeItem(BaseModel):
-    """One Map item: one node of one sweep."""
+    """One Map item: one node of one sweep, with its place in the probe Map (the batch's index,
+    its own in the batch) for the first round's order of starts."""
 
     sweep_id: str
     cluster: str
     region: str
     instance_id: str
+    batch: int | None = Field(default=None, ge=0, description="the batch's index among the Map's items")
+    position: int | None = Field(default=None, ge=0, description="the node's index in its batch")
+    first_round: FirstRound | None = None
+
+    def first_round_start(self, interval: float) -> float | None:
+        """Epoch seconds before which this node does not reserve its start: its rank's turn at
+        the pace (`interval` seconds a start) when its batch is one of the first round's, else
+        None (later batches start as earlier ones end, already in order)."""
+        first = self.first_round
+        if first is None or self.batch is None or self.position is None or self.batch >= first.batches:
+            return None
+        return first.paced_from + (self.batch * first.batch_size + self.position) * interval
 
 
 class StepOutput(BaseModel):

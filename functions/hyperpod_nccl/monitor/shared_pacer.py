@@ -59,6 +59,9 @@ class SharedPacer:
     sleep: Callable[[float], None] = time.sleep
     # How long a recurring throttle slows the pace (None: `pacing.cooldown_seconds(rate)`).
     cooldown: float | None = None
+    # Epoch seconds (on `clock`) before which the first `acquire` does not reserve: the node's turn
+    # in the probe Map's first round (`ProbeItem.first_round_start`); None: reserve at once.
+    not_before: float | None = None
     # Why this sandbox paced itself alone at least once (None while the table served every start).
     unshared: DegradedSource | None = field(default=None, init=False)
     _fallback: RateLimiter | None = field(default=None, init=False, repr=False)
@@ -98,6 +101,7 @@ class SharedPacer:
         sent that late arrive together with the ones reserved after them and are throttled as a
         bunch. Such a start is reserved again, up to `LATE_RESERVATION_RETRIES` times (the passed
         start stays unused; it cost the account nothing)."""
+        self._hold_for_turn(deadline)
         start = float("-inf")
         for attempt in range(LATE_RESERVATION_RETRIES + 1):
             try:
@@ -117,6 +121,16 @@ class SharedPacer:
         if wait > 0:
             self.sleep(wait)
         return True
+
+    def _hold_for_turn(self, deadline: float | None) -> None:
+        """Sleep until `not_before` (once: later calls reserve at once), unless that would pass
+        `deadline`: the turn orders starts, it is not worth a node's budget."""
+        turn, self.not_before = self.not_before, None
+        if turn is None:
+            return
+        hold = turn - self.clock()
+        if hold > 0 and (deadline is None or hold < deadline - self.deadline_clock()):
+            self.sleep(hold)
 
     def _reserve(self, deadline: float | None) -> float | None:
         """The start reserved in the table (on `clock`); None when it would come after `deadline`.

@@ -4,6 +4,8 @@ probe, returned in batches for the probe Map."""
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from typing import Literal
 
 from hyperpod_nccl import thresholds
@@ -13,7 +15,7 @@ from hyperpod_nccl.collectors.aws import AwsClients
 from hyperpod_nccl.collectors.control_plane import collect_control_plane
 from hyperpod_nccl.collectors.node_probes import plan_probes
 from hyperpod_nccl.errors import DiagnosisAborted
-from hyperpod_nccl.monitor.payloads import DiscoverOutput, SweepRef
+from hyperpod_nccl.monitor.payloads import DiscoverOutput, FirstRound, SweepRef
 from hyperpod_nccl.monitor.settings import (
     DEFAULT_MAP_MAX_CONCURRENCY,
     SCRATCH_RETENTION_SECONDS,
@@ -34,9 +36,11 @@ def run_discover(
     coverage: int | Literal["all"],
     max_batches_at_once: int = batches_at_once(DEFAULT_MAP_MAX_CONCURRENCY),
     rate_per_second: float = thresholds.SSM_START_SESSION_PER_SECOND,
+    clock: Callable[[], float] = time.time,
 ) -> DiscoverOutput:
     """Discover: the control plane and the probe plan, stored; the node ids, returned in batches
-    with how many of them to probe at once (`probe_concurrency`)."""
+    with how many of them to probe at once (`probe_concurrency`) and the order of the first
+    round's starts from now on `clock` (`FirstRound`)."""
     store.put_sweep_request(ref)
     ctx = context_for(ref, aws, coverage)
     try:
@@ -59,11 +63,14 @@ def run_discover(
     store_degraded(store, ref, "discover", ctx.degraded)
     targets = [t.instance_id for t in plan.targets]
     children = probe_concurrency(store, ref, max_batches_at_once, rate_per_second, nodes=len(targets))
+    batches = batch_targets(targets, children)
+    first_round = FirstRound(paced_from=clock(), batch_size=len(batches[0]), batches=children) if batches else None
     return DiscoverOutput(
         discovered=True,
-        batches=batch_targets(targets, children),
+        batches=batches,
         nodes=len(targets),
         batches_at_once=children,
+        first_round=first_round,
         orchestrator=str(orchestrator),
     )
 

@@ -36,7 +36,8 @@ def run_probe_node(
     `probe_documents` are the stack's Session documents by probe role (settings.PROBE_DOCUMENTS_ENV);
     a role without one uses the AWS managed document (the function's role may not allow it). The
     session starts at the account's StartSession `pace`, shared with every other ProbeNode sandbox
-    through the table (default: thresholds.py's rate)."""
+    through the table (default: thresholds.py's rate), no sooner than the node's turn when its batch
+    is one of the probe Map's first round (`ProbeItem.first_round_start`)."""
     ref = load_ref(store, item.sweep_id)
     target = store.probe_target(item.sweep_id, item.instance_id)
     if target is None:
@@ -48,6 +49,7 @@ def run_probe_node(
         ctx.probe_output_max_bytes = PROBE_NODE_OUTPUT_MAX_BYTES
         ctx.probe_documents = dict(probe_documents or {})
         pacer = (pace or AccountPace()).start_sessions(store, ref.region)
+        pacer.not_before = item.first_round_start(pacer.interval)
         ctx.start_pacer = pacer
         result = probe_node(ctx, target)
         if pacer.unshared is not None:
