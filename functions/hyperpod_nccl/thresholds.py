@@ -28,7 +28,12 @@ SSM_OUT_OF_ORDER_MAX_MESSAGES = 10_000
 SSM_OUT_OF_ORDER_MAX_BYTES = 16 << 20
 # Session Manager StartSession rate per account (AWS-published hyperpod-ssm skill: 3 TPS).
 SSM_START_SESSION_PER_SECOND = 3.0
-# Parallel node probes of one CLI sweep (bounded pool; the rate limiter does the pacing).
+# Parallel node probes of one CLI sweep (bounded pool; the rate limiter does the pacing). Bounded by
+# the memory of the machine a person runs it on, not by the rate: each session may hold
+# SSM_SESSION_MAX_OUTPUT_BYTES of a node's answer (a Flight Recorder dump), so 16 at once is 1 GiB
+# at worst. With slow probes this, not StartSession, sets the CLI's pace (20 s probes: 0.8 nodes/s
+# against 3/s; BENCHMARKS.md's sweep section); the monitor sizes its probes at once from the probe
+# time, each in a sandbox of its own.
 SSM_PROBE_WORKERS = 16
 
 # Kubernetes (EKS) collection and checks.
