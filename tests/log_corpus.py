@@ -9,8 +9,9 @@
 
 A source is one GitHub issue or pull-request thread, one repository's file, or one documentation
 page (`source_key`). The cross-validation is grouped by it: an excerpt is scored by the catalog
-less every signature whose `written_from` cites the excerpt's source (`catalog_without`), so a
-signature written from a held-out line never scores that line's thread.
+less every signature whose `written_from` cites the excerpt's source and every class cue whose
+`vocabulary_from` cites it (`catalog_without`), so a signature written from a held-out line never
+scores that line's thread, nor a cue the file its words were read from.
 """
 
 from __future__ import annotations
@@ -62,9 +63,20 @@ def held_out() -> tuple[Excerpt, ...]:
 
 
 def catalog_without(source: str, catalog: Catalog | None = None) -> Catalog:
-    """`catalog` (default: the shipped one) less the signatures written from `source`."""
+    """`catalog` (default: the shipped one) less the signatures written from `source`, and less the
+    class cues whose vocabulary was taken from it.
+
+    A cue cites only runbook sections and pinned emitter source files (`Catalog` rejects a thread or
+    a page), but such a file can be a corpus source too (an excerpt quoted from a repository file).
+    A cue records its sources per class, not per word, so the whole cue of a class that cites
+    `source` is dropped: no word of it may score an excerpt of that source."""
     full = catalog or load_catalog()
     kept = [s for s in full.signatures if source not in {source_key(u) for u in s.written_from}]
-    if len(kept) == len(full.signatures):
-        return full
-    return full.model_copy(update={"signatures": kept})
+    update: dict[str, Any] = {}
+    if len(kept) != len(full.signatures):
+        update["signatures"] = kept
+    if full.cues is not None:
+        cues = [c for c in full.cues.classes if source not in {source_key(u) for u in c.vocabulary_from}]
+        if len(cues) != len(full.cues.classes):
+            update["cues"] = full.cues.model_copy(update={"classes": cues}) if cues else None
+    return full.model_copy(update=update) if update else full

@@ -528,8 +528,8 @@ def test_timestamps_of_common_log_formats() -> None:
 
 
 def _unfiltered_ids(line: str) -> set[str]:
-    # Every signature's regex on the line, with none of the scanner's prefilters (keywords,
-    # context words, block search): what the scanner must reproduce exactly.
+    # Every signature's regex on the line, then the class cues where none matched, with none of the
+    # scanner's prefilters (keywords, context words, block search): what it must reproduce exactly.
     head = line[:4096]
     is_info = "NCCL INFO" in head
     matched: set[str] = set()
@@ -543,7 +543,12 @@ def _unfiltered_ids(line: str) -> set[str]:
             (generic if signature.generic else matched).add(signature.id)
     if any(rule.compiled.search(head) for rule in load_catalog().healthy if not rule.resolves):
         return set()  # a healthy line rule: the line is a notice, not a failure
-    return matched or generic
+    if matched or generic:
+        return matched or generic
+    # No signature: the class cues (their error words found by the same triggers as keywords)
+    cues = load_catalog().cues
+    fired = cues.cue_of(head) if cues is not None else None
+    return {fired[0].id} if fired is not None else set()
 
 
 def test_the_prefilter_never_changes_a_classification() -> None:

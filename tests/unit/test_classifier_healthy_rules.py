@@ -173,6 +173,24 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
             f"{NCCL} initialize:221 NCCL WARN NET/OFI WARNING: OFI_NCCL_PROTOCOL set to invalid value FOO",
         ],
     ),
+    # libfabric src/fabric.c fi_getinfo_: "fi_getinfo: provider %s returned -%d (%s)" for each provider that
+    # answers an error, then `continue` to the next provider; at warn level before 1.9 (5dfd23e) for every
+    # provider, since when the hints name one. Prefixes: "libfabric:%d:%ld::%s:%s:%s():%d<%s> " (now) and
+    # "libfabric:%d:%s:%s:%s():%d<%s> " (before 1.9).
+    "libfabric_provider_probe_no_data": (
+        [
+            f"{EFA.removesuffix('efa:')}core:core:fi_getinfo_():1452<warn> fi_getinfo: provider tcp;ofi_rxm returned "
+            "-61 (No data available)",
+            "libfabric:2287:core:core:fi_getinfo_():888<warn> fi_getinfo: provider ofi_mrail returned -61 (No data "
+            "available)",
+        ],
+        [
+            # the EFA provider itself has no device, and a provider that fails otherwise
+            f"{EFA.removesuffix('efa:')}core:core:fi_getinfo_():1452<warn> fi_getinfo: provider efa returned -61 (No "
+            "data available)",
+            "libfabric:2287:core:core:fi_getinfo_():888<warn> fi_getinfo: provider tcp returned -22 (Invalid argument)",
+        ],
+    ),
 }
 
 

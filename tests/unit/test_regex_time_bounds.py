@@ -6,7 +6,7 @@ way to stall a sweep: one crafted line printed thousands of times would exceed t
 timeout. The patterns are collected automatically, so a new one is covered without editing this
 file:
 
-* the catalog's compiled signatures, exclusions and extractors;
+* the catalog's compiled signatures, exclusions and extractors, and its class cues;
 * every module-level ``re.Pattern`` (alone or inside a tuple/list/dict) of ``hyperpod_nccl.*``;
 * every ``re.compile/search/match/...`` call with a literal pattern found in those modules' source
   (patterns compiled inline inside functions).
@@ -122,6 +122,17 @@ def collect_patterns() -> dict[tuple[str, int, str], tuple[str, re.Pattern[str],
             add(f"catalog:{signature.id}:exclude", signature.compiled_exclude)
         for index, extractor in enumerate(signature.compiled_extract):
             add(f"catalog:{signature.id}:extract[{index}]", extractor)
+    cues = load_catalog().cues
+    if cues is not None:  # the class cues: their vocabulary, and when they fire
+        add("catalog:cues:error", cues.compiled_error)
+        for name in ("harmless", "quiet", "carry_on", "gave_up", "emitter_tags"):
+            compiled = getattr(cues, f"compiled_{name}")
+            if compiled is not None:
+                add(f"catalog:cues:{name}", compiled)
+        for cue in cues.classes:
+            add(f"catalog:{cue.id}:patterns", cue.compiled)
+            if cue.compiled_exclude is not None:
+                add(f"catalog:{cue.id}:exclude", cue.compiled_exclude)
     for module in _modules():
         for where, pattern in _module_patterns(module):
             add(where, pattern)

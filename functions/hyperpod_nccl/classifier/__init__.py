@@ -15,12 +15,25 @@ One input (an excerpt, a log stream, a pod's log) is one scope for two rules of 
   section (`fold_generic_hits`, `Signature.folds`, `Signature.outcome`);
 * healthy rules (`catalog.HealthyRule`): a line its emitter prints on purpose is no failure, and a
   success line settles the failures of listed signatures printed before it (`ScanResult.resolved`).
+
+Two layers recognise a failure. A *signature* knows a message (an emitter's format, a known
+wording) and names its class and runbook section. A *class cue* (`catalog.CueLayer`, the catalog's
+`cues`) is the weaker second layer: per class, the class's own vocabulary ("getaddrinfo",
+"/dev/shm", "Xid", "rendezvous"), tried only on a line that no signature matched, that no healthy
+rule matches, that carries an error word outside a harmless role ("errors: 0", "--error=FILE"),
+that is no INFO/DEBUG line nor a warning its process carries on from, and that does not say it
+carries on ("retrying") without saying it gave up; among the classes whose words are in its message
+(the printing program's syslog tag set aside), the most specific wins (a named cause before
+rendezvous, connectivity, timeout and NCCL). Its hit has the id `cue_<class>`,
+the class's section, the field `by_cue: true` and priority P2 (a warning): "Looks like a <class>
+problem (no known message matched)". It folds like its class's signatures (`by_cue_note` says how
+it was recognised; the verdict takes it as a cause of its own, never as evidence of a kind).
 """
 
 from __future__ import annotations
 
 from hyperpod_nccl.classifier.catalog import Catalog, Signature, load_catalog
-from hyperpod_nccl.classifier.findings import hit_status, hits_to_findings
+from hyperpod_nccl.classifier.findings import by_cue_note, hit_status, hits_to_findings
 from hyperpod_nccl.classifier.scanner import (
     Scanner,
     ScanResult,
@@ -38,6 +51,7 @@ __all__ = [
     "Scanner",
     "Signature",
     "SignatureHit",
+    "by_cue_note",
     "fold_generic_hits",
     "hit_status",
     "hits_to_findings",

@@ -3,6 +3,9 @@
 A signature names a failure class in the real wording families of NCCL, PyTorch, aws-ofi-nccl,
 libfabric, the NVIDIA driver, the kernel, Slurm and Kubernetes, and points at the specific
 runbook section (a constant name of `hyperpod_nccl.references`).
+
+Class cues (`CueLayer`, the catalog's `cues`) are the second, weaker layer: per failure class, the
+class's own vocabulary, tried only on an error line no signature recognised (see the scanner).
 """
 
 from __future__ import annotations
@@ -208,6 +211,168 @@ class HealthyRule(BaseModel):
         return _compile_alternation(self.patterns, self.case_sensitive)
 
 
+# A cue hit's id is `cue_<class>`: no signature may take that prefix.
+CUE_PREFIX = "cue_"
+# Where a cue's vocabulary may come from (`Catalog._cues_known`): a runbook section
+# ("references/debugging-guide.md § 12"), or an emitter's source file pinned to the commit read
+# that a signature of the same class also cites. Never an issue or pull-request thread, a
+# discussion or a web page: those are what the log corpora are made of, and the leave-one-source-out
+# scoring (`tests/log_corpus.catalog_without`) can only keep a cue away from its own source when the
+# cue names it; a file that is also a corpus source is named, and catalog_without drops the cue.
+_RUNBOOK_SECTION = re.compile(r"^references/[\w.-]+\.md § [\w.]+$")
+_PINNED_SOURCE_FILE = re.compile(r"^https://github\.com/[\w.-]+/[\w.-]+/blob/[0-9a-f]{40}/\S+$")
+
+
+class Cue(BaseModel):
+    """One failure class's own vocabulary: the words its failures are told in, whoever tells them
+    (another tool, a wrapper's paraphrase, a user's copy), as bounded regexes.
+
+    Weaker than a signature: a cue never names a message, only a subject. It is tried only on a
+    line that carries an error word and that no signature recognised (`CueLayer`); a hit is marked
+    `by_cue` and has the layer's priority (P2, a warning)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cls: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    # How a report names the class: "Looks like a <name> problem (no known message matched)".
+    name: str
+    # The section the class is fixed in: the one its most general signature points at.
+    reference: str
+    # What a hit does in its input, as its class's most general signature does: a "cause" (generic
+    # errors fold under it), an "outcome" (how a job ended: nothing folds under it), or "folds" (a
+    # failure that names no cause: it folds under one, `Signature.folds`).
+    role: Literal["cause", "outcome", "folds"] = "cause"
+    patterns: Patterns = Field(min_length=1)
+    # A line matching one of these is not this class (another subject sharing a word).
+    exclude: Patterns = Field(default_factory=list)
+    # Where the words come from: runbook sections and pinned emitter source files that the class's
+    # signatures cite (checked by `Catalog`); never a thread or a page, the stuff corpora are made of.
+    vocabulary_from: list[str] = Field(min_length=1)
+
+    @field_validator("reference")
+    @classmethod
+    def _known_reference(cls, value: str) -> str:
+        if not isinstance(getattr(references, value, None), Reference):
+            raise ValueError(f"unknown reference constant {value!r} (see hyperpod_nccl/references.py)")
+        return value
+
+    @property
+    def id(self) -> str:
+        """The id of this cue's hits: `cue_<class>`."""
+        return f"{CUE_PREFIX}{self.cls}"
+
+    @cached_property
+    def compiled(self) -> re.Pattern[str]:
+        """The vocabulary as one alternation."""
+        return _compile_alternation(self.patterns, case_sensitive=False)
+
+    @cached_property
+    def compiled_exclude(self) -> re.Pattern[str] | None:
+        """The exclusion guard, or None."""
+        return _compile_alternation(self.exclude, case_sensitive=False) if self.exclude else None
+
+
+class CueLayer(BaseModel):
+    """The class cues and when they fire (the catalog's `cues`).
+
+    A cue fires on a line only when (a) no signature matched the line (a generic hit of another
+    line of the same input, a bare "NCCL WARN", folds under a cue hit of a cause as under any
+    cause); (b) no healthy line rule matches it; (c) the line carries an error word (`error_words`,
+    `error_names`) outside a harmless role (`harmless`: "errors: 0", "Uncorrectable Error   : 0",
+    "ECC Errors" as a heading, "no errors", "--error=FILE"); (d) it is no INFO/DEBUG line of a
+    program that prints levels nor an in-process warning the program carries on from
+    (`quiet_levels`: glog/PyTorch/klog `W`, Python's `warnings`, UCX `WARN`), no line that says it
+    succeeded (`quiet`), and no line that says it carries on (`carry_on`: "retrying", "ignored")
+    unless it also says it gave up (`gave_up`: "giving up", "failed after 3 retries"); and (e) a
+    class's vocabulary is on the line once the name of the program that printed it is set aside
+    (`emitter_tags`: "slurmd[23484]:" says who speaks, not what failed): the first such class of
+    `classes`, which are listed most specific first (a named cause before the generic
+    `rendezvous`, `k8s`, `slurm`, `connectivity`, `timeout` and `nccl_error`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    priority: Priority = Priority.P2
+    # Lower-case ASCII literals, one of which every error word contains (the scanner's prefilter
+    # finds them with the signatures' keywords, in the same one pass).
+    triggers: Keywords = Field(min_length=1)
+    error_words: Patterns = Field(min_length=1)  # matched case-insensitively
+    error_names: Patterns = Field(default_factory=list)  # case-sensitive: "RuntimeError", "cudaErrorX"
+    harmless: Patterns = Field(default_factory=list)  # removed from the line before error words are sought
+    quiet: Patterns = Field(default_factory=list)  # a line matching one is never a cue hit
+    # A line matching one is no cue hit unless it also matches `gave_up` (case-insensitive both).
+    carry_on: Patterns = Field(default_factory=list)
+    gave_up: Patterns = Field(default_factory=list)
+    quiet_levels: Patterns = Field(default_factory=list)  # case-sensitive: "NCCL INFO", "[INFO]", "I1207 ..."
+    # The printing program's own name in its log prefix (case-sensitive), set aside before the
+    # classes' vocabulary is sought.
+    emitter_tags: Patterns = Field(default_factory=list)
+    classes: list[Cue] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _one_per_class(self) -> CueLayer:
+        names = [cue.cls for cue in self.classes]
+        if len(names) != len(set(names)):
+            raise ValueError("a class has two cue entries")
+        return self
+
+    @cached_property
+    def compiled_error(self) -> re.Pattern[str]:
+        """Error words (case-insensitive) and error names (case-sensitive) as one pattern."""
+        words = [f"(?i:{pattern})" for pattern in self.error_words]
+        return re.compile("|".join(f"(?:{p})" for p in [*words, *self.error_names]), re.ASCII)
+
+    @cached_property
+    def compiled_harmless(self) -> re.Pattern[str] | None:
+        """Error words in a harmless role, or None."""
+        return _compile_alternation(self.harmless, case_sensitive=False) if self.harmless else None
+
+    @cached_property
+    def compiled_quiet(self) -> re.Pattern[str] | None:
+        """Lines that are never cue hits (INFO levels, in-process warnings, success), or None."""
+        parts = [f"(?i:{pattern})" for pattern in self.quiet] + list(self.quiet_levels)
+        return re.compile("|".join(f"(?:{p})" for p in parts), re.ASCII) if parts else None
+
+    @cached_property
+    def compiled_carry_on(self) -> re.Pattern[str] | None:
+        """Lines that say the program carries on (no cue hit unless they also say it gave up), or None."""
+        return _compile_alternation(self.carry_on, case_sensitive=False) if self.carry_on else None
+
+    @cached_property
+    def compiled_gave_up(self) -> re.Pattern[str] | None:
+        """A final failure said beside a carry-on word ("retrying ... giving up"), or None."""
+        return _compile_alternation(self.gave_up, case_sensitive=False) if self.gave_up else None
+
+    @cached_property
+    def compiled_emitter_tags(self) -> re.Pattern[str] | None:
+        """The printing program's name in its log prefix, or None."""
+        return _compile_alternation(self.emitter_tags, case_sensitive=True) if self.emitter_tags else None
+
+    def silenced(self, line: str) -> bool:
+        """Whether `line` is no cue candidate whatever its words: a quiet level or wording, or a
+        carry-on wording without a give-up (condition (d) of the class docstring)."""
+        quiet = self.compiled_quiet
+        if quiet is not None and quiet.search(line):
+            return True
+        carry_on, gave_up = self.compiled_carry_on, self.compiled_gave_up
+        return bool(carry_on is not None and carry_on.search(line) and not (gave_up and gave_up.search(line)))
+
+    def cue_of(self, line: str) -> tuple[Cue, str] | None:
+        """The class whose cue fires on `line` (a line's head, decoded) and the vocabulary word that
+        matched, by conditions (c) to (e) of the class docstring; None when no cue fires."""
+        if self.silenced(line):
+            return None
+        harmless = self.compiled_harmless
+        if self.compiled_error.search(harmless.sub(" ", line) if harmless is not None else line) is None:
+            return None
+        tags = self.compiled_emitter_tags
+        subject = tags.sub(" ", line) if tags is not None else line
+        for cue in self.classes:
+            found = cue.compiled.search(subject)
+            if found is not None and not (cue.compiled_exclude is not None and cue.compiled_exclude.search(line)):
+                return cue, found.group()
+        return None
+
+
 class FailureClass(BaseModel):
     """What a failure class means and the read-only commands that confirm it."""
 
@@ -233,11 +398,15 @@ class Catalog(BaseModel):
     signatures: list[Signature]
     # Lines that read like failures but are not, or that settle earlier failures (`HealthyRule`).
     healthy: list[HealthyRule] = Field(default_factory=list)
+    # The class cues, the weaker second layer (`CueLayer`); None: signatures only.
+    cues: CueLayer | None = None
 
     @model_validator(mode="after")
     def _unique(self) -> Catalog:
         seen: set[str] = set()
         for signature in self.signatures:
+            if signature.id.startswith(CUE_PREFIX):
+                raise ValueError(f"signature {signature.id}: the prefix {CUE_PREFIX!r} is the class cues'")
             if signature.id in seen:
                 raise ValueError(f"duplicate signature id {signature.id}")
             seen.add(signature.id)
@@ -250,7 +419,26 @@ class Catalog(BaseModel):
             unknown = [signature_id for signature_id in rule.resolves if signature_id not in seen]
             if unknown:
                 raise ValueError(f"healthy rule {rule.id} resolves unknown signatures {unknown}")
+        self._cues_known()
         return self
+
+    def _cues_known(self) -> None:
+        """Every cue names a described class and cites runbook sections or pinned source files that
+        its class's signatures also cite, never a thread or a page (`_PINNED_SOURCE_FILE`)."""
+        for cue in self.cues.classes if self.cues else []:
+            if cue.cls not in self.classes:
+                raise ValueError(f"cue of {cue.cls!r}: the class is not described in `classes`")
+            cited = {url for s in self.signatures if s.cls == cue.cls for url in s.written_from}
+            for source in cue.vocabulary_from:
+                if _RUNBOOK_SECTION.match(source):
+                    continue
+                if not _PINNED_SOURCE_FILE.match(source):
+                    raise ValueError(
+                        f"cue of {cue.cls}: {source!r} is neither a runbook section nor a pinned source file"
+                        " (a thread or a page is what the corpora are made of: a cue never cites one)"
+                    )
+                if source not in cited:
+                    raise ValueError(f"cue of {cue.cls}: {source!r} is a source none of its class's signatures cite")
 
     def by_id(self, signature_id: str) -> Signature:
         """The signature with this id (KeyError when unknown)."""

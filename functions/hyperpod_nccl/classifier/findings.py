@@ -12,6 +12,20 @@ if TYPE_CHECKING:  # the checks package imports the inventory, which imports thi
     from hyperpod_nccl.checks import Check
 
 
+# Fields a class cue's hit carries (`by_cue`, and `cue`, the words that matched): said in words.
+_CUE_FIELDS = ("by_cue", "cue")
+
+
+def by_cue_note(hit: SignatureHit) -> str:
+    """What a reader is told about a hit of a class cue: how it was recognised, and so how far to trust it."""
+    words = hit.fields.get("cue")
+    return (
+        f"recognised by the vocabulary of the {hit.cls} class"
+        + (f" ({words!r})" if words else "")
+        + ", not by a known message: confirm before acting"
+    )
+
+
 def hit_status(hit: SignatureHit) -> Status:
     """P0/P1 signatures fail; P2 (unclassified warnings) only warn."""
     return Status.WARN if hit.priority is Priority.P2 else Status.FAIL
@@ -35,7 +49,10 @@ def hits_to_findings(
         seen = ""
         if hit.first_seen:
             seen = f"; first {hit.first_seen}" + (f", last {hit.last_seen}" if hit.last_seen != hit.first_seen else "")
-        facts = ", ".join(f"{k}={v}" for k, v in hit.fields.items() if v not in (None, ""))
+        facts = ", ".join(f"{k}={v}" for k, v in hit.fields.items() if v not in (None, "") and k not in _CUE_FIELDS)
+        if hit.fields.get("by_cue") is True:
+            # A class cue (catalog.CueLayer): the words of a class, not one of its known messages.
+            facts = "; ".join(filter(None, [by_cue_note(hit), facts]))
         if hit.folded:
             # The generic errors this cause explains: named, and their last line kept as evidence.
             explained = ", ".join(f"{folded.title} ({folded.count})" for folded in hit.folded)

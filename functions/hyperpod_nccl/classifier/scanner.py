@@ -15,6 +15,64 @@ C speed on whole blocks rather than line by line in Python:
 
 Everything the prefilter decides is derived from the catalog (`keywords`, `requires`,
 `allow_info`); a unit test checks that it never changes a classification.
+
+Class cues, the second and weaker layer (`catalog.CueLayer`, the catalog's `cues`): a line that
+carries an error word but that no signature recognised is read once more for the vocabulary of a
+failure class ("getaddrinfo", "/dev/shm", "Xid", "rendezvous"), so that wording no signature was
+written for (another tool's message, a wrapper's paraphrase, a user's copy) still points at the
+class's section. A cue fires only when
+
+* no signature matched the line (a signature knows the message; a generic one, a bare "NCCL WARN"
+  of another line of the same input, folds under a cue hit of a cause as under any cause: issue 16,
+  point 4);
+* no healthy line rule matches the line;
+* the line carries an error word ("error", "failed", "unable", "refused", "timed out", a
+  `RuntimeError`...) outside a harmless role ("errors: 0", "Uncorrectable Error      : 0",
+  "Remapping Failure Occurred : No", "ECC Errors" alone as a heading, "no errors found",
+  "--error=job.err", "if the connection fails", the text a shell `echo` prints or `grep` seeks);
+* it is no INFO/DEBUG line of a program that prints levels ("NCCL INFO", "[INFO]", "level=info",
+  glog's "I1207 ..."), no in-process warning (below), no line that says it succeeded ("passed"),
+  and no line that says it carries on ("retrying", "will retry", "ignored") unless it also says it
+  gave up ("giving up", "failed after 3 retries", "retries exhausted", "aborting");
+* a class's vocabulary is on it once the printing program's syslog tag is set aside
+  ("node slurmd[23484]: error: ..." names who speaks, not what failed; a bare "srun: error:" prefix
+  is kept, it is also how tools name a message's subject): the first such class in the catalog's
+  order, most specific first (a named cause before `rendezvous`, `k8s`, `slurm`, `connectivity`,
+  `timeout` and `nccl_error`).
+
+Decisions on what the cue layer reads (each tested in tests/unit/test_classifier_cues.py, and
+measured on real healthy runs, tests/data/log_corpus/healthy_runs.json):
+
+* Warning levels. A warning is silent when the process that prints it carries on from it and has
+  an error level it uses when it cannot: PyTorch's TORCH_WARN ("[W socket.cpp:663]",
+  "[rank0]:[W1206 ...]"), glog/klog "W1207 ...", TensorFlow's and SageMaker's "<time>: W file:N]",
+  tagged "[NeMo W <date>", UCX "WARN", Python's `warnings` module ("x.py:12: UserWarning: ..." and
+  the `warnings.warn(...)` source line it echoes) and Slurm, whose log.c has no warning level at
+  all ("srun: Warning: can't run 1 processes on 2 nodes, setting nnodes to 1" is an info() text of
+  a setting it adjusted). When such a process cannot carry on, the failure comes again as an
+  E-level line, an exception or "error:"/"fatal:" (Gloo's "Unable to resolve hostname ... Using the
+  loopback address as fallback" warning is followed, when it matters, by "Gloo connectFullMesh
+  failed"). A warning that reports a failure is read: a launcher's or agent's Python `logging`
+  WARNING about its workers ("WARNING:torch.distributed.elastic...:... failed"), "[WARN]",
+  "level=warning", and every error level. The levels silence cues only, never a signature (a CUDA
+  initialization failure printed as a UserWarning stays a finding).
+* Carrying on. "retrying", "will retry", "ignored" say the program goes on, so the line is no cue
+  hit; the same line that also says it stopped ("... retrying ... giving up", "failed after 3
+  retries", "max retries exceeded", "aborting") is one. "falling back" is not a carry-on word: it is
+  the symptom of the `tcp_fallback` class ("falling back to sockets").
+* Where the words come from. A cue cites runbook sections and pinned emitter source files that a
+  signature of its class also cites, never a thread or a page (`catalog.Catalog` rejects one): the
+  corpora are made of threads and pages, and the leave-one-source-out scoring can keep a cue away
+  from an excerpt only through a source the cue names. A pinned file can still be a corpus source
+  (an excerpt quoted from it), so `tests/log_corpus.catalog_without` drops every cue that cites the
+  source left out, the whole cue (its sources are recorded per class, not per word).
+
+A cue hit is an ordinary hit of its class and section, with the id `cue_<class>`, the title
+"Looks like a <class> problem (no known message matched)", the field `by_cue: true` (and `cue`, the
+words that matched) and the layer's priority, P2: a warning, never a failure by itself. It folds and
+is folded by its class's role (a cause, an outcome, or a failure that folds under a cause). The
+error words are among the prefilter's triggers, so cue candidates are found in the same one pass;
+the cue regexes run only on candidate lines without a hit.
 """
 
 from __future__ import annotations
@@ -28,7 +86,16 @@ from typing import BinaryIO, TypeVar
 from pydantic import BaseModel, Field
 
 from hyperpod_nccl import xid as xid_facts
-from hyperpod_nccl.classifier.catalog import Catalog, HealthyRule, Signature, group_fields, load_catalog
+from hyperpod_nccl.classifier.catalog import (
+    CUE_PREFIX,
+    Catalog,
+    Cue,
+    CueLayer,
+    HealthyRule,
+    Signature,
+    group_fields,
+    load_catalog,
+)
 from hyperpod_nccl.models.findings import Priority
 from hyperpod_nccl.models.logs import FoldedHit, SignatureHit
 from hyperpod_nccl.models.node_probe import canonical_pci_bus_id
@@ -251,6 +318,11 @@ class _Prefilter:
     context_rules: tuple[tuple[HealthyRule, tuple[bytes, ...]], ...]
     # signature id → the context rules that settle it
     settled_by: dict[str, tuple[HealthyRule, ...]]
+    # The class cues (None: signatures only), their error-word keywords, and the signature a hit of
+    # each class's cue is recorded as (class → `cue_<class>`).
+    cues: CueLayer | None
+    cue_words: frozenset[bytes]
+    cue_signatures: dict[str, Signature]
 
 
 # The catalogs whose prefilter is built, by identity (the catalog is kept, so its id is not reused):
@@ -272,14 +344,38 @@ def _prefilter(catalog: Catalog) -> _Prefilter:
     return tables
 
 
+def cue_signature(cue: Cue, layer: CueLayer) -> Signature:
+    """The signature a hit of `cue` is recorded as: `cue_<class>`, the class's section and role,
+    the layer's priority (never part of `Catalog.signatures`)."""
+    return Signature(
+        id=cue.id,
+        cls=cue.cls,
+        title=f"Looks like a {cue.name} problem (no known message matched)",
+        priority=layer.priority,
+        reference=cue.reference,
+        keywords=list(layer.triggers),
+        patterns=list(cue.patterns),
+        folds=cue.role == "folds",
+        outcome=cue.role == "outcome",
+    )
+
+
 def _build_prefilter(catalog: Catalog) -> _Prefilter:
     order = {s.id: i for i, s in enumerate(catalog.signatures)}
+    cues = catalog.cues
+    cue_signatures = {cue.cls: cue_signature(cue, cues) for cue in cues.classes} if cues else {}
+    for signature in cue_signatures.values():  # after every signature of the same priority
+        order[signature.id] = len(order)
     matchable = [s for s in catalog.signatures if not s.synthetic]
     by_keyword: dict[bytes, list[Signature]] = {}
     for signature in matchable:
         for keyword in signature.keywords:
             by_keyword.setdefault(keyword.encode(), []).append(signature)
     by_keyword.setdefault(VERSION_KEYWORD, [])  # version banners feed the drift analysis
+    # The error words of the cues are keywords that admit no signature: found in the same pass.
+    cue_words = frozenset(word.encode() for word in cues.triggers) if cues else frozenset()
+    for word in cue_words:
+        by_keyword.setdefault(word, [])
     keywords = tuple(sorted(by_keyword))
     # INFO lines get their own shorter lists since only allow_info signatures apply to them.
     admitted: dict[bool, dict[bytes, list[_Admitted]]] = {
@@ -319,8 +415,10 @@ def _build_prefilter(catalog: Catalog) -> _Prefilter:
         keywords_of=keywords_of,
         info_gate=info_gate,
         markers={marker.lower().encode(): marker for marker in catalog.success_markers},
-        folding=frozenset(s.id for s in catalog.signatures if s.generic or s.folds),
-        not_causes=frozenset(s.id for s in catalog.signatures if s.generic or s.folds or s.outcome),
+        folding=frozenset(s.id for s in [*catalog.signatures, *cue_signatures.values()] if s.generic or s.folds),
+        not_causes=frozenset(
+            s.id for s in [*catalog.signatures, *cue_signatures.values()] if s.generic or s.folds or s.outcome
+        ),
         healthy_lines=tuple(rule for rule in catalog.healthy if not rule.resolves),
         context_rules=tuple(
             (rule, tuple(keyword.encode() for keyword in rule.keywords)) for rule in catalog.healthy if rule.resolves
@@ -330,6 +428,9 @@ def _build_prefilter(catalog: Catalog) -> _Prefilter:
             for signature in catalog.signatures
             if any(signature.id in rule.resolves for rule in catalog.healthy)
         },
+        cues=cues,
+        cue_words=cue_words,
+        cue_signatures=cue_signatures,
     )
 
 
@@ -354,6 +455,8 @@ class Scanner:
         self._folding, self._not_causes = tables.folding, tables.not_causes
         self._healthy_lines, self._context_rules = tables.healthy_lines, tables.context_rules
         self._settled_by = tables.settled_by
+        self._cues, self._cue_words = tables.cues, tables.cue_words
+        self._cue_signatures = tables.cue_signatures
         # context rule id → offset of the start of its last success line; looked for only once a
         # failure some rule settles was recorded (a success line before it can settle nothing)
         self._settled_at: dict[str, int] = {}
@@ -426,7 +529,7 @@ class Scanner:
         self._note_markers(lowered)
         found = [k for k in self._keywords if k in lowered]
         if found:
-            self._classify(raw.rstrip(b"\r\n"), lowered, found, timestamp, position)
+            self._line(raw.rstrip(b"\r\n"), lowered, found, timestamp, position)
         if self._settleable:
             self._note_success_lines(raw, lowered, position)
 
@@ -474,7 +577,7 @@ class Scanner:
                     if keyword in head and keyword not in found:
                         found.append(keyword)
             if found:
-                self._classify(block[start:end].rstrip(b"\r"), head, found, None, base + start)
+                self._line(block[start:end].rstrip(b"\r"), head, found, None, base + start)
         if self._settleable:  # after the block's failures: only its last success line counts
             self._note_success_lines(block, lowered, base)
 
@@ -530,10 +633,32 @@ class Scanner:
                         break
                     end = start
 
+    def _line(self, raw: bytes, lowered: bytes, keywords: list[bytes], timestamp: str | None, position: int) -> None:
+        """Classify one candidate line: its signatures, then, when none named what failed and an
+        error word is on it, the class cues."""
+        settled = self._classify(raw, lowered, keywords, timestamp, position)
+        if not settled and self._cues is not None and not self._cue_words.isdisjoint(keywords):
+            self._cue(raw, timestamp, position)
+
+    def _cue(self, raw: bytes, timestamp: str | None, position: int) -> None:
+        """Record the hit of the class cue that fires on this line, if one does (module docstring)."""
+        assert self._cues is not None
+        head = raw[:MAX_MATCH_BYTES].decode("utf-8", errors="replace")
+        fired = self._cues.cue_of(head)
+        if fired is None:
+            return
+        cue, word = fired
+        if any(rule.compiled.search(head) for rule in self._healthy_lines):
+            return
+        self._record(self._cue_signatures[cue.cls], head, {"cue": word}, timestamp, position)
+
     def _classify(
         self, raw: bytes, lowered: bytes, keywords: list[bytes], timestamp: str | None, position: int
-    ) -> None:
-        """Try the signatures admitted by `keywords` (found in `lowered`, the lower-cased head)."""
+    ) -> bool:
+        """Try the signatures admitted by `keywords` (found in `lowered`, the lower-cased head).
+
+        True when a signature matched the line (then it was recorded, or a healthy line rule
+        matched it): no class cue is tried on it."""
         head_bytes = raw[:MAX_MATCH_BYTES]
         admitted = self._admitted[INFO_MARKER in head_bytes]
         signatures: dict[int, Signature] = {}
@@ -550,7 +675,7 @@ class Scanner:
                 signatures[order] = signature
         has_version = VERSION_KEYWORD in keywords
         if not signatures and not has_version:
-            return
+            return False
         head = head_bytes.decode("utf-8", errors="replace")
         if has_version:
             self._record_version(head)
@@ -566,9 +691,10 @@ class Scanner:
                 continue
             (generic if signature.generic else matched).append((signature, group_fields(match)))
         if (matched or generic) and any(rule.compiled.search(head) for rule in self._healthy_lines):
-            return  # a notice its emitter prints on purpose (a healthy line rule)
+            return True  # a notice its emitter prints on purpose (a healthy line rule)
         for signature, fields in matched or generic:
             self._record(signature, head, fields, timestamp, position)
+        return bool(matched or generic)
 
     def _record(
         self, signature: Signature, line: str, fields: dict[str, str], timestamp: str | None, position: int
@@ -697,6 +823,8 @@ def _to_hit(group: _Group) -> SignatureHit:
     priority, reference = signature.priority, signature.ref
     if signature.split_by == "xid" and "xid" in group.values:
         priority, reference = _enrich_xid(fields, group.values["xid"])
+    if signature.id.startswith(CUE_PREFIX):
+        fields["by_cue"] = True  # recognised by its class's vocabulary, not by a known message
     return SignatureHit(
         id=signature.id,
         cls=signature.cls,

@@ -556,6 +556,10 @@ def _read_from(finding: Finding, streams: frozenset[str]) -> bool:
 def classify(finding: Finding) -> str | None:
     """The cause kind `finding` is evidence of, or None when `CLASSIFICATION` does not know it
     (then the finding is a cause of its own). A software Xid is not hardware evidence."""
+    if finding.fields.get("by_cue") is True:
+        # A class cue's hit (`cue_<class>`: the class's words, no known message) is a P2 hint of a
+        # cause of its own: never evidence of a kind, whose priority (P0 for GPU hardware) it would take.
+        return None
     signature = base_signature(finding)
     for entry in CLASSIFICATION:
         if entry.check != finding.check_id:
