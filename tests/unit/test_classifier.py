@@ -348,6 +348,16 @@ SIGNATURE_CASES: dict[str, tuple[str, str]] = {
     "nvlink_error": ("NVLink 4 on GPU 2 is inactive: link down", "NVLink bandwidth 450 GB/s"),
     "neuron_unrecoverable": ("nrt_execute status=NRT_UNRECOVERABLE_ERROR", "nrt_init ok"),
     "peer_access": ("CUDA error: peer access is not supported between these two devices", "peer access enabled"),
+    "p2p_unavailable": (
+        "host:1:1 [0] NCCL INFO P2P is disabled between connected GPUs 1 and 0. You can repress this message with "
+        "NCCL_IGNORE_DISABLED_P2P=1.",
+        "Device=0 CAN Access Peer Device=1",
+    ),
+    "socket_ifname_selection": ('Cannot find device "eth1"', "ip -br addr: eth0 UP 10.1.2.3/24"),
+    "hma_health_record": (
+        'Node condition NvidiaErrorReboot is now: True, reason: XidHardwareFailure, message: "NVRM: Xid 79"',
+        'Node condition NvidiaErrorReboot is now: False, reason: NvidiaGPUHealthy, message: "NVIDIA GPUs are healthy"',
+    ),
     "nvls_topology": (
         "host:1:1 [0] transport/nvls.cc:161 NCCL WARN Cuda failure 1 'invalid argument'",
         "NVLS comm 0x1",

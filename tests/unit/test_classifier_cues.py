@@ -39,10 +39,14 @@ CUE_CASES: dict[str, list[str]] = {
     "dns": [
         "launcher.py: ERROR cannot resolve trainer-0.trainer-svc, giving up",  # INVENTED
         "resolver error: NXDOMAIN for master-0.trainer-svc",  # INVENTED
+        "ray: error: c-ares gave up on gcs-head after 3 attempts",  # INVENTED
     ],
     "socket_ifname": [
         "mpirun: error: btl_tcp_if_include names an interface that is not on this host",  # INVENTED
         "Fatal: NCCL_SOCKET_IFNAME points at nothing usable on worker-3",  # INVENTED
+        "mpirun: error: oob_tcp_if_include=ib0 matches no device here",  # INVENTED
+        "launcher error: UCX_NET_DEVICES lists mlx5_3:1, absent on this node",  # INVENTED
+        "hydra: error: the -iface option names eth7, aborting",  # INVENTED
     ],
     "memlock": [
         "ERROR: max locked memory is 64 kB, the job needs unlimited",  # INVENTED
@@ -51,6 +55,7 @@ CUE_CASES: dict[str, list[str]] = {
     "shm": [
         "worker 3: fatal: shm quota of the pod exhausted",  # INVENTED
         "ERROR: shm_open of the ring buffer failed",  # INVENTED
+        "DataLoader error: torch_shm_manager exited before the worker started",  # INVENTED
     ],
     "efa": [
         "setup-efa.sh: error: libfabric provider list is empty on this node",  # INVENTED
@@ -62,6 +67,7 @@ CUE_CASES: dict[str, list[str]] = {
     "p2p": [
         "ERROR: P2P between GPU 2 and GPU 5 is disabled on this board",  # INVENTED
         "unable to open IPC handle exported by rank 1",  # INVENTED
+        "kernel: DMAR fault on 0000:3b:00.0, blocked transaction (error)",  # INVENTED
     ],
     "version": [
         "ERROR: the plugin was compiled with an older NCCL than the one loaded",  # INVENTED
@@ -115,9 +121,12 @@ CUE_CASES: dict[str, list[str]] = {
     ],
     "lifecycle": [
         "ERROR: lifecycle step install_packages failed with status 1",  # INVENTED
+        "on_create_main.sh: step 4 failed, see the provisioning log",  # INVENTED
+        "lifecycle_script.py exited with an error in setup_sssd",  # INVENTED
     ],
     "hma": [
         "node i-0abc123 failed the deep health check, marked for replacement",  # INVENTED
+        "i-0abc123: GPU fault, the repair action failed and the node stays cordoned",  # INVENTED
     ],
     "nccl_error": [
         "ERROR: the NCCL communicator could not be split for pipeline group 3",  # INVENTED
@@ -169,6 +178,9 @@ LOOK_ALIKES: list[str] = [
     'grep -i "nccl error" slurm-4211.out',  # INVENTED
     "#SBATCH --error=%x-%j.err   # error file of the NCCL test",  # INVENTED
     "If the job fails in case of hardware failure, srun --auto-resume=1 resubmits it",  # INVENTED
+    # a program that says it goes on without the failed part
+    "[WARN] could not query the EFA device list - proceeding without EFA verification",  # INVENTED
+    "p2p probe failed on GPU 3, continuing without peer access checks",  # INVENTED
 ]
 
 

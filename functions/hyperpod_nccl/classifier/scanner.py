@@ -56,10 +56,12 @@ measured on real healthy runs, tests/data/log_corpus/healthy_runs.json):
   WARNING about its workers ("WARNING:torch.distributed.elastic...:... failed"), "[WARN]",
   "level=warning", and every error level. The levels silence cues only, never a signature (a CUDA
   initialization failure printed as a UserWarning stays a finding).
-* Carrying on. "retrying", "will retry", "ignored" say the program goes on, so the line is no cue
-  hit; the same line that also says it stopped ("... retrying ... giving up", "failed after 3
-  retries", "max retries exceeded", "aborting") is one. "falling back" is not a carry-on word: it is
-  the symptom of the `tcp_fallback` class ("falling back to sockets").
+* Carrying on. "retrying", "will retry", "ignored", "proceeding without" say the program goes on
+  (a lifecycle script's "[WARN] Could not determine instance AZ - proceeding without EFA
+  verification"), so the line is no cue hit; the same line that also says it stopped ("...
+  retrying ... giving up", "failed after 3 retries", "max retries exceeded", "aborting") is one.
+  "falling back" is not a carry-on word: it is the symptom of the `tcp_fallback` class ("falling
+  back to sockets").
 * Where the words come from. A cue cites runbook sections and pinned emitter source files that a
   signature of its class also cites, never a thread or a page (`catalog.Catalog` rejects one): the
   corpora are made of threads and pages, and the leave-one-source-out scoring can keep a cue away

@@ -407,6 +407,7 @@ OWN_CAUSE_SIGNATURES = frozenset(
         "world_size_mismatch",  # the launcher's configuration
         "dns_failure",  # the name service, not the network rules
         "socket_ifname",  # NCCL_SOCKET_IFNAME names no interface
+        "socket_ifname_selection",  # a launcher's or transport's interface setting matches no device
         "efa_health_check_failed",  # HyperPod's provisioning check: hardware or the group, not known here
         "efa_provider_error",  # libfabric / the EFA driver on the node
         "ibverbs_efa_provider",  # rdma-core's EFA provider missing or mismatched in the image or on the node
@@ -448,10 +449,10 @@ CLASSIFICATION: tuple[Classify, ...] = (
     *_log("gpu_hardware", "nvrm_init_failed"),  # the driver could not bring the GPU up
     # the health-monitoring agent's own lines: the same fault `logs.hma_detections` reports
     *_log("gpu_hardware", "hma_detection", "hma_node_health_event"),
-    *_log("node_unhealthy", "hyperpod_deep_health_check", "hyperpod_node_action"),
+    *_log("node_unhealthy", "hyperpod_deep_health_check", "hyperpod_node_action", "hma_health_record"),
     *_log("gpu_memory_health", "row_remap", "dcgm_failure"),
     *_log("cuda_fault", "cuda_illegal_access", "nccl_cuda_error", "cuda_runtime_error"),
-    *_log("gpu_p2p", "peer_access"),
+    *_log("gpu_p2p", "peer_access", "p2p_unavailable"),
     *_log("lifecycle_script", "lifecycle_failure"),
     # the network between ranks, and the rendezvous before it
     *_log("peer_connection_failed", "nccl_connect_failed", "ib_completion_error", "efa_peer_unreachable"),
