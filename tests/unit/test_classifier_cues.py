@@ -25,7 +25,7 @@ import pytest
 from hyperpod_nccl import references
 from hyperpod_nccl.checks import discover
 from hyperpod_nccl.classifier import Catalog, hits_to_findings, load_catalog, scan_text
-from hyperpod_nccl.classifier.catalog import HealthyRule
+from hyperpod_nccl.classifier.catalog import HealthyRule, is_reference_name
 from hyperpod_nccl.cli.commands.triage import render_text
 from hyperpod_nccl.models.findings import Priority, Status
 from hyperpod_nccl.verdict.kinds import classify
@@ -218,13 +218,12 @@ def test_every_class_has_a_cue_in_the_section_of_its_signatures() -> None:
 def test_every_cue_cites_runbook_sections_that_exist_and_its_classs_sources() -> None:
     catalog = load_catalog()
     for cue in CUES.classes:
-        runbook = [s for s in cue.vocabulary_from if s.startswith("references/")]
+        runbook = [s for s in cue.vocabulary_from if is_reference_name(s)]
         assert runbook, f"{cue.cls}: no runbook section cited"
         for cited in runbook:
-            file, section = cited.removeprefix("references/").split(" § ")
-            assert references.section_heading(references.Reference(file=file, section=section)), cited
+            assert references.section_heading(getattr(references, cited)), cited
         sources = {url for s in catalog.signatures if s.cls == cue.cls for url in s.written_from}
-        assert all(s in sources for s in cue.vocabulary_from if not s.startswith("references/")), cue.cls
+        assert all(s in sources for s in cue.vocabulary_from if not is_reference_name(s)), cue.cls
     broken = catalog.model_dump()
     broken["cues"]["classes"][0]["vocabulary_from"] = ["https://example.com/a-corpus-thread"]
     with pytest.raises(ValueError, match="neither a runbook section"):

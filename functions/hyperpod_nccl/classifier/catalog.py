@@ -213,14 +213,18 @@ class HealthyRule(BaseModel):
 
 # A cue hit's id is `cue_<class>`: no signature may take that prefix.
 CUE_PREFIX = "cue_"
-# Where a cue's vocabulary may come from (`Catalog._cues_known`): a runbook section
-# ("references/debugging-guide.md § 12"), or an emitter's source file pinned to the commit read
+# Where a cue's vocabulary may come from (`Catalog._cues_known`): a runbook section, named by its
+# constant of `hyperpod_nccl.references` ("DBG_DNS"), or an emitter's source file pinned to the commit read
 # that a signature of the same class also cites. Never an issue or pull-request thread, a
 # discussion or a web page: those are what the log corpora are made of, and the leave-one-source-out
 # scoring (`tests/log_corpus.catalog_without`) can only keep a cue away from its own source when the
 # cue names it; a file that is also a corpus source is named, and catalog_without drops the cue.
-_RUNBOOK_SECTION = re.compile(r"^references/[\w.-]+\.md § [\w.]+$")
 _PINNED_SOURCE_FILE = re.compile(r"^https://github\.com/[\w.-]+/[\w.-]+/blob/[0-9a-f]{40}/\S+$")
+
+
+def is_reference_name(name: str) -> bool:
+    """Whether `name` is a runbook section's constant of `hyperpod_nccl.references`."""
+    return name.isupper() and isinstance(getattr(references, name, None), Reference)
 
 
 class Cue(BaseModel):
@@ -430,11 +434,12 @@ class Catalog(BaseModel):
                 raise ValueError(f"cue of {cue.cls!r}: the class is not described in `classes`")
             cited = {url for s in self.signatures if s.cls == cue.cls for url in s.written_from}
             for source in cue.vocabulary_from:
-                if _RUNBOOK_SECTION.match(source):
+                if is_reference_name(source):
                     continue
                 if not _PINNED_SOURCE_FILE.match(source):
                     raise ValueError(
-                        f"cue of {cue.cls}: {source!r} is neither a runbook section nor a pinned source file"
+                        f"cue of {cue.cls}: {source!r} is neither a runbook section (a constant of references.py)"
+                        " nor a pinned source file"
                         " (a thread or a page is what the corpora are made of: a cue never cites one)"
                     )
                 if source not in cited:
