@@ -1196,6 +1196,24 @@ def test_emitter_format_families_find_their_section(
         assert _ids(line) == [], line
 
 
+def test_a_double_bit_ecc_error_counts_when_one_occurred_not_when_the_class_is_named() -> None:
+    # DCGM's and the CUDA wrappers' wordings (emitter formats) and a count of them are findings; the
+    # class named in plural by a tool's help text or a document (nvidia-smi --help-query-gpu describes
+    # what its ECC counters count) is not one.
+    for line in [
+        "Detected 2 volatile double-bit ECC error(s) in GPU 5.",
+        "CUDA APIs have indicated that a double-bit ECC error has occured on GPU 7.",
+        "gpu-check: GPU 3 reports 2 double bit errors since the last reboot",  # INVENTED
+        "node-check: 4 volatile double-bit ECC errors on GPU 1",  # INVENTED
+    ]:
+        assert "ecc_uncorrectable" in _ids(line), line
+    for line in [
+        "Double bit errors are detected but not corrected.",  # INVENTED
+        "Single bit errors are corrected; double bit errors are reported by the counters below.",  # INVENTED
+    ]:
+        assert "ecc_uncorrectable" not in _ids(line), line
+
+
 # Issue 16, point 2: every cudaError_t value as cudaGetErrorString spells it (CUDA 12/13; the enum and its
 # documentation in cuda-python's runtime bindings, cited by the CUDA signatures), printed the way
 # PyTorch's C10_CUDA_CHECK does ("CUDA error: <string>"), and the class and section the runbook gives

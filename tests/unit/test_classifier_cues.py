@@ -181,6 +181,9 @@ LOOK_ALIKES: list[str] = [
     # a program that says it goes on without the failed part
     "[WARN] could not query the EFA device list - proceeding without EFA verification",  # INVENTED
     "p2p probe failed on GPU 3, continuing without peer access checks",  # INVENTED
+    # a field or metric name one of whose dotted components is an error word (nvidia-smi's query fields)
+    '"ecc.errors.uncorrected.volatile.total"',  # INVENTED
+    "index, name, ecc.errors.corrected.volatile.total, ecc.errors.uncorrected.aggregate.dram",  # INVENTED
 ]
 
 
@@ -526,6 +529,17 @@ def test_no_cue_scores_an_in_sample_excerpt_of_a_source_its_words_were_taken_fro
         without = catalog_without(source)
         remaining = without.cues.classes if without.cues is not None else []
         assert all(source not in {source_key(url) for url in cue.vocabulary_from} for cue in remaining), source
+
+
+def test_an_error_word_inside_a_dotted_field_name_names_the_field() -> None:
+    # "ecc.errors.uncorrected.volatile.total" is a counter's name (nvidia-smi --query-gpu, a CSV header):
+    # the word is set aside like "errors: 0", and an error said about the field is still read.
+    assert _hits("ecc.errors.uncorrected.volatile.total [count]") == []
+    said = "gpu-check: ecc.errors.uncorrected.volatile.total went up on GPU 2, node failed"  # INVENTED
+    assert [cls for _, cls in _hits(said)] == ["ecc"]
+    # a Python exception's dotted path keeps its exception name, which is read
+    raised = "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: rendezvous of worker 3"  # INVENTED
+    assert _hits(raised) == _hits(raised.replace(".errors.", ".x."))
 
 
 # --- emitter tags: who prints a line is not what failed -------------------------------------------

@@ -191,6 +191,78 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
             "libfabric:2287:core:core:fi_getinfo_():888<warn> fi_getinfo: provider tcp returned -22 (Invalid argument)",
         ],
     ),
+    # Kubernetes pkg/kubelet/server/stats/summary_sys_containers.go GetSystemContainersStats: a system
+    # container's cgroup stats that cannot be read are logged with klog.ErrorS and skipped (`continue`);
+    # pkg/kubelet/eviction/helpers.go makeSignalObservations logs the missing observation and goes on.
+    # Old klog text ("... for \"%s\": %v") and structured klog (`"msg" err=... containerName=...`).
+    "kubelet_stats_observation_missing": (
+        [
+            "Dec  7 10:15:02 ip-10-1-2-3 kubelet[2398]: E1207 10:15:02.123456    2398 summary.go:92] Failed to get "
+            'system container stats for "/system.slice/kubelet.service": failed to get cgroup stats for '
+            '"/system.slice/kubelet.service": failed to get container info for "/system.slice/kubelet.service": '
+            'unknown container "/system.slice/kubelet.service"',
+            'E1207 10:15:02.123456    2398 summary_sys_containers.go:48] "Failed to get system container stats" '
+            'err="failed to get cgroup stats for \\"/system.slice/kubelet.service\\": failed to get container info '
+            'for \\"/system.slice/kubelet.service\\": unknown container \\"/system.slice/kubelet.service\\"" '
+            'containerName="/system.slice/kubelet.service"',
+            'E1207 10:15:02.123789    2398 helpers.go:722] "Eviction manager: failed to construct signal" '
+            'err="system container \\"pods\\" not found in metrics" signal="allocatableMemory.available"',
+        ],
+        [
+            # pkg/kubelet/pod_workers.go: a pod the kubelet cannot keep running
+            'E1207 10:15:02.123456    2398 pod_workers.go:1298] "Error syncing pod, skipping" err="failed to '
+            '\\"StartContainer\\" for \\"train\\" with CrashLoopBackOff: \\"back-off 5m0s restarting failed '
+            'container=train pod=train-0_default(8f3c)\\"" pod="default/train-0" podUID="8f3c"',
+        ],
+    ),
+    # NCCL src/misc/ibvwrap.cc wrap_ibv_symbols: without libibverbs.so[.1] NCCL goes to teardown and runs
+    # without its IB transport; WARN before 2.11.4, INFO since (the commit cited). The same file's
+    # wrapper errors, on a verbs library that is present, stay findings.
+    "nccl_ibverbs_library_absent": (
+        [
+            f"{NCCL} misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]",
+        ],
+        [
+            f"{NCCL} misc/ibvwrap.cc:72 NCCL WARN dlvsym failed on ibv_get_device_list - /usr/lib/libibverbs.so: "
+            "undefined symbol: ibv_get_device_list version IBVERBS_1.1",
+            f"{NCCL} misc/ibvwrap.cc:152 NCCL WARN Call to ibv_open_device failed",
+            f"{NCCL} misc/ibvwrap.cc:140 NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory",
+        ],
+    ),
+    # libfabric src/hmem_cuda.c cuda_hmem_dl_init (the .so -> .so.1 NVML fallback, warn until the cited
+    # commit made it info) and cuda_hmem_init, which disables gdrcopy silently on -FI_ENOSYS from
+    # src/hmem_cuda_gdrcopy.c cuda_gdrcopy_hmem_init ("gdrcopy_dl_hmem_init failed!").
+    "libfabric_optional_library_probe": (
+        [
+            f"{EFA.removesuffix('efa:')}core:core:cuda_hmem_dl_init():499<warn> Failed to dlopen libnvidia-ml.so.  "
+            "Trying libnvidia-ml.so.1",
+            f"{EFA.removesuffix('efa:')}core:core:cuda_gdrcopy_hmem_init():175<warn> gdrcopy_dl_hmem_init failed!",
+        ],
+        [
+            # the CUDA driver library itself, a gdrcopy that is installed but cannot open its device, and a
+            # CUDA call that fails
+            f"{EFA.removesuffix('efa:')}core:core:cuda_hmem_dl_init():619<warn> Failed to dlopen libcuda.so.1",
+            f"{EFA.removesuffix('efa:')}core:core:cuda_gdrcopy_hmem_init():183<warn> gdr_open failed!",
+            f"{EFA.removesuffix('efa:')}core:core:cuda_set_sync_memops():314<warn> Failed to set "
+            "CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: CUDA_ERROR_NOT_SUPPORTED:operation not supported",
+        ],
+    ),
+    # libfabric prov/efa/src/rdm/efa_rdm_ep_fiops.c efa_rdm_ep_ctrl (FI_ENABLE): "libfabric %s efa
+    # endpoint created! address: %s" at warn until the cited commit made it info. Prefixes of the
+    # current and of the pre-1.9 log format (rxr_ep_ctrl).
+    "libfabric_efa_endpoint_created": (
+        [
+            f"{EFA}ep_ctrl:efa_rdm_ep_ctrl():1053<warn> libfabric 1.19.0amzn4.0 efa endpoint created! address: "
+            "fi_addr_efa://[fe80::4a1:f5ff:fe2c:1b2d]:0:1432",
+            "libfabric:2287:efa:ep_ctrl:rxr_ep_ctrl():939<warn> libfabric 1.8.0amzn1.0 efa endpoint created! "
+            "address: fi_addr_efa://[fe80::4a1:f5ff:fe2c:1b2d]:0:1432",
+        ],
+        [
+            # the same file: an endpoint that cannot be set up or closed
+            f"{EFA}ep_ctrl:efa_rdm_ep_open():610<warn> cannot alloc memory for efa_rdm_ep->pke_vec!",
+            f"{EFA}ep_ctrl:efa_rdm_ep_close():1145<warn> Unable to close base endpoint",
+        ],
+    ),
 }
 
 

@@ -283,8 +283,9 @@ class CueLayer(BaseModel):
     line of the same input, a bare "NCCL WARN", folds under a cue hit of a cause as under any
     cause); (b) no healthy line rule matches it; (c) the line carries an error word (`error_words`,
     `error_names`) outside a harmless role (`harmless`: "errors: 0", "Uncorrectable Error   : 0",
-    "ECC Errors" as a heading, "no errors", "--error=FILE"); (d) it is no INFO/DEBUG line of a
-    program that prints levels nor an in-process warning the program carries on from
+    "ECC Errors" as a heading, "no errors", "--error=FILE", "ecc.errors.corrected.volatile.total" as a
+    field name); (d) it is no INFO/DEBUG line of a program that prints levels nor an in-process
+    warning the program carries on from
     (`quiet_levels`: glog/PyTorch/klog `W`, Python's `warnings`, UCX `WARN`), no line that says it
     succeeded (`quiet`), and no line that says it carries on (`carry_on`: "retrying", "ignored")
     unless it also says it gave up (`gave_up`: "giving up", "failed after 3 retries"); and (e) a
