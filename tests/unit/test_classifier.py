@@ -497,6 +497,10 @@ def test_catalog_rejects_unknown_references_and_bad_patterns() -> None:
     bad_ref["signatures"][0]["reference"] = "NOT_A_REFERENCE"
     with pytest.raises(ValueError, match="unknown reference"):
         Catalog.model_validate(bad_ref)
+    bad_cue = json.loads(json.dumps(good))
+    bad_cue["cues"]["classes"][0]["reference"] = "NOT_A_REFERENCE"
+    with pytest.raises(ValueError, match="unknown reference"):
+        Catalog.model_validate(bad_cue)
     bad_regex = json.loads(json.dumps(good))
     bad_regex["signatures"][0]["patterns"] = ["(unclosed"]
     with pytest.raises(ValueError, match="does not compile"):

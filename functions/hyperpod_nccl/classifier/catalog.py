@@ -16,7 +16,7 @@ from functools import cached_property, lru_cache
 from importlib import resources
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from hyperpod_nccl import references
 from hyperpod_nccl.models.findings import Priority
@@ -50,7 +50,15 @@ def _compiling(value: list[str]) -> list[str]:
 
 
 # The field types both kinds of catalog entry share, validated the same way.
+def _reference_constant(value: str) -> str:
+    if not isinstance(getattr(references, value, None), Reference):
+        raise ValueError(f"unknown reference constant {value!r} (see hyperpod_nccl/references.py)")
+    return value
+
+
 SourceUrls = Annotated[list[str], AfterValidator(_https_urls)]
+# A runbook section by its constant's name in hyperpod_nccl.references ("DBG_TCP_FALLBACK").
+ReferenceName = Annotated[str, AfterValidator(_reference_constant)]
 Keywords = Annotated[list[str], AfterValidator(_lower_ascii)]
 Patterns = Annotated[list[str], AfterValidator(_compiling)]
 
@@ -64,7 +72,7 @@ class Signature(BaseModel):
     cls: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     title: str
     priority: Priority
-    reference: str  # a constant name of hyperpod_nccl.references, e.g. "DBG_TCP_FALLBACK"
+    reference: ReferenceName
     # Lower-case ASCII literals; a line is only tried against this signature when one of them occurs
     # (so every pattern must contain one: they are the scanner's prefilter).
     keywords: Keywords = Field(default_factory=list)
@@ -104,13 +112,6 @@ class Signature(BaseModel):
     # (tests/data/log_corpus/corpus.json), which is why that corpus's score is reported as in-sample.
     written_from: SourceUrls = Field(default_factory=list)
     kind: Literal["failure"] = "failure"
-
-    @field_validator("reference")
-    @classmethod
-    def _known_reference(cls, value: str) -> str:
-        if not isinstance(getattr(references, value, None), Reference):
-            raise ValueError(f"unknown reference constant {value!r} (see hyperpod_nccl/references.py)")
-        return value
 
     @model_validator(mode="after")
     def _matchable(self) -> Signature:
@@ -241,7 +242,7 @@ class Cue(BaseModel):
     # How a report names the class: "Looks like a <name> problem (no known message matched)".
     name: str
     # The section the class is fixed in: the one its most general signature points at.
-    reference: str
+    reference: ReferenceName
     # What a hit does in its input, as its class's most general signature does: a "cause" (generic
     # errors fold under it), an "outcome" (how a job ended: nothing folds under it), or "folds" (a
     # failure that names no cause: it folds under one, `Signature.folds`).
@@ -252,13 +253,6 @@ class Cue(BaseModel):
     # Where the words come from: runbook sections and pinned emitter source files that the class's
     # signatures cite (checked by `Catalog`); never a thread or a page, the stuff corpora are made of.
     vocabulary_from: list[str] = Field(min_length=1)
-
-    @field_validator("reference")
-    @classmethod
-    def _known_reference(cls, value: str) -> str:
-        if not isinstance(getattr(references, value, None), Reference):
-            raise ValueError(f"unknown reference constant {value!r} (see hyperpod_nccl/references.py)")
-        return value
 
     @property
     def id(self) -> str:
