@@ -33,7 +33,7 @@ it was recognised; the verdict takes it as a cause of its own, never as evidence
 from __future__ import annotations
 
 from hyperpod_nccl.classifier.catalog import Catalog, Signature, load_catalog
-from hyperpod_nccl.classifier.findings import by_cue_note, hit_status, hits_to_findings
+from hyperpod_nccl.classifier.findings import by_cue_note, cue_free_facts, hit_status, hits_to_findings, is_cue_hit
 from hyperpod_nccl.classifier.scanner import (
     Scanner,
     ScanResult,
@@ -52,9 +52,11 @@ __all__ = [
     "Signature",
     "SignatureHit",
     "by_cue_note",
+    "cue_free_facts",
     "fold_generic_hits",
     "hit_status",
     "hits_to_findings",
+    "is_cue_hit",
     "load_catalog",
     "scan_lines",
     "scan_stream",

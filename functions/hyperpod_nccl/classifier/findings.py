@@ -16,6 +16,17 @@ if TYPE_CHECKING:  # the checks package imports the inventory, which imports thi
 _CUE_FIELDS = ("by_cue", "cue")
 
 
+def is_cue_hit(hit: SignatureHit) -> bool:
+    """Whether `hit` came from a class cue (its class's words), not from a known message."""
+    return hit.fields.get("by_cue") is True
+
+
+def cue_free_facts(hit: SignatureHit) -> list[tuple[str, object]]:
+    """The hit's non-empty fields as facts to print, less the cue's own (said by `by_cue_note`)."""
+    hidden = _CUE_FIELDS if is_cue_hit(hit) else ()
+    return [(k, v) for k, v in hit.fields.items() if v not in (None, "") and k not in hidden]
+
+
 def by_cue_note(hit: SignatureHit) -> str:
     """What a reader is told about a hit of a class cue: how it was recognised, and so how far to trust it."""
     words = hit.fields.get("cue")
@@ -49,8 +60,8 @@ def hits_to_findings(
         seen = ""
         if hit.first_seen:
             seen = f"; first {hit.first_seen}" + (f", last {hit.last_seen}" if hit.last_seen != hit.first_seen else "")
-        facts = ", ".join(f"{k}={v}" for k, v in hit.fields.items() if v not in (None, "") and k not in _CUE_FIELDS)
-        if hit.fields.get("by_cue") is True:
+        facts = ", ".join(f"{k}={v}" for k, v in cue_free_facts(hit))
+        if is_cue_hit(hit):
             # A class cue (catalog.CueLayer): the words of a class, not one of its known messages.
             facts = "; ".join(filter(None, [by_cue_note(hit), facts]))
         if hit.folded:

@@ -27,7 +27,16 @@ import sys
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
-from hyperpod_nccl.classifier import Scanner, ScanResult, SignatureHit, by_cue_note, hit_status, load_catalog
+from hyperpod_nccl.classifier import (
+    Scanner,
+    ScanResult,
+    SignatureHit,
+    by_cue_note,
+    cue_free_facts,
+    hit_status,
+    is_cue_hit,
+    load_catalog,
+)
 from hyperpod_nccl.cli.commands.diagnose import fail_on_exit
 from hyperpod_nccl.cli.exit_codes import EXIT_FAIL_ON, EXIT_OK, EXIT_PREREQUISITE, most_severe
 from hyperpod_nccl.models.findings import Priority
@@ -159,14 +168,12 @@ def render_text(source: str, result: ScanResult) -> str:
             )
         out.append(f"[{status}] {hit.priority.value} {hit.title} — {hit.count} line(s){when}")
         failure_class = catalog.classes.get(hit.cls)
-        by_cue = hit.fields.get("by_cue") is True
+        by_cue = is_cue_hit(hit)
         if by_cue:  # a class cue: the class's words, no known message
             out.append(f"       {by_cue_note(hit)}")
         if failure_class:
             out.append(f"       {'possible root cause' if by_cue else 'root cause'}: {failure_class.cause}")
-        facts = " ".join(
-            f"{k}={v}" for k, v in hit.fields.items() if v not in (None, "") and not (by_cue and k in ("by_cue", "cue"))
-        )
+        facts = " ".join(f"{k}={v}" for k, v in cue_free_facts(hit))
         if facts:
             out.append(f"       facts: {facts}")
         out.extend(f"       | {line[:200]}" for line in hit.evidence[-3:])
