@@ -109,7 +109,7 @@ def test_eks_scenario_log_findings_per_stream_and_node(simulate) -> None:  # typ
 
     worker3 = sim.instance_id("worker:3")
     timeout = signatures[f"watchdog_timeout@{worker3}/training"]
-    assert timeout.status is Status.FAIL and timeout.reference.pointer == "references/debugging-guide.md § 1"
+    assert timeout.status is Status.FAIL and timeout.reference.pointer == "references/debugging-guide.md § 22"
     assert timeout.fields["count"] == 9  # 8 repeated watchdog lines + the "detected by watchdog" line
     assert timeout.fields["op"] == "ALLREDUCE" and timeout.fields["timeout_ms"] == 600000
     assert timeout.fields["first_seen"] and timeout.fields["first_seen"] != timeout.fields["last_seen"]

@@ -32,7 +32,7 @@ def test_text_output_names_cause_pointer_and_read_only_commands(cli, tmp_path: P
     assert f"== {log} (5 lines) ==" in run.stdout
     assert "[FAIL] P0 NCCL collective timed out (watchdog) — 3 line(s)" in run.stdout
     assert "root cause:" in run.stdout and "next (read-only):" in run.stdout
-    assert "→ references/debugging-guide.md § 1" in run.stdout
+    assert "→ references/debugging-guide.md § 22" in run.stdout
     assert "op=_REDUCE_SCATTER_BASE" in run.stdout and "seq=7753" in run.stdout
 
 
@@ -50,7 +50,7 @@ def test_json_lines_one_object_per_input(cli, tmp_path: Path) -> None:  # type: 
     }
     assert first["source"] == str(failing)
     by_id = {f["id"]: f for f in first["findings"]}
-    assert by_id["watchdog_timeout"]["reference"] == {"file": "debugging-guide.md", "section": "1"}
+    assert by_id["watchdog_timeout"]["reference"] == {"file": "debugging-guide.md", "section": "22"}
     assert by_id["watchdog_timeout"]["fields"]["timeout_ms"] == 600000
     assert by_id["gpu_oom"]["reference"] == {"file": "debugging-guide.md", "section": "11"}
     assert by_id["gpu_oom"]["count"] == 1 and by_id["gpu_oom"]["class"] == "gpu_oom"
@@ -112,7 +112,8 @@ def test_stdin_is_the_default_input(cli, monkeypatch: pytest.MonkeyPatch) -> Non
     assert document["source"] == "-"
     [finding] = document["findings"]
     assert finding["id"] == "nccl_system_error" and finding["fields"]["nccl_code"] == "ncclSystemError"
-    assert finding["reference"] == {"file": "node-debugger.md", "section": "F"}
+    # The code alone does not say which call failed: the quick reference's runtime table, not a reboot.
+    assert finding["reference"] == {"file": "error-patterns-quick-ref.md", "section": "2"}
 
 
 class _Terminal(io.TextIOWrapper):

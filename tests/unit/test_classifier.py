@@ -134,6 +134,11 @@ SIGNATURE_CASES: dict[str, tuple[str, str]] = {
         "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1802212 milliseconds before timing out.",  # (real)
         "[I ProcessGroupNCCL.cpp:1000] [Rank 1] ProcessGroupNCCL watchdog thread started, timeout 600000 ms",
     ),
+    "gloo_timeout": (
+        "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:133] Timed out waiting 1800000ms "
+        "for recv operation to complete",
+        "[I ProcessGroupGloo.cpp:748] Gloo connectFullMesh took 12ms",
+    ),
     "watchdog_stuck": (
         "[PG 0 Rank 3] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress",
         "[PG 0 Rank 3] heartbeat monitor started",
@@ -950,8 +955,9 @@ EMITTER_FAMILIES: list[tuple[str, str, list[str], list[str]]] = [
     ),
     (
         # Gloo's unbound_buffer.cc timeouts and ProcessGroupGloo.cpp's monitored barrier: a peer
-        # never arrived; debugging-guide.md § 1, like NCCL's watchdog timeout.
-        "watchdog_timeout",
+        # never arrived, and the barrier names it; debugging-guide.md § 1 (NCCL's watchdog, which
+        # names no rank, goes to the Flight Recorder, § 22).
+        "gloo_timeout",
         "DBG_TIMEOUT_RENDEZVOUS",
         [
             "RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:133] Timed out waiting "
@@ -1075,7 +1081,7 @@ EMITTER_FAMILIES: list[tuple[str, str, list[str], list[str]]] = [
     ),
     (
         # Gloo's read/write timeouts on a connected pair: the process-group timeout ran out, § 1.
-        "watchdog_timeout",
+        "gloo_timeout",
         "DBG_TIMEOUT_RENDEZVOUS",
         [
             "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:523] Read timeout [10.1.2.4]:45763",

@@ -3,9 +3,14 @@
 The original grepped 38 case-insensitive substrings and sent every hit to one quick-reference page.
 Each pattern here stands inside a line shaped as the program that prints it writes it, and must be
 detected with the class and runbook section that fix it. The section is ours, not the original's
-single page: where the original's own "meaning" column names the cause (#13 unhandled system error:
-GPU/EFA hardware; #22 libnccl-net.so: the plugin is missing; #38 invalid alignment: driver/NCCL
-compatibility), the section follows it. The original's success markers give a PASS line.
+single page: where the original's own "meaning" column names the cause (#22 libnccl-net.so: the
+plugin is missing; #38 invalid alignment: driver/NCCL compatibility), the section follows it. #13,
+unhandled system error, is the exception: the original called it GPU/EFA hardware and sent it to a
+reboot, but NCCL's own troubleshooting guide says the code means a call to an external library
+failed and that its WARN line says which (shared memory, memory registration, a socket as often as
+a device). Alone, it points at the quick reference's runtime table, which sends each WARN line to
+its section; beside a line that names the cause it is folded under that cause. The original's
+success markers give a PASS line.
 """
 
 # The lines are kept whole, as the programs print them.
@@ -108,14 +113,14 @@ ORIGINAL_PATTERNS = [
         "Watchdog timeout",
         "[Rank 3] Watchdog timeout: WorkNCCL(SeqNum=24, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800392 milliseconds before timing out.",
         "timeout",
-        "DBG_TIMEOUT_RENDEZVOUS",
+        "DBG_FLIGHT_RECORDER",
     ),
     (
         13,
         "unhandled system error",
         "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5",
         "nccl_error",
-        "NODE_HARDWARE",
+        "PAT_RUNTIME",
     ),
     (
         14,
