@@ -37,11 +37,14 @@ assert CUES is not None
 # class → INVENTED lines that no signature knows and that the class's cue must recognise.
 CUE_CASES: dict[str, list[str]] = {
     "dns": [
+        "nscd: error: host name lookup of trainer-0 gave nothing",  # INVENTED
         "launcher.py: ERROR cannot resolve trainer-0.trainer-svc, giving up",  # INVENTED
         "resolver error: NXDOMAIN for master-0.trainer-svc",  # INVENTED
         "ray: error: c-ares gave up on gcs-head after 3 attempts",  # INVENTED
     ],
     "socket_ifname": [
+        "launcher: fatal: getifaddrs returned no usable entry in this pod",  # INVENTED
+        "ERROR: only the loopback address is up, the job needs a routable one",  # INVENTED
         "mpirun: error: btl_tcp_if_include names an interface that is not on this host",  # INVENTED
         "Fatal: NCCL_SOCKET_IFNAME points at nothing usable on worker-3",  # INVENTED
         "mpirun: error: oob_tcp_if_include=ib0 matches no device here",  # INVENTED
@@ -58,6 +61,7 @@ CUE_CASES: dict[str, list[str]] = {
         "DataLoader error: torch_shm_manager exited before the worker started",  # INVENTED
     ],
     "efa": [
+        "health-check: error: fi_pingpong to node-2 exited early",  # INVENTED
         "setup-efa.sh: error: libfabric provider list is empty on this node",  # INVENTED
         "Error: EFA device rdmap16s27 could not be opened by the container",  # INVENTED
     ],
@@ -100,10 +104,12 @@ CUE_CASES: dict[str, list[str]] = {
         "ERROR: CUDA_VISIBLE_DEVICES lists 8 devices but the pod got 4",  # INVENTED
     ],
     "rendezvous": [
+        "trainer: error: the client socket to node-0 could not be opened",  # INVENTED
         "ERROR: rank 3 never reached the rendezvous endpoint",  # INVENTED
         "fatal: MASTER_PORT is not set in the job environment",  # INVENTED
     ],
     "connectivity": [
+        "worker 7: error: socket closed by node-3 during the allgather",  # INVENTED
         "rank 5 -> rank 12: no route to host (is the traffic allowed?), aborting",  # INVENTED
         "ERROR: peer 10.1.2.3 closed the link: connection reset",  # INVENTED
     ],
