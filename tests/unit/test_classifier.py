@@ -844,6 +844,61 @@ WIDENED_FAMILIES: list[tuple[str, list[str], list[str]]] = [
             "      FilterPattern: '{ $.HealthMonitoringAgentDetectionEvent = \"HealthEvent\" }'",  # (real)
         ],
     ),
+    (
+        # bash's job-status line for a child that died of SIGKILL, the OOM killer's usual trace in a
+        # script's output (deep-clustering-kingdra#2, VulChecker#8).
+        "host_oom_kill",
+        [
+            "2020-11-24 20:22:28.106 /bin/bash: line 27: 318 Killed sh start.sh",  # (real)
+            "train.sh: line 12: 40211 Killed                  torchrun --nproc_per_node 8 train.py",
+            "/var/spool/slurmd/job00042/slurm_script: line 9:  7713 Killed                  python3 main.py",
+        ],
+        ["echo 'line 3: process was not Killed'", "Killed: 0  Terminated: 0"],
+    ),
+    (
+        # An RDMA memory-region registration wrapped by another library (async-rdma#107) and Open MPI's
+        # completion-queue help text (ompi#6468): ENOMEM under a low memlock limit.
+        "memlock_registration",
+        [
+            "ERROR async_rdma::mr_allocator: RawMemoryRegion::register_from_pd failed Os { code: 12, kind: "
+            'OutOfMemory, message: "Cannot allocate memory" }',  # (real)
+            "Failed to create a completion queue (CQ)",  # (real)
+            "rdma: memory_region register failed: Cannot allocate memory",
+        ],
+        [
+            "Registered memory region 0x7f00 length 4096: ok",
+            "mr_cache: 12 entries, errors 0, Cannot allocate memory: never",
+        ],
+    ),
+    (
+        # The Evicted row with a namespace column and a pod/ prefix (microk8s#1370), kubectl's old image
+        # pull message (kubernetes#30148), GKE's unschedulable event (k8s-device-plugin#96).
+        "pod_crashloop",
+        [
+            "mynamespace   pod/rapidsai-worker-77c9d9d8cb-6jmlt   0/1     Evicted        0          60s",
+            'container "upload" in pod "upload" is waiting to start: trying and failing to pull image',  # (real)
+            "1.PodUnschedulable Cannot schedule pods: Insufficient nvidia ",  # (real)
+        ],
+        [
+            "mynamespace   pod/rapidsai-worker-77c9d9d8cb-6jmlt   1/1     Running        0          60s",
+            'container "upload" in pod "upload" is waiting to start: ContainerCreating',
+        ],
+    ),
+    (
+        # Every Slurm client's error:/fatal: prefix (ArjunaUsers#51), slurmd's older Procs= wording
+        # (sirepo#2136), slurmctld's refused RPCs (ondemand#3253); its success log stays quiet.
+        "slurm_job_failure",
+        [
+            "squeue: fatal: Could not establish a configuration source",  # (real)
+            "error: Node configuration differs from hardware: Procs=2:4(hw) Boards=1:1(hw)",
+            "_slurm_rpc_submit_batch_job: Invalid account or account/partition combination specified",  # (real)
+            "sinfo: error: Unable to contact slurm controller (connect failure)",
+        ],
+        [
+            "[2025-04-08T21:44:44.001] _slurm_rpc_submit_batch_job: JobId=25 InitPrio=1 usec=1294",
+            "sinfo: PARTITION AVAIL TIMELIMIT NODES STATE NODELIST",
+        ],
+    ),
 ]
 
 
