@@ -630,6 +630,22 @@ def _terms_cover(line: str) -> bool:
 # Lines marked (real) are quoted from the corpus threads; the others follow the same wording.
 WIDENED_FAMILIES: list[tuple[str, list[str], list[str]]] = [
     (
+        # A transport that says it fell back to TCP or sockets is the fallback itself, whoever prints
+        # it (a launcher, a wrapper, a provider): debugging-guide.md § 13, not the EFA section.
+        "tcp_fallback",
+        [
+            "ip-10-0-0-1:1:1 [0] NCCL INFO NET/OFI Unable to find a usable EFA provider, falling back to TCP",
+            "WARNING: EFA not detected, falling back to sockets",
+            "[W ProcessGroupNCCL] NCCL is using TCP sockets for inter-node communication",
+            "efa device missing: using plain TCP instead of EFA",
+        ],
+        [
+            "NET/OFI Failed to initialize rdma protocol, falling back to sendrecv",
+            "falling back to TCP port 29501 for the store",
+            "connect timeout reached, retrying over TCP",
+        ],
+    ),
+    (
         # `\b` is ASCII-only: an ideograph before the class name is a boundary (Chinese-LLaMA-Alpaca-2#274),
         # ASCII letters glued to it are not.
         "rendezvous_failure",

@@ -66,7 +66,7 @@ CUE_CASES: dict[str, list[str]] = {
         "Error: EFA device rdmap16s27 could not be opened by the container",  # INVENTED
     ],
     "tcp_fallback": [
-        "error: no RDMA, falling back to sockets for inter-node traffic",  # INVENTED
+        "error: no RDMA device found; provider=tcp will carry inter-node traffic",  # INVENTED
     ],
     "p2p": [
         "ERROR: P2P between GPU 2 and GPU 5 is disabled on this board",  # INVENTED
