@@ -915,6 +915,52 @@ WIDENED_FAMILIES: list[tuple[str, list[str], list[str]]] = [
             "sinfo: PARTITION AVAIL TIMELIMIT NODES STATE NODELIST",
         ],
     ),
+    (
+        # libfabric before 1.10 logs `libfabric:<pid>:<prov>:<subsys>:...` without the timestamp field;
+        # its <info> probes are healthy like the newer ones (libfabric#5787), its <warn> lines are not.
+        "efa_provider_error",
+        ["libfabric:47889:core:core:fi_getinfo_():889<warn> fi_getinfo: provider efa returned -61 (No data available)"],
+        [
+            # (real)
+            "libfabric:47889:core:core:fi_getinfo_():964<info> fi_getinfo: provider shm returned -61 "
+            "(No data available)",
+            "libfabric:47889:shm:core:ofi_check_ep_type():629<info> unsupported endpoint type",  # (real)
+        ],
+    ),
+    (
+        # rdma-core's device listing and librdmacm with no RDMA device (LITE#5, oneflow#9115, libfabric#975).
+        "ibverbs_efa_provider",
+        [
+            "Failed to get IB devices list: Function not implemented",  # (real)
+            "librdmacm: Fatal: no RDMA devices found",  # (real)
+            "Failed to get IB devices list: No such file or directory",
+        ],
+        ["hca_id: efa_0", "ibv_devices: listing 4 IB devices"],
+    ),
+    (
+        # Open MPI's TCP BTL help text and the connect_ack identifier title (ompi#6377, #4963, #6240), and Gloo
+        # connecting to a loopback address its hostname resolved to (pytorch#15592): interface selection.
+        "socket_ifname",
+        [
+            "WARNING: Open MPI failed to TCP connect to a peer MPI process.  This",  # (real)
+            "  Message:    connect() to 192.168.122.1:1040 failed",  # (real)
+            "TCP: unexpected process identifier in connect_ack",  # (real)
+            "  what():  [/opt/conda/work/third_party/gloo/gloo/transport/tcp/pair.cc:724] connect [127.0.1.1]:3210: "
+            "Connection refused",
+            "[/root/gloo/gloo/transport/tcp/pair.cc:761] connect [::1]:60817: Connection refused",
+        ],
+        [
+            "  Message:    connect() to 10.0.0.2:1024 succeeded after retry",
+            "Message: all peers connected",
+            "[/root/gloo/gloo/transport/tcp/pair.cc:761] connect [10.0.3.7]:60817: Connection refused",
+        ],
+    ),
+    (
+        # Provider direct verbs (mlx5dv_*, efadv_*) registration with ENOMEM, as ibv_* (mlperf-automations#664).
+        "memlock_registration",
+        ["UCX  ERROR mlx5_0: mlx5dv_devx_umem_reg(size=131072 access=0x0) failed: Cannot allocate memory"],  # (real)
+        ["UCX  DEBUG mlx5_0: mlx5dv_devx_umem_reg(size=131072 access=0x0) registered", "efadv_query_device: ok"],
+    ),
 ]
 
 
