@@ -961,6 +961,87 @@ WIDENED_FAMILIES: list[tuple[str, list[str], list[str]]] = [
         ["UCX  ERROR mlx5_0: mlx5dv_devx_umem_reg(size=131072 access=0x0) failed: Cannot allocate memory"],  # (real)
         ["UCX  DEBUG mlx5_0: mlx5dv_devx_umem_reg(size=131072 access=0x0) registered", "efadv_query_device: ok"],
     ),
+    (
+        # The device-side assert every CUDA kernel prints (Megatron-DeepSpeed#207, flowtron#52) and HIP's
+        # wording of it (composer#2758); a host-side assert or a thread id in a healthy log is not one.
+        "cuda_illegal_access",
+        [
+            "../aten/src/ATen/native/cuda/Indexing.cu:1141: indexSelectLargeIndex: block: [615,0,0], thread: "
+            "[121,0,0] Assertion `srcIndex < srcSelectDimSize` failed.",  # (real)
+            "/pytorch/aten/src/ATen/native/hip/Indexing.hip:1292: indexSelectLargeIndex: Device-side assertion "
+            "`srcIndex < srcSelectDimSize' failed.",  # (real)
+            "/src/ScatterGatherKernel.cu:365: operator(): block: [3,0,0], thread: [64,0,0] Assertion "
+            '`idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` failed.',
+        ],
+        [
+            "python3: main.c:12: main: Assertion `argc > 1' failed.",
+            "launching kernel with block: [256,1,1], thread: [0,0,0] (grid 1024)",
+        ],
+    ),
+    (
+        # ProcessGroupNCCL's dump after a timeout (xDiT#147, simple_GRPO#46) and Horovod's stall warning
+        # (horovod#367): collectives some ranks never joined.
+        "watchdog_timeout",
+        [
+            "[rank2]:[E723 01:58:45.511334660 ProcessGroupNCCL.cpp:670] Stack trace of the failed collective "
+            "not found, potentially because FlightRecorder is disabled.",  # (real)
+            "WARNING: One or more tensors were submitted to be reduced, gathered or broadcasted by subset of "
+            "ranks and are waiting for remainder of ranks for more than 60 seconds",  # (real)
+            "[2021-03-01 10:00:00.000000: W horovod/common/stall_inspector.cc:107] One or more tensors were "
+            "submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder "
+            "of ranks for more than 60 seconds. This may indicate that different ranks are trying to submit "
+            "different tensors or that only subset of ranks is submitting tensors, which will cause deadlock.",
+        ],
+        [
+            "HOROVOD_STALL_CHECK_TIME_SECONDS=60 warns when ranks wait for the remainder of ranks",
+            "[rank0]:[I ProcessGroupNCCL.cpp:900] TORCH_NCCL_TRACE_BUFFER_SIZE: 2000",
+        ],
+    ),
+    (
+        # The dump that follows a heartbeat timeout (xDiT#147, real).
+        "watchdog_stuck",
+        ["[rank0]:[E ProcessGroupNCCL.cpp:1153] [PG 5 Rank 0] ProcessGroupNCCL preparing to dump debug info."],
+        ["[rank0]:[I ProcessGroupNCCL.cpp:900] TORCH_NCCL_DUMP_ON_TIMEOUT: 1"],
+    ),
+    (
+        # A wrapper's exit code in parentheses (flyte#2376) and make/scons' `*** [target] Error 137`
+        # (ahay/src#215); other codes and the digits elsewhere stay quiet.
+        "host_oom_kill",
+        [
+            "[f8107735c673549d7acd-n0-0] terminated with exit code (137). Reason [Error]. Message: ",  # (real)
+            "scons: *** [dmiginit.rsf] Error 137",  # (real)
+            "make: *** [Makefile:12: train] Error 137",
+        ],
+        ["make: *** [Makefile:12: train] Error 1", "terminated with exit code (1). Reason [Error]."],
+    ),
+    (
+        # pam_slurm_adopt refusing a login outside an allocation (forward#29), `scontrol ping` (snap-slurm#24)
+        # and slurmd's credential check (openpmix#2031).
+        "slurm_job_failure",
+        [
+            "Access denied by pam_slurm_adopt: you have no active jobs on this node",  # (real)
+            "Slurmctld(primary) at pop-os is DOWN",  # (real)
+            "b5192-mn: [2021-01-22T10:27:09.995] error: Credential signature check: Credential replayed",  # (real)
+            "Slurmctld(backup) at ctl-2 is DOWN",
+        ],
+        ["Slurmctld(primary) at pop-os is UP", "pam_slurm_adopt: adopting process into job 42"],
+    ),
+    (
+        # The driver's mapping failure printed around RmInitAdapter (cmpunlocker#4).
+        "nvrm_init_failed",
+        [
+            "[   21.238204] NVRM: osInitNvMapping: *** Cannot attach gpu",  # (real)
+            "[   21.238209] NVRM: RmInitAdapter: osInitNvMapping failed, bailing out of RmInitAdapter",  # (real)
+        ],
+        ["NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.183.01"],
+    ),
+    (
+        # A P2P-distance report naming the bridges with ACS redirect on (compute-runtime#935); the
+        # same report for a clean path stays quiet.
+        "p2p_unavailable",
+        ["ACS redirect is enabled on: 0000:0d:01.0, 0000:0b:00.0, 0000:11:01.0, 0000:0b:10.0"],  # (real)
+        ["Direct PCIe P2P is possible: no ACS redirection on the path.", "ACS redirect is enabled on: none"],
+    ),
 ]
 
 
