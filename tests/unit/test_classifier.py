@@ -1042,6 +1042,45 @@ WIDENED_FAMILIES: list[tuple[str, list[str], list[str]]] = [
         ["ACS redirect is enabled on: 0000:0d:01.0, 0000:0b:00.0, 0000:11:01.0, 0000:0b:10.0"],  # (real)
         ["Direct PCIe P2P is possible: no ACS redirection on the path.", "ACS redirect is enabled on: none"],
     ),
+    (
+        # ParallelCluster's bootstrap is its lifecycle: a custom action (OnNodeStart/OnNodeConfigured)
+        # that failed, cfn-init's build failure, a failure signal, cloud-init's user-data script,
+        # Chef, and clustermgtd's bootstrap-failure nodes (aws-parallelcluster #6552, #1334, #933,
+        # #1492, #1545, #859, aws-eda-slurm-cluster #324, gnosia93/slurm-on-aws). The success
+        # signal, cloud-init's DEBUG command line and clustermgtd's failure count stay quiet.
+        "lifecycle_failure",
+        [
+            "fetch_and_run - Failed to execute OnNodeConfigured script 1 s3://bucket/config/on_node_configured.sh, "
+            "return code: 2.",
+            "2025-06-27 19:16:35,136 [ERROR] Error encountered during build of shellRunPostInstall: "
+            "Command runpostinstall failed",  # (real)
+            "2024-11-08T16:22:56.137Z cfnbootstrap.construction_errors.ToolError: Command chef failed",  # (real)
+            "+ cfn-signal --exit-code=1 '--reason=Failed to run cfn-init.' --stack=parallelcluster-a",
+            "Sep 27 16:41:12 cloud-init[4883]: util.py[WARNING]: Failed running "
+            "/var/lib/cloud/instance/scripts/part-002 [1]",  # (real)
+            "Mar 15 18:29:07 cloud-init[19576]: cc_scripts_user.py[WARNING]: Failed to run module scripts-user "
+            "(scripts in /var/lib/cloud/instance/scripts)",  # (real)
+            "  - AWS::AutoScaling::AutoScalingGroup ComputeFleet Received 2 FAILURE signal(s) out of 2.",
+            "CREATE_FAILED AWS::CloudFormation::WaitCondition HeadNodeWaitCondition Failed to receive 1 resource "
+            "signal(s) within the specified duration",
+            "Chef Client failed. 24 resources updated in 26 seconds",  # (real)
+            "2026-03-13 04:55:09,414 - [slurm_plugin.slurm_resources:is_bootstrap_failure] - WARNING - Node bootstrap "
+            "error: Node gpu-st-ml-1(10.0.10.222) is currently in replacement and no backing instance",
+            "2026-03-13 04:55:09,414 - [slurm_plugin.clustermgtd:_handle_bootstrap_failure_nodes] - WARNING - Found "
+            "the following bootstrap failure nodes: (x2) ['gpu-st-ml-1(10.0.10.222)']",
+        ],
+        [
+            "+ cfn-signal --exit-code=0 '--reason=HeadNode setup complete' https://example",
+            "/opt/aws/bin/cfn-signal --exit-code $? --stack ${AWS::StackName} --resource NodeGroup",
+            "cloud-init[19576]: util.py[DEBUG]: Running command ['/var/lib/cloud/instance/scripts/runcmd'] with "
+            "allowed return codes [0]",
+            "Mar 31 05:34:17 ip-10-0-0-139 cloud-init[1124]: CloudFormation signaled successfully with %s.",  # (real)
+            "Chef Infra Client finished, 120/300 resources updated in 02 minutes 10 seconds",
+            "- INFO - Partitions bootstrap failure count: {'gpu': {'ml': 6}}, cluster will be set into protected "
+            "mode if protected failure count reaches threshold 10",
+            "Received 2 SUCCESS signal(s) out of 2.",
+        ],
+    ),
 ]
 
 
