@@ -21,7 +21,7 @@ HEALTHY = [e for e in in_sample() if e["cls"] == "healthy"]
 
 
 def url_is_aws_doc(excerpt: dict[str, Any]) -> bool:
-    """The in-sample corpus's pages are all AWS's documentation."""
+    """A page of AWS's documentation (read from a stored copy; its excerpts say how in a note)."""
     return bool(excerpt["url"].startswith("https://docs.aws.amazon.com/") and excerpt["source"] == "AWS documentation")
 
 
@@ -76,8 +76,10 @@ def _assert_provenance(excerpt: dict[str, Any]) -> None:
 def test_corpus_has_provenance_for_every_excerpt() -> None:
     for excerpt in in_sample():
         _assert_provenance(excerpt)
-        if not excerpt.get("issue") and not excerpt.get("commit"):
-            assert url_is_aws_doc(excerpt) and excerpt["note"], excerpt["url"]
+        if not excerpt.get("issue") and not excerpt.get("commit") and url_is_aws_doc(excerpt):
+            # Other pages (forum threads, vendor and HPC-centre troubleshooting pages, blog posts that
+            # quote log lines; development round 5) carry a note only where a line is not a plain copy.
+            assert excerpt["note"], excerpt["url"]
     assert len(HEALTHY) >= 50
 
 
