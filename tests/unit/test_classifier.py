@@ -21,7 +21,7 @@ HEALTHY = [e for e in in_sample() if e["cls"] == "healthy"]
 
 
 def url_is_aws_doc(excerpt: dict[str, Any]) -> bool:
-    """The in-sample corpus's pages are all AWS's documentation."""
+    """A page of AWS's documentation (read from a stored copy; its excerpts say how in a note)."""
     return bool(excerpt["url"].startswith("https://docs.aws.amazon.com/") and excerpt["source"] == "AWS documentation")
 
 
@@ -76,8 +76,10 @@ def _assert_provenance(excerpt: dict[str, Any]) -> None:
 def test_corpus_has_provenance_for_every_excerpt() -> None:
     for excerpt in in_sample():
         _assert_provenance(excerpt)
-        if not excerpt.get("issue") and not excerpt.get("commit"):
-            assert url_is_aws_doc(excerpt) and excerpt["note"], excerpt["url"]
+        if not excerpt.get("issue") and not excerpt.get("commit") and url_is_aws_doc(excerpt):
+            # Other pages (forum threads, vendor and HPC-centre troubleshooting pages, blog posts that
+            # quote log lines; development round 5) carry a note only where a line is not a plain copy.
+            assert excerpt["note"], excerpt["url"]
     assert len(HEALTHY) >= 50
 
 
@@ -275,6 +277,10 @@ SIGNATURE_CASES: dict[str, tuple[str, str]] = {
     "gsp_rpc_timeout": (
         "NVRM: GPU1 sanity check failed 0xf waiting for RPC response from GSP. Expected function 76 (GSP_RM_CONTROL)",
         "NVRM: RPC response from GSP received after 2 ms",
+    ),
+    "gsp_firmware_halted": (
+        "NVRM: GPU0 _kgspRpcGspEventPmuHalted: Received signal from GSP that PMU has halted.",  # (real)
+        "NVRM: GPU0 kgspHealthCheck: GSP heartbeat received",
     ),
     "gpu_recovery_action": (
         "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)",
@@ -629,6 +635,37 @@ def _terms_cover(line: str) -> bool:
 # is detected with its class and carries a CloudWatch filter term; each look-alike stays quiet.
 # Lines marked (real) are quoted from the corpus threads; the others follow the same wording.
 WIDENED_FAMILIES: list[tuple[str, list[str], list[str]]] = [
+    (
+        # Drivers before the PCI domain was printed gave the bus id as two fields (NVIDIA developer
+        # forums, "Deciphering an NVRM: Xid message"); three fields with or without `PCI:` as before.
+        "xid",
+        [
+            "NVRM: Xid (0003:00): 8, Channel 00000001",  # (real)
+            "NVRM: Xid (0000:03:00): 14, Channel 00000001",
+            "kernel: NVRM: Xid (PCI:0000:01:00): 62, 323f0f30 0000c3d8 00000000",
+        ],
+        [
+            "NVRM: GPU at 0000:03:00: GPU-b850f46d-d5ea-c752-ddf3-c4453e44d3f7",
+            "NVRM: loading NVIDIA UNIX x86_64 Kernel Module",
+        ],
+    ),
+    (
+        # The GSP firmware itself stopped: its heartbeat is lost (open-gpu-kernel-modules#1200) or it
+        # reports the PMU halted (NVIDIA developer forums, Xid 62 on an RTX 5080); node-debugger.md § G.
+        "gsp_firmware_halted",
+        [
+            "NVRM: _kgspRpcRecvPoll: GSP RM heartbeat timed out",  # (real)
+            "NVRM: _kgspRpcRecvPoll: LibOS heartbeat timed out",  # (real)
+            "NVRM: _kgspIsHeartbeatTimedOut: Heartbeat timed out, currentTimeMs 3175895033 heartbeat 19834604 "
+            "heartbeatWithOffsetMs 3175815351 diff 79682 timeout 5200",  # (real)
+            "NVRM: GPU0 _kgspRpcGspEventPmuHalted: Received signal from GSP that PMU has halted.",  # (real)
+        ],
+        [
+            "NVRM: GPU0 GSP RM heartbeat received, diff 12 ms",
+            "raft: heartbeat timed out, starting election",
+            "PMU counters halted for sampling",
+        ],
+    ),
     (
         # A transport that says it fell back to TCP or sockets is the fallback itself, whoever prints
         # it (a launcher, a wrapper, a provider): debugging-guide.md § 13, not the EFA section.
