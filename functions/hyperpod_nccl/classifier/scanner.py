@@ -26,8 +26,8 @@ class's section. A cue fires only when
   of another line of the same input, folds under a cue hit of a cause as under any cause: issue 16,
   point 4);
 * no healthy line rule matches the line;
-* the line carries an error word ("error", "failed", "unable", "refused", "timed out", a
-  `RuntimeError`...) outside a harmless role ("errors: 0", "Uncorrectable Error      : 0",
+* the line carries an error word ("error", "failed", "unable", "refused", "timed out", "does not
+  exist", "not supported", "unreachable", "no ... found", a `RuntimeError`...) outside a harmless role ("errors: 0", "Uncorrectable Error      : 0",
   "Remapping Failure Occurred : No", "ECC Errors" alone as a heading, "no errors found",
   "--error=job.err", "if the connection fails", the text a shell `echo` prints or `grep` seeks, a
   component of a dotted field name such as nvidia-smi's "ecc.errors.uncorrected.volatile.total");
