@@ -27,10 +27,11 @@ class's section. A cue fires only when
   point 4);
 * no healthy line rule matches the line;
 * the line carries an error word ("error", "failed", "unable", "refused", "timed out", "does not
-  exist", "not supported", "unreachable", "no ... found", a `RuntimeError`...) outside a harmless role ("errors: 0", "Uncorrectable Error      : 0",
-  "Remapping Failure Occurred : No", "ECC Errors" alone as a heading, "no errors found",
-  "--error=job.err", "if the connection fails", the text a shell `echo` prints or `grep` seeks, a
-  component of a dotted field name such as nvidia-smi's "ecc.errors.uncorrected.volatile.total");
+  exist", "not supported", "unreachable", "no ... found", a `RuntimeError`...) outside a harmless
+  role ("errors: 0", "Uncorrectable Error      : 0", "Remapping Failure Occurred : No", "ECC
+  Errors" alone as a heading, "no errors found", "--error=job.err", "if the connection fails", the
+  text a shell `echo` prints or `grep` seeks, a component of a dotted field name such as
+  nvidia-smi's "ecc.errors.uncorrected.volatile.total");
 * it is no INFO/DEBUG line of a program that prints levels ("NCCL INFO", "[INFO]", "level=info",
   glog's "I1207 ..."), no in-process warning (below), no line that says it succeeded ("passed"),
   and no line that says it carries on ("retrying", "will retry", "ignored") unless it also says it
