@@ -650,6 +650,22 @@ WIDENED_FAMILIES: list[tuple[str, list[str], list[str]]] = [
         ],
     ),
     (
+        # Gloo before 2023 (pair.cc) throws "address family mismatch" when the interface a rank bound
+        # has another family (IPv6/IPv4) than its peer's: the interface choice (GLOO_SOCKET_IFNAME,
+        # debugging-guide.md § 3; PyTorch forums thread 64753); the words alone are not it.
+        "socket_ifname",
+        [
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:207] address family mismatch",  # (real)
+            "terminate called after throwing an instance of 'gloo::InvalidOperationException'  what():  "
+            "[enforce fail at gloo/transport/tcp/pair.cc:211] address family mismatch",
+        ],
+        [
+            "address family mismatch between the listener and the client, retrying with IPv4",
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:459] Received data size doesn't match "
+            "expected size. Is there a distributed collective mismatch in your code?",
+        ],
+    ),
+    (
         # The GSP firmware itself stopped: its heartbeat is lost (open-gpu-kernel-modules#1200) or it
         # reports the PMU halted (NVIDIA developer forums, Xid 62 on an RTX 5080); node-debugger.md § G.
         "gsp_firmware_halted",
