@@ -81,7 +81,7 @@ def test_a_stdout_that_cannot_encode_the_arrows_gets_ascii_stand_ins() -> None:
     run = _hyperpod_nccl("triage", stdin=WATCHDOG, PYTHONIOENCODING="ascii")
     assert run.returncode == EXIT_OK, run.stderr
     assert "Traceback" not in run.stderr
-    assert "-> references/debugging-guide.md S 1" in run.stdout
+    assert "-> references/debugging-guide.md S 22" in run.stdout
     assert run.stdout.isascii()
 
 

@@ -147,7 +147,7 @@ def test_every_command_prints_its_help(runtime_env: Path, command: str) -> None:
 def test_triage_points_at_runbooks_the_installation_has(runtime_env: Path) -> None:
     run = _run(runtime_env, "triage", stdin=WATCHDOG)
     assert run.returncode == 0, run.stderr
-    assert "→ references/debugging-guide.md § 1" in run.stdout
+    assert "→ references/debugging-guide.md § 22" in run.stdout
     installed = runtime_env / INSTALLED_REFERENCES
     assert (installed / "debugging-guide.md").is_file(), "pip install must put the runbooks under share/"
     assert f"Runbooks (→ references/…): {installed}" in run.stdout
