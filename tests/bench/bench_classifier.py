@@ -9,6 +9,7 @@ Targets (issue 16): detection >= 95 %, correct section >= 90 %, healthy lines fl
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import resource
@@ -229,12 +230,47 @@ def _small_set(directory: Path) -> tuple[list[Path], int]:
     return sorted(directory.iterdir()), size
 
 
+FRESH_SOURCES = Path(__file__).resolve().parent / "results" / "fresh_sources.json"
+
+
+def _share(count: int, of: int) -> str:
+    return f"{count} ({count / of:.0%})" if of else "-"
+
+
+def fresh_sources() -> str:
+    """The development rounds' before-states (`FRESH_SOURCES`): new sources scored once by the
+    catalog as it stood before the round changed it, a second measure on unseen text."""
+    data = json.loads(FRESH_SOURCES.read_text(encoding="utf-8"))
+    lines = [
+        "| round (classes sought) | catalog | sources | failure lines | detected | right section | healthy lines "
+        "| flagged |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    failure = detected = section = healthy = flagged = 0
+    for r in data["rounds"]:
+        lines.append(
+            f"| {r['round']} | {r['catalog']} | {r['sources']} | {r['failure']} "
+            f"| {_share(r['detected'], r['failure'])} | {_share(r['right_section'], r['failure'])} "
+            f"| {r['healthy']} | {r['flagged']} |"
+        )
+        failure, detected, section = failure + r["failure"], detected + r["detected"], section + r["right_section"]
+        healthy, flagged = healthy + r["healthy"], flagged + r["flagged"]
+    lines.append(
+        f"| **all** | | {sum(r['sources'] for r in data['rounds'])} | {failure} | {detected / failure:.1%} "
+        f"| {section / failure:.1%} | {healthy} | {flagged / healthy:.1%} |"
+    )
+    return "\n".join([data["description"], "", *lines])
+
+
 def run() -> str:
-    """Held-out scores (the headline), in-sample scores beside them, then throughput."""
+    """Held-out scores (the headline), the development rounds' fresh sources, in-sample scores
+    beside them, then throughput."""
     return "\n\n".join(
         [
             "### Held out: sources the catalog was not written from (leave-one-source-out)",
             corpus_scores(held_out(), leave_source_out=True),
+            "### Fresh sources: each development round's new lines before the round changed the catalog",
+            fresh_sources(),
             "### In sample: the corpus the catalog was written against (memory, not generalization)",
             corpus_scores(in_sample(), leave_source_out=False),
             "### Throughput",
