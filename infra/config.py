@@ -164,23 +164,25 @@ class StageConfig(BaseModel):
         nodes = cluster.expected_nodes or DEFAULT_EXPECTED_NODES
         return nodes if self.node_coverage == "all" else min(nodes, self.node_coverage)
 
-    def sweep_seconds(self, rate_per_second: float = thresholds.SSM_START_SESSION_PER_SECOND) -> float:
+    def sweep_seconds(self) -> float:
         """The shortest time in which one scheduled sweep of every watched cluster can probe its
-        nodes (they start together and share the account's StartSession rate): issue 15's bound,
-        max(all nodes / rate, each cluster's nodes x probe / its probes at once) + one probe, with
-        settings.EXPECTED_PROBE_SECONDS as the probe."""
+        nodes (they start together and share the account's StartSession rate, `startSessionRate`):
+        issue 15's bound, max(all nodes / rate, each cluster's nodes x probe / its probes at once)
+        + one probe, with settings.EXPECTED_PROBE_SECONDS as the probe."""
         if not self.clusters:
             return 0.0
         counts = [self.nodes_per_sweep(cluster) for cluster in self.clusters]
-        by_rate = sum(counts) / rate_per_second
+        by_rate = sum(counts) / self.start_session_rate
         by_concurrency = max(counts) * EXPECTED_PROBE_SECONDS / self.map_max_concurrency
         return max(by_rate, by_concurrency) + EXPECTED_PROBE_SECONDS
 
-    def cadence_overrun(self, rate_per_second: float = thresholds.SSM_START_SESSION_PER_SECOND) -> str | None:
-        """Why the sweeps of the watched clusters cannot fit the schedule's cadence (each would
-        still run when the next is due, and the per-cluster lock would fold ticks into follow-ups
-        that never catch up), with the numbers and the fixes; None when they fit."""
-        needed = self.sweep_seconds(rate_per_second)
+    def cadence_overrun(self) -> str | None:
+        """Why the sweeps of the watched clusters cannot fit the schedule's cadence at the configured
+        StartSession rate (each would still run when the next is due, and the per-cluster lock would
+        fold ticks into follow-ups that never catch up), with the numbers and the fixes; None when
+        they fit."""
+        rate_per_second = self.start_session_rate
+        needed = self.sweep_seconds()
         cadence = self.sweep_rate_minutes * 60
         if needed <= cadence:
             return None

@@ -84,3 +84,13 @@ def test_synthesis_itself_refuses_overlapping_sweeps(tmp_path: Any) -> None:
     context = {"clusters": [_cluster("a", 10_000)], "sweepRateMinutes": 15, "aws:cdk:bundling-stacks": []}
     with pytest.raises(ValidationError, match="sweeps would overlap"):
         build_app(context, outdir=str(tmp_path), cdk_json=None)
+
+
+def test_the_check_uses_the_configured_start_session_rate() -> None:
+    # 2,500 nodes fit 15 minutes at the default 3/s; at a configured 1/s they take 2,520 s.
+    assert _config(clusters=[_cluster("a", 2500)], sweepRateMinutes=15)
+    with pytest.raises(ValidationError) as raised:
+        _config(clusters=[_cluster("a", 2500)], sweepRateMinutes=15, startSessionRate=1)
+    assert "1 StartSession calls/s" in str(raised.value)
+    # A higher rate, the fix the message names, lets more nodes fit.
+    assert _config(clusters=[_cluster("a", 5000)], sweepRateMinutes=15, startSessionRate=6, mapMaxConcurrency=128)
