@@ -147,6 +147,9 @@ class AsyncInvocation:
     errors: list[dict[str, Any] | None] = field(default_factory=list)
     outcome: str = "pending"
     record: dict[str, Any] | None = None
+    # The answer of the attempt that succeeded: Lambda returns it to nobody (the trigger has no
+    # on-success destination); the emulation keeps it as the function's own log line would show it.
+    answer: Any = None
     done: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -262,7 +265,14 @@ class LocalMonitor:
         self.sdk_read_timeout = sdk_read_timeout
         self.async_retry_delay_seconds = async_retry_delay_seconds
         self.async_invocations: list[AsyncInvocation] = []
+        # One delivery at a time, so each `deliver` returns the invocation its own Invoke queued;
+        # `_queued_seconds` is how long that event already waited in Lambda's queue.
+        self._delivery_lock = threading.Lock()
+        self._queued_seconds = 0.0
         self.failed_triggers_url = ""
+        # The URL of each queue a destination names by ARN: Lambda sends to the ARN, the SDK needs
+        # the URL, and a GetQueueUrl would be a call of the function's role that Lambda never makes.
+        self._queue_urls: dict[str, str] = {}
         # Each function's Lambda timeout: its task's, as deployed, or the test's shorter one.
         self.lambda_timeouts: dict[str, float] = {
             **lambda_timeouts(probe_timeout_seconds),
@@ -428,6 +438,7 @@ class LocalMonitor:
         queue_arn = sqs.get_queue_attributes(QueueUrl=self.failed_triggers_url, AttributeNames=["QueueArn"])[
             "Attributes"
         ]["QueueArn"]
+        self._queue_urls[queue_arn] = self.failed_triggers_url
         self.client("lambda").put_function_event_invoke_config(
             FunctionName=self.function_arns["trigger"],
             MaximumRetryAttempts=TRIGGER_RETRY_ATTEMPTS,
@@ -558,7 +569,9 @@ class LocalMonitor:
             event: Any = json.loads(body or "{}")
         except ValueError:
             event = body.decode() if isinstance(body, bytes) else str(body)
-        invocation = AsyncInvocation(module=name.removeprefix(FUNCTION_PREFIX), event=event)
+        invocation = AsyncInvocation(
+            module=name.removeprefix(FUNCTION_PREFIX), event=event, accepted=time.monotonic() - self._queued_seconds
+        )
         with _dispatch_lock:
             self.async_invocations.append(invocation)
         worker = threading.Thread(
@@ -586,6 +599,7 @@ class LocalMonitor:
                 answer, function_error = self._run_function(function_arn, body)
                 if function_error is None:
                     invocation.errors.append(None)
+                    invocation.answer = json.loads(answer) if answer else None
                     invocation.outcome = "succeeded"
                     return
                 last_error = json.loads(answer)
@@ -602,26 +616,32 @@ class LocalMonitor:
 
     def _send_to_queue(self, queue_arn: str, body: str) -> None:
         """What Lambda does with an invocation record for an SQS destination: one message."""
-        _, _, _, _, account, queue_name = queue_arn.split(":", 5)
-        sqs = self.client("sqs")
-        url = sqs.get_queue_url(QueueName=queue_name, QueueOwnerAWSAccountId=account)["QueueUrl"]
-        sqs.send_message(QueueUrl=url, MessageBody=body)
+        self.client("sqs").send_message(QueueUrl=self._queue_urls[queue_arn], MessageBody=body)
 
     # --- running ----------------------------------------------------------------------------------
-    def deliver(self, event: dict[str, Any]) -> AsyncInvocation:
+    def deliver(self, event: dict[str, Any], *, queued_seconds: float = 0.0) -> AsyncInvocation:
         """Deliver an event to the trigger function as EventBridge (a rule or Scheduler) does: an
         asynchronous Invoke, which Lambda accepts and then runs, retries and, failing for good,
         records in the failed-triggers queue. Returns Lambda's handling of it (`.wait()` for the end).
-        One delivery at a time: the returned invocation is the one this call queued."""
-        with _dispatch_lock:
-            queued = len(self.async_invocations)
-        answer = self.client("lambda").invoke(
-            FunctionName=self.function_arns["trigger"], InvocationType="Event", Payload=json.dumps(event).encode()
-        )
-        if answer["StatusCode"] != 202:
-            raise RuntimeError(f"Lambda did not accept the event: {answer['StatusCode']}")
-        with _dispatch_lock:
-            return self.async_invocations[queued]
+        `queued_seconds` ages the event as if it had already waited that long in Lambda's queue (as
+        events do behind a throttled function): past MaximumEventAgeInSeconds, Lambda drops it to
+        the on-failure destination without running it."""
+        with self._delivery_lock:
+            with _dispatch_lock:
+                queued = len(self.async_invocations)
+            self._queued_seconds = queued_seconds
+            try:
+                answer = self.client("lambda").invoke(
+                    FunctionName=self.function_arns["trigger"],
+                    InvocationType="Event",
+                    Payload=json.dumps(event).encode(),
+                )
+            finally:
+                self._queued_seconds = 0.0
+            if answer["StatusCode"] != 202:
+                raise RuntimeError(f"Lambda did not accept the event: {answer['StatusCode']}")
+            with _dispatch_lock:
+                return self.async_invocations[queued]
 
     def drain_failed_triggers(self) -> list[dict[str, Any]]:
         """Every record the failed-triggers queue received since the last drain, as JSON."""
@@ -637,11 +657,19 @@ class LocalMonitor:
             raise FunctionError(str(answer.get("errorType")), str(answer.get("errorMessage")))
         return answer
 
-    def schedule_tick(self, tick_id: str | None = None) -> dict[str, Any]:
-        """One EventBridge Scheduler tick."""
-        return self.trigger(
-            {"source": SCHEDULE_SOURCE, "id": tick_id or uuid.uuid4().hex, "time": datetime.now(UTC).isoformat()}
-        )
+    def schedule_tick(self, tick_id: str | None = None, timeout: float = 60.0) -> dict[str, Any]:
+        """One EventBridge Scheduler tick, delivered as Scheduler delivers it (`deliver`: an
+        asynchronous Invoke, with Lambda's retries), and the trigger's answer to the attempt that
+        succeeded. Fails with FunctionError when every attempt failed (the record is then in the
+        failed-triggers queue)."""
+        event = {"source": SCHEDULE_SOURCE, "id": tick_id or uuid.uuid4().hex, "time": datetime.now(UTC).isoformat()}
+        handled = self.deliver(event).wait(timeout)
+        if handled.outcome != "succeeded":
+            last = handled.errors[-1] if handled.errors else None
+            error = last if isinstance(last, dict) else {}
+            raise FunctionError(str(error.get("errorType", "EventAgeExceeded")), str(error.get("errorMessage", "")))
+        answer: dict[str, Any] = handled.answer
+        return answer
 
     def executions(self) -> list[dict[str, Any]]:
         """Executions of the sweep state machine, newest first."""

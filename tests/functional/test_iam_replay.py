@@ -42,7 +42,8 @@ pytestmark = pytest.mark.infra  # synthesizes the CDK app once per emulated acco
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 # The sweeps replayed: an EKS cluster (Kubernetes reads, node probes) and a Slurm one (its
-# controller probe document), so that each Lambda's calls on both orchestrators are seen.
+# controller probe document), so that each Lambda's calls on both orchestrators are seen; after
+# the first, an event whose trigger fails every attempt (the on-failure destination's SendMessage).
 SCENARIOS = ("eks-p5", "slurm-p5en")
 
 # Actions AWS authorises without any policy: STS GetCallerIdentity ("No permissions are required to
@@ -61,14 +62,10 @@ NOT_CALLED_BY_THE_CODE: dict[tuple[str, str], str] = {
     " locked (an abandoned lease) or StartExecution answers ExecutionAlreadyExists (a retried trigger)",
     ("trigger", "dynamodb:UpdateItem"): "folds a trigger into the lock of the sweep already running"
     " (Store.fold_trigger_into_lock, take_over_lock): only when the cluster is locked",
-    ("trigger", "dynamodb:DeleteItem"): "gives the lock back when StartExecution fails or its sweep already ended"
-    " (Store.release_lock)",
     ("notify", "dynamodb:DeleteItem"): "releases a notification claim when Publish fails, so that the state's"
     " Retry publishes it (Store.release_notification_claim)",
     ("probe_node", "ssm:TerminateSession"): "ends a session whose data channel failed (SessionRunner.terminate):"
     " the scenarios' healthy channels close themselves",
-    ("trigger", "sqs:SendMessage"): "Lambda sends the on-failure record of an event whose retries all failed to"
-    " the failed-triggers queue with the function's role (tests/functional/test_trigger_delivery.py)",
     ("trigger", "kms:Decrypt"): "the failed-triggers queue is encrypted with the stack's key: Lambda's SendMessage"
     " to it needs the key (KMS is not emulated)",
     ("trigger", "kms:GenerateDataKey"): "as kms:Decrypt: SendMessage to the encrypted failed-triggers queue",
@@ -462,6 +459,8 @@ def replays(emulation: Any) -> Iterator[list[Replay]]:
                 execution = deployed.executions()[0]  # newest first
                 run = deployed.wait(execution["executionArn"])
                 assert run.status == "SUCCEEDED", run
+                if scenario == SCENARIOS[0]:
+                    _deliver_an_event_that_fails_for_good(deployed)
                 emulated = Emulated(account=emulation.account_id, region=deployed.region, monitor=deployed)
                 template = json.loads(synthesize(emulated.account, emulated.region, simulation.scenario.cluster.name))
                 statements = role_statements(template, emulated)
@@ -470,6 +469,23 @@ def replays(emulation: Any) -> Iterator[list[Replay]]:
                 deployed.stop()
                 simulation.stop()
     yield done
+
+
+def _deliver_an_event_that_fails_for_good(deployed: LocalMonitor) -> None:
+    """A trigger whose every attempt fails (StartExecution refused): Lambda then sends the event's
+    record to the failed-triggers queue with the trigger's role, and the trigger gives back the
+    lock it took. Both calls are replayed like the sweep's."""
+    from hyperpod_nccl_sim.scenario import FaultSpec
+
+    faults = deployed.emulation.faults
+    faults.add_fault(FaultSpec(operation="states:StartExecution", error_code="AccessDeniedException"))
+    try:
+        tick = {"source": SCHEDULE_SOURCE, "id": uuid.uuid4().hex, "time": datetime.now(UTC).isoformat()}
+        assert deployed.deliver(tick).wait().outcome == "failed"
+    finally:
+        faults.set_faults([])
+    [record] = deployed.drain_failed_triggers()
+    assert record["requestPayload"] == tick
 
 
 def test_every_call_each_lambda_made_is_allowed_by_its_role(replays: list[Replay]) -> None:

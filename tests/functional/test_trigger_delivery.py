@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from hyperpod_nccl.monitor.settings import TRIGGER_RETRY_ATTEMPTS
+from hyperpod_nccl.monitor.settings import TRIGGER_MAX_EVENT_AGE_SECONDS, TRIGGER_RETRY_ATTEMPTS
 from hyperpod_nccl.monitor.store import TRIGGER
 from hyperpod_nccl_sim.scenario import FaultSpec
 from hyperpod_nccl_sim.serverless import SDK_MAX_ATTEMPTS, LocalMonitor
@@ -116,4 +116,57 @@ def test_a_retry_after_its_sweep_started_keeps_what_was_folded_in_and_sweeps_not
     assert follow_up["triggers"] == [second["id"]]
     seen = _store(deployed).trigger_seen(deployed.region, cluster, first["id"])
     assert seen is not None and seen["status"] == "started"
+    assert deployed.drain_failed_triggers() == []
+
+
+def test_an_event_older_than_its_maximum_age_is_kept_in_the_failed_triggers_queue_unrun(simulate, monitor) -> None:  # noqa: F811
+    # Behind a throttled function an event can wait in Lambda's queue; once it is older than the
+    # trigger's MaximumEventAgeInSeconds (as infra deploys it), Lambda drops it without running it
+    # and the on-failure destination is the only place it is kept.
+    simulation = simulate("eks-p5")
+    deployed = monitor(simulation)
+    event = _event("accept-state-change-failed.json")
+    delivery = deployed.deliver(event, queued_seconds=TRIGGER_MAX_EVENT_AGE_SECONDS + 1).wait()
+    assert delivery.outcome == "failed" and delivery.attempts == 0
+    assert deployed.executions() == []
+    [record] = deployed.drain_failed_triggers()
+    assert record["requestPayload"] == event
+    assert record["requestContext"]["condition"] == "EventAgeExceeded"
+    assert record["requestContext"]["approximateInvokeCount"] == 0
+
+
+def test_an_event_that_ages_out_between_retries_is_kept_after_the_attempts_it_had(simulate, monitor) -> None:  # noqa: F811
+    # The first attempt fails; Lambda's wait before the retry carries the event past its maximum
+    # age, so the retry never runs and the record says so after one attempt.
+    simulation = simulate("eks-p5")
+    deployed = monitor(simulation, async_retry_delay_seconds=1.5)
+    event = _event("accept-state-change-failed.json")
+    deployed.emulation.faults.add_fault(
+        FaultSpec(operation="states:StartExecution", error_code="AccessDeniedException", message="not authorized")
+    )
+    delivery = deployed.deliver(event, queued_seconds=TRIGGER_MAX_EVENT_AGE_SECONDS - 1).wait()
+    assert delivery.outcome == "failed" and delivery.attempts == 1
+    [record] = deployed.drain_failed_triggers()
+    assert record["requestContext"]["condition"] == "EventAgeExceeded"
+    assert record["requestContext"]["approximateInvokeCount"] == 1
+    assert record["responsePayload"]["errorType"] == "AwsCallFailed"
+
+
+def test_a_schedule_tick_is_delivered_asynchronously_and_retried_like_scheduler_delivers_it(simulate, monitor) -> None:  # noqa: F811
+    # `LocalMonitor.sweep`, which most tests and every bench sweep use, starts its sweep through
+    # Lambda's asynchronous queue: a tick whose first attempt fails still sweeps, once.
+    deployed = monitor(simulate("healthy-eks"))
+    deployed.emulation.faults.add_fault(
+        FaultSpec(
+            operation="states:StartExecution",
+            error_code="ThrottlingException",
+            message="Rate exceeded",
+            times=SDK_MAX_ATTEMPTS,
+        )
+    )
+    run = deployed.sweep("tick-throttled")
+    assert run.status == "SUCCEEDED"
+    [handled] = [d for d in deployed.async_invocations if d.event.get("id") == "tick-throttled"]
+    assert handled.outcome == "succeeded" and handled.attempts == 2
+    assert len(deployed.executions()) == 1
     assert deployed.drain_failed_triggers() == []
