@@ -666,6 +666,65 @@ WIDENED_FAMILIES: list[tuple[str, list[str], list[str]]] = [
         ],
     ),
     (
+        # Development round 9: ranks that try to reach a peer on a link-local address (169.254/16, an
+        # IPv6 fe80:: address with its scope) picked an interface that is not routable between nodes
+        # (debugging-guide.md § 3: "ranks try to reach each other on unroutable addresses";
+        # ms-swift#8043, wenet#1891); oneCCL finding no interface for its host address
+        # (oneCCL#157); old Gloo's pair connect refusal printed without the address (caffe2#1335,
+        # the hostname mapped to 127.0.1.1). The same connect wording to a routable address is not it.
+        "socket_ifname",
+        [
+            "socketPollConnect: connect to 169.254.20.10<52597> returned Connection refused",  # (real)
+            "node-2:311:402 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to "
+            "169.254.170.23<41137> failed : Connection refused",
+            "voicec105:90736:91655 [0] include/socket.h:403 NCCL WARN Connect to "
+            "fe80::c4eb:49ff:fe04:e32d%6<57335> failed : Network is unreachable",  # (real)
+            "NCCL WARN Net : Connect to fe80::966d:ae03:a2:8cf0%ib1<17943> failed : Software caused connection abort",
+            "2025:02:17-17:20:51:( 2399) |CCL_ERROR| internal_kvs.cpp:289 fill_local_host_ip: can't find interface  "
+            "to get host IP",  # (real)
+            "2025:02:17-17:20:51:( 2399) |CCL_ERROR| internal_kvs.cpp:335 kvs_main_server_address_reserve: "
+            "failed to get local host IP",  # (real)
+            "gloo/transport/tcp/pair.cc:536] : Connection refused",  # (real, an issue title)
+        ],
+        [
+            "node-2:311:402 [0] NCCL INFO socketPollConnect: connect to 10.1.216.156<41137> returned Connection "
+            "refused, retrying (1/34) after sleep for 100 msec",
+            "node-2:311:311 [0] NCCL INFO Bootstrap : Using enp73s0:10.1.216.156<0>",
+            "curl: (7) Failed to connect to 169.254.169.254 port 80 after 2 ms: Couldn't connect to server",
+            "inet6 fe80::c4eb:49ff:fe04:e32d/64 scope link",
+            "|CCL_INFO| internal_kvs.cpp:301 fill_local_host_ip: use ipv4 local host IP 10.1.2.3",
+        ],
+    ),
+    (
+        # NCCL's proxy could not connect to a peer rank (vllm#798 across two Ray nodes, ray#40758 across
+        # two cloud VMs in Docker): the peer connection, debugging-guide.md § 2; not a proxy operation
+        # that failed for another reason.
+        "nccl_connect_failed",
+        [
+            "(LLMEngine pid=2347640, ip=10.58.226.15) Proxy Call to rank 7 failed (Connect)",  # (real)
+            "Proxy Call to rank 0 failed (Connect)",  # (real)
+        ],
+        [
+            "ip-10-0-1-5:83:215 [0] NCCL INFO Connected all rings",
+            "Proxy Call to rank 3 failed (Setup)",
+        ],
+    ),
+    (
+        # c10d at trace level logs a server socket that is not listening yet and retries (nccl#785, the
+        # client connected a moment later): no finding for the retry, only for the give-up lines.
+        "c10d_connect_failed",
+        [
+            "[E socket.cpp:793] [c10d] The client socket has timed out after 60s while trying to connect to "
+            "(IP1, 2222).",
+            "RuntimeError: The client socket has failed to connect to [node-0]:29500 "
+            "(errno: 111 - Connection refused).",
+        ],
+        [
+            "[I socket.cpp:710] [c10d - trace] The server socket on [::ffff:127.0.0.1]:12355 is not yet listening "
+            "(errno: 111 - Connection refused), will retry.",  # (real)
+        ],
+    ),
+    (
         # The GSP firmware itself stopped: its heartbeat is lost (open-gpu-kernel-modules#1200) or it
         # reports the PMU halted (NVIDIA developer forums, Xid 62 on an RTX 5080); node-debugger.md § G.
         "gsp_firmware_halted",
