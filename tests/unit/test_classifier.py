@@ -1193,6 +1193,41 @@ WIDENED_FAMILIES: list[tuple[str, list[str], list[str]]] = [
             "Received 2 SUCCESS signal(s) out of 2.",
         ],
     ),
+    (
+        # Ray's object store sized against /dev/shm (development round 9: gpustack#5014, ray#3223,
+        # kiirkirjutaja#5): a request larger than /dev/shm, or a fallback to /tmp because /dev/shm holds
+        # less than 1 GB (the runbook's threshold). A fallback from a large /dev/shm is not this.
+        "shm_exhausted",
+        [
+            "[2026-03-25 05:44:29,435 W 39 39] (raylet) store_runner.cc:83: System memory request exceeds memory "
+            "available in /dev/shm. The request is for 10200547328 bytes, and the amount available is 9663676416 "
+            "bytes.",  # (real)
+            "ValueError: The configured object store size (11.8 GB) exceeds /dev/shm size (11.7 GB). This will "
+            "harm performance.",
+            "WARNING: The object store is using /tmp instead of /dev/shm because /dev/shm has only 67108864 bytes "
+            "available. This may slow down performance!",
+        ],
+        [
+            "WARNING services.py:1628 -- WARNING: The object store is using /tmp instead of /dev/shm because "
+            "/dev/shm has only 46198665216 bytes available. This will harm performance!",
+            "Starting the Plasma object store with 10.09 GB memory using /dev/shm.",
+            "The object store size does not exceed /dev/shm",
+        ],
+    ),
+    (
+        # RCCL's warning that the IOMMU is not in passthrough mode (ROCm/vllm#390: P2P hangs until
+        # NCCL_P2P_DISABLE=1): the IOMMU setting of the runbook's P2P section. The option itself is quiet.
+        "p2p_unavailable",
+        [
+            "supllm:402:402 [0] /longer_pathname_so_that_rpms_can_support_packaging_the_debug_info_for_all_os_profiles/"
+            'src/out/ubuntu-22.04/22.04/build/rccl/hipify/src/init.cc:179 NCCL WARN Missing "iommu=pt" from kernel '
+            "command line which can lead to system instablity or hang!",  # (real)
+        ],
+        [
+            'GRUB_CMDLINE_LINUX_DEFAULT="quiet iommu=pt"',
+            "node [0] NCCL INFO Kernel command line contains iommu=pt",
+        ],
+    ),
 ]
 
 
