@@ -145,6 +145,10 @@ SIGNATURE_CASES: dict[str, tuple[str, str]] = {
         "[PG 0 Rank 3] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress",
         "[PG 0 Rank 3] heartbeat monitor started",
     ),
+    "nccl_ras_report": (
+        "#0-0 (fa93daea854b060b) MISMATCH",  # (real, NVIDIA/nccl#1911)
+        "    0         1        32         8       256       256   RUNNING      OK",  # (real, NVIDIA/nccl#1730)
+    ),
     "comm_abort": (
         "[Rank 2] NCCL communicator was aborted on rank 2.",
         "NCCL_ASYNC_ERROR_HANDLING=1 aborts on errors",
@@ -2060,3 +2064,51 @@ def test_a_folded_hit_reaches_the_finding_with_its_line() -> None:
     assert finding.fields["signature"] == "nccl_connect_failed"
     assert _SYSTEM_ERROR in finding.evidence
     assert "explains" in finding.detail
+
+
+def test_development_round_9c_families() -> None:
+    # Wordings of real lines the catalog missed (round 9c); each family with its look-alikes.
+    timeout = [
+        # the lines around ProcessGroupNCCL's timeout in a multi-line report (real: vllm #5458, particleflow #390,
+        # Megatron-LM #935)
+        "[rank3]:[E ProcessGroupNCCL.cpp:583] [Rank 3] To avoid data inconsistency, we are taking the entire "
+        "process down.",
+        "frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::duration<long, "
+        "std::ratio<1l, 1000l> > >) + 0x1d2 (0x1554e9e0f8f2 in /x/torch/lib/libtorch_cuda.so)",
+        "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:565 (most recent "
+        "call first):",
+    ]
+    for line in timeout:
+        assert "watchdog_timeout" in _ids(line), line
+    # the watchdog frame alone is printed for any watchdog exception, not only a timeout
+    assert "watchdog_timeout" not in _ids(
+        "frame #2: c10d::ProcessGroupNCCL::watchdogHandler() + 0x233 (0x7f3b6e7213 in /x/libtorch_cuda.so)"
+    )
+    ras = [
+        "  Communicator ranks have different AllGather operation counts",  # (real, NVIDIA/nccl#1911)
+        "    0         1         4         8        32        32   RUNNING  MISMATCH",  # (real, NVIDIA/nccl#1911)
+        "  1 job process is considered dead (unreachable via the RAS network)",  # INVENTED from client_support.cc
+        "  Missing communicator data from 1 rank",  # INVENTED from client_support.cc
+    ]
+    for line in ras:
+        assert "nccl_ras_report" in _ids(line), line
+    for line in (
+        "    0         1        32         8       256       256   RUNNING      OK",
+        "Communicators... (0.00s)",
+    ):
+        assert _ids(line) == [], line
+    # Xid numbers as device plugins and people write them (real: k8s-device-plugin #189; GKE's node condition,
+    # container-engine-accelerators #497)
+    hit = scan_text(
+        "2020/08/10 19:09:42 XidCriticalError: Xid=79 on Device=GPU-1, the device will go unhealthy.\n"
+    ).hits
+    assert [(h.id, h.fields.get("xid"), h.reference.pointer) for h in hit] == [
+        ("xid", 79, "references/node-debugger.md § F")
+    ]
+    assert "xid" in _ids('  XidCriticalError     True    Mon, 23 Jun 2025 18:45:43 +0000   {"31":true}   6e43a0')
+    assert "xid" in _ids("Detected Critical Xid Error 48 on GPU 0")
+    assert "xid" not in _ids("  XidCriticalError     False   Mon, 23 Jun 2025 18:45:43 +0000   {}   6e43a0")
+    # slurmd's per-step log prefix, and slurm.conf duplicates (real: enroot #256, ansible-role-openhpc #95)
+    assert "slurm_job_failure" in _ids("[2025-11-06T20:36:19.163] [19.0] error: pyxis: failed to import docker image")
+    assert "slurm_job_failure" in _ids("slurmctld[26180]: error: Duplicated NodeHostName nrel-hpc-0 in the config file")
+    assert "slurm_job_failure" not in _ids("[2025-11-06T20:36:19.163] [19.0] pyxis: importing docker image: ubuntu")

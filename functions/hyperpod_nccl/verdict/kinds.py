@@ -464,7 +464,15 @@ CLASSIFICATION: tuple[Classify, ...] = (
     *_log("memory_registration_failed", "memlock_registration", "shm_exhausted"),
     *_log("node_shared_memory_state", "shm_stale"),
     # hangs, versions, the job's end
-    *_log("collective_hang", "watchdog_timeout", "gloo_timeout", "watchdog_stuck", "comm_abort", "nccl_remote_error"),
+    *_log(
+        "collective_hang",
+        "watchdog_timeout",
+        "gloo_timeout",
+        "watchdog_stuck",
+        "comm_abort",
+        "nccl_ras_report",
+        "nccl_remote_error",
+    ),
     *_log(
         "version_mismatch",
         "nccl_version_mismatch",
