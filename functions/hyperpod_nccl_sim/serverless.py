@@ -283,6 +283,7 @@ class LocalMonitor:
         self.function_arns: dict[str, str] = {}
         self.probe_documents: dict[str, str] = {}
         self.state_machine_arn = ""
+        self.key_arn = ""
         self.topic_arn = ""
         self.queue_url = ""
         self.invocations: list[str] = []
@@ -405,11 +406,17 @@ class LocalMonitor:
                 Code={"ZipFile": code},
             )
             self.function_arns[module] = created["FunctionArn"]
+        # The stack's customer managed key, which encrypts the alerts topic and the failed-triggers
+        # queue as infra deploys them (the emulation does not enforce its use: the IAM replay checks
+        # that whoever publishes or sends may use it).
+        self.key_arn = self.client("kms").create_key(Description=f"{STACK_NAME} alerts and failed triggers")[
+            "KeyMetadata"
+        ]["Arn"]
         self._configure_trigger_async_invoke()
         self._create_table()
         self._create_probe_documents()
         sns = self.client("sns")
-        self.topic_arn = sns.create_topic(Name=TOPIC_NAME)["TopicArn"]
+        self.topic_arn = sns.create_topic(Name=TOPIC_NAME, Attributes={"KmsMasterKeyId": self.key_arn})["TopicArn"]
         sqs = self.client("sqs")
         self.queue_url = sqs.create_queue(QueueName=f"{TOPIC_NAME}-readback")["QueueUrl"]
         queue_arn = sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])["Attributes"][
@@ -432,9 +439,12 @@ class LocalMonitor:
 
     def _configure_trigger_async_invoke(self) -> None:
         """The trigger's asynchronous invocation, as infra configures it: the retries of
-        `settings`, and the failed-triggers queue as its on-failure destination."""
+        `settings`, and the failed-triggers queue (encrypted with the stack's key) as its
+        on-failure destination."""
         sqs = self.client("sqs")
-        self.failed_triggers_url = sqs.create_queue(QueueName=FAILED_TRIGGERS_QUEUE_NAME)["QueueUrl"]
+        self.failed_triggers_url = sqs.create_queue(
+            QueueName=FAILED_TRIGGERS_QUEUE_NAME, Attributes={"KmsMasterKeyId": self.key_arn}
+        )["QueueUrl"]
         queue_arn = sqs.get_queue_attributes(QueueUrl=self.failed_triggers_url, AttributeNames=["QueueArn"])[
             "Attributes"
         ]["QueueArn"]

@@ -11,7 +11,9 @@ SDK's retries) and the data channel's websocket open (`ssmmessages:OpenDataChann
 authorises when the channel opens, not at StartSession). A call belongs to the Lambda whose
 invocation thread (`lambda-<function>`, serverless.run_until) started the thread making it, or
 to that Lambda's asynchronous invocation (`lambda-async-<function>`: Lambda sends the on-failure
-destination record with the function's role).
+destination record with the function's role). A call to an encrypted topic or queue is also
+replayed as the KMS calls AWS makes for it with the caller's credentials
+(`ENCRYPTED_TARGET_KEY_ACTIONS`), on the key the emulated topic or queue names.
 """
 
 from __future__ import annotations
@@ -66,12 +68,6 @@ NOT_CALLED_BY_THE_CODE: dict[tuple[str, str], str] = {
     " Retry publishes it (Store.release_notification_claim)",
     ("probe_node", "ssm:TerminateSession"): "ends a session whose data channel failed (SessionRunner.terminate):"
     " the scenarios' healthy channels close themselves",
-    ("trigger", "kms:Decrypt"): "the failed-triggers queue is encrypted with the stack's key: Lambda's SendMessage"
-    " to it needs the key (KMS is not emulated)",
-    ("trigger", "kms:GenerateDataKey"): "as kms:Decrypt: SendMessage to the encrypted failed-triggers queue",
-    ("notify", "kms:Decrypt"): "the alerts topic is encrypted with the stack's key: Publish needs it (KMS is not"
-    " emulated)",
-    ("notify", "kms:GenerateDataKey*"): "as kms:Decrypt: Publish to the encrypted alerts topic",
     ("discover", "sagemaker:ListClusters"): "names the account's clusters when DescribeCluster does not find the"
     " watched one (collectors/control_plane.py); the scenarios' clusters exist",
 }
@@ -185,6 +181,20 @@ class Emulated:
             for url in urls
         }
 
+    @functools.cached_property
+    def encryption_keys(self) -> dict[str, str]:
+        """The KMS key of each encrypted topic and queue (by topic ARN and queue URL)."""
+        sns, sqs = self.monitor.client("sns"), self.monitor.client("sqs")
+        keys = {
+            url: sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"] for url in self.queue_arns
+        }
+        keys[self.monitor.topic_arn] = sns.get_topic_attributes(TopicArn=self.monitor.topic_arn)["Attributes"]
+        return {
+            target: attributes["KmsMasterKeyId"]
+            for target, attributes in keys.items()
+            if attributes.get("KmsMasterKeyId")
+        }
+
     def cluster_arn(self, name_or_arn: str, region: str) -> str:
         if name_or_arn.startswith("arn:"):
             return name_or_arn
@@ -252,14 +262,36 @@ RESOURCES: dict[str, Callable[[RawCall, Emulated], tuple[str, ...]]] = {
 }
 
 
+# What a call to an SSE-KMS encrypted target also needs of its key, with the caller's credentials:
+# the SQS Developer Guide (key management: a producer needs kms:GenerateDataKey and kms:Decrypt) and
+# the SNS Developer Guide (key management: a publisher needs kms:GenerateDataKey* and kms:Decrypt).
+# The request parameter that names the target, per action.
+ENCRYPTED_TARGET_KEY_ACTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "sqs:SendMessage": ("QueueUrl", ("kms:GenerateDataKey", "kms:Decrypt")),
+    "sns:Publish": ("TopicArn", ("kms:GenerateDataKey", "kms:Decrypt")),
+}
+
+
+def _key_calls(call: RawCall, emulated: Emulated) -> list[Call]:
+    """The KMS calls AWS makes on the caller's behalf for a call to an encrypted target."""
+    parameter, actions = ENCRYPTED_TARGET_KEY_ACTIONS.get(call.action, ("", ()))
+    key = emulated.encryption_keys.get(str(call.params.get(parameter, "")))
+    return [Call(call.module, action, (key,)) for action in actions] if key else []
+
+
 def as_evaluated(raw: list[RawCall], emulated: Emulated) -> list[Call]:
-    """Each recorded call as IAM sees it; fails on an action the table above does not know."""
+    """Each recorded call as IAM sees it, with the key calls of an encrypted target; fails on an
+    action the table above does not know."""
     for call in raw:
         if call.action == "ssm:StartSession" and call.response:
             emulated.sessions[call.response["StreamUrl"]] = (call.response["SessionId"], call.region)
     unknown = sorted({c.action for c in raw} - set(RESOURCES))
     assert not unknown, f"add these actions' SAR resource types to RESOURCES: {unknown}"
-    return [Call(c.module, c.action, RESOURCES[c.action](c, emulated)) for c in raw]
+    return [
+        evaluated
+        for c in raw
+        for evaluated in [Call(c.module, c.action, RESOURCES[c.action](c, emulated)), *_key_calls(c, emulated)]
+    ]
 
 
 # --- the template's policies ---------------------------------------------------------------------
@@ -296,6 +328,7 @@ def _emulated_arns(template: dict[str, Any], emulated: Emulated) -> dict[str, st
         "AWS::SNS::Topic": monitor.topic_arn,
         "AWS::StepFunctions::StateMachine": monitor.state_machine_arn,
         "AWS::SQS::Queue": failed_queue,
+        "AWS::KMS::Key": monitor.key_arn,
     }
     return {
         logical: by_type[resource["Type"]]
