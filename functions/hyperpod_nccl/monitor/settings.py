@@ -139,8 +139,12 @@ LAMBDAS: dict[str, LambdaFunction] = {
             environment=(FINDINGS_TABLE_ENV, HISTORY_DAYS_ENV, REFERENCE_BASE_URL_ENV),
             # run_aggregate: findings (in batches), their history, incidents, the sweep record and the lock.
             table_actions=("GetItem", "PutItem", "BatchWriteItem", "Query", "UpdateItem", "DeleteItem"),
-            # It runs the whole check engine.
-            memory_mb=1024,
+            # It runs the whole check engine over every node's parsed probe result at once: about
+            # 120 KB per node at peak over a 94 MB process (BENCHMARKS.md, Memory: 1,242 MB at
+            # 10,000 nodes, measured 2026-12-07). 2,048 MB leaves Step Functions' 256 KiB state
+            # (about 10,900 nodes) the limit that binds; one vCPU is 1,769 MB, so little is billed
+            # beyond what the CPU time costs anyway. tests/unit/test_aggregate_memory_budget.py guards it.
+            memory_mb=2048,
         ),
         LambdaFunction(
             "notify",
