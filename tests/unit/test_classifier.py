@@ -1232,6 +1232,22 @@ WIDENED_FAMILIES: list[tuple[str, list[str], list[str]]] = [
             "node [0] NCCL INFO Kernel command line contains iommu=pt",
         ],
     ),
+    (
+        # NCCL's duplicate-GPU report pasted without its "Duplicate GPU detected :" prefix (development
+        # round 10a: a blog's DeepSeek-V3 run, fixed with CUDA_DEVICE_ORDER=PCI_BUS_ID): two ranks on one
+        # device is the rank-to-device mapping, operations.md § 5. Ranks on different devices are not it.
+        "cuda_visible_devices",
+        [
+            "Error: rank 27 and rank 19 both on CUDA device 53000 (PCI 53:00.0)",  # (real)
+            "node-3:1234:1234 [0] init.cc:871 NCCL WARN Duplicate GPU detected : rank 1 and rank 0 both on CUDA "
+            "device 53000",
+        ],
+        [
+            "node-3:1234:1234 [0] NCCL INFO comm 0x5555 rank 1 nranks 2 cudaDev 1 busId 53000 - Init COMPLETE",
+            "Error: rank 27 and rank 19 both on CUDA devices listed in the topology file",
+            "frank 1 and rank 0 both on CUDA device 53000",
+        ],
+    ),
 ]
 
 
