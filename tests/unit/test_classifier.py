@@ -273,6 +273,10 @@ SIGNATURE_CASES: dict[str, tuple[str, str]] = {
         "[   27.812345] NVRM: GPU 0000:3b:00.0: RmInitAdapter failed! (0x62:0x55:2477)",
         "[   27.812345] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.90.07",
     ),
+    "gpu_pcie_fatal": (
+        "[  +0.000921] nvidia 0000:03:00.0: AER: can't recover (no error_detected callback)",  # (real)
+        "[  +0.000316] pcieport 0000:00:03.0: AER: Corrected error received: 0000:00:03.0",
+    ),
     "nvml_device_error": (
         "Unable to determine the device handle for GPU0000:53:00.0: Unknown Error",
         "Unable to determine the device handle for gpu 0000:53:00.0: GPU is lost.  Reboot the system to recover "
@@ -639,6 +643,49 @@ def _terms_cover(line: str) -> bool:
 # is detected with its class and carries a CloudWatch filter term; each look-alike stays quiet.
 # Lines marked (real) are quoted from the corpus threads; the others follow the same wording.
 WIDENED_FAMILIES: list[tuple[str, list[str], list[str]]] = [
+    (
+        # PyTorch's warning when its build lacks the GPU's architecture (a wheel too old for the GPU:
+        # the kernels then fail with "no kernel image"), the old NVIDIA container runtime's refusal of
+        # an image whose CUDA needs a newer driver, and a driver/kernel-module mismatch in the short
+        # form a blog quotes: all a version mismatch (debugging-guide.md § 10). Threads cited in
+        # `written_from` (pytorch #45028, LeggedLab #26, arnold #47, nvidia-docker #1442/#543, PETRIC2 #27).
+        "cuda_driver_runtime_mismatch",
+        [
+            # (real)
+            "A100-SXM4-40GB with CUDA capability sm_80 is not compatible with the current PyTorch installation.",
+            "NVIDIA B200 with CUDA capability sm_100a is not compatible with the current PyTorch installation.",
+            "The current PyTorch install supports CUDA capabilities sm_37 sm_50 sm_60 sm_70 sm_75.",  # (real)
+            "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.8, please update your driver",
+            "nvidia-container-cli requirement error: unsatisfied condition: cuda >= 9.0",  # (real)
+            "NVRM: API mismatch: client version 570.133.07, kernel module version 570.124.06",  # (real)
+        ],
+        [
+            "CUDA capability sm_90 detected, PyTorch supports it",
+            "The current PyTorch install supports CUDA capabilities",
+            "nvidia-container-cli: initialization ok, requirement satisfied: cuda>=12.4",
+            "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.124.06",
+        ],
+    ),
+    (
+        # vLLM's KV-cache sizing failure: the GPU memory left after the weights holds no cache block
+        # (debugging-guide.md § 11; vllm #10439, bonito #22).
+        "gpu_oom",
+        ["ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`"],
+        ["INFO 04-27 10:13:05 llm_engine.py:275] # GPU blocks: 2048, # CPU blocks: 256"],
+    ),
+    (
+        # DCGM's page-retirement/row-remap diagnostic failing, as a dcgmi diag table row or as IBM
+        # Autopilot's node label (autopilot #55); the passing row stays quiet (node-debugger.md § G.1.a).
+        "row_remap",
+        [
+            "Labels:             autopilot.ibm.com/dcgm.level.3=ERR_2024-11-04_09.32.03UTC_page_retirement_row_remap.0",
+            "| Page Retirement/Row Remap | Fail                                           |",
+        ],
+        [
+            "| Page Retirement/Row Remap | Pass                                           |",
+            "autopilot.ibm.com/dcgm.level.3=PASS_2024-11-04_09.32.03UTC",
+        ],
+    ),
     (
         # Drivers before the PCI domain was printed gave the bus id as two fields (NVIDIA developer
         # forums, "Deciphering an NVRM: Xid message"); three fields with or without `PCI:` as before.

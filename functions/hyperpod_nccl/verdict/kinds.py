@@ -389,7 +389,7 @@ def _c(
 # First match wins: specific signatures before the catch-all of the same check.
 _HARDWARE_LINES = (
     "xid", "gpu_fallen_off_bus", "ecc_uncorrectable", "nvlink_error", "nvswitch_fabric_error", "nvrm_init_failed",
-    "gsp_rpc_timeout", "gsp_firmware_halted", "gpu_recovery_action",
+    "gsp_rpc_timeout", "gsp_firmware_halted", "gpu_recovery_action", "gpu_pcie_fatal",
 )  # fmt: skip
 # A job's own output (its training and NCCL streams) gathers every rank's lines: a GPU error there
 # is the job's report of a fault somewhere, not evidence about the node whose stream holds it.
@@ -448,6 +448,7 @@ CLASSIFICATION: tuple[Classify, ...] = (
     # or the driver asks for a reset or reboot (Xid 154)
     *_log("gpu_hardware", "gsp_rpc_timeout", "gsp_firmware_halted", "gpu_recovery_action"),
     *_log("gpu_hardware", "nvrm_init_failed"),  # the driver could not bring the GPU up
+    *_log("gpu_hardware", "gpu_pcie_fatal"),  # the GPU's PCIe link failed beyond AER recovery
     # the health-monitoring agent's own lines: the same fault `logs.hma_detections` reports
     *_log("gpu_hardware", "hma_detection", "hma_node_health_event"),
     *_log("node_unhealthy", "hyperpod_deep_health_check", "hyperpod_node_action", "hma_health_record"),
