@@ -2175,3 +2175,60 @@ def test_development_round_9c_families() -> None:
     assert "slurm_job_failure" in _ids("[2025-11-06T20:36:19.163] [19.0] error: pyxis: failed to import docker image")
     assert "slurm_job_failure" in _ids("slurmctld[26180]: error: Duplicated NodeHostName nrel-hpc-0 in the config file")
     assert "slurm_job_failure" not in _ids("[2025-11-06T20:36:19.163] [19.0] pyxis: importing docker image: ubuntu")
+
+
+def test_development_round_10c_families() -> None:
+    # Framework wrappers' own wordings around OOM, rendezvous and scheduling failures (round 10c).
+    host_oom = [
+        # Ray's memory monitor (real: flingbot #11, ray #28776, ray #44574)
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+        "Memory on the node (IP: 10.0.0.7, ID: 5bf8d2) where the task was running was 54.86GB / 57.60GB (0.952354), "
+        "which exceeds the memory usage threshold of 0.95. Ray killed this worker (ID: 0c7d1c) because it was the "
+        "most recently scheduled task",
+        "(raylet) [2025-12-07 09:57:19,206 E 393463 393463] (raylet) node_manager.cc:3277: 2 Workers (tasks / actors) "
+        "killed due to memory pressure (OOM), 0 Workers crashed due to other reasons",  # INVENTED from the same family
+        # the memcg line of the kernel's OOM report quoted without its failcnt (real: RadFM #30)
+        "memory+swap: usage 117964800kB, limit 117964800kB",
+        # DeepSpeed's launcher after a SIGKILL (real: DeepSpeed #3232, argument list shortened)
+        "[2023-04-14 13:11:27,885] [ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python3', '-u', 'main.py', "
+        "'--local_rank=0'] exits with return code = -9",
+    ]
+    for line in host_oom:
+        assert "host_oom_kill" in _ids(line), line
+        assert "gpu_oom" not in _ids(line), line
+    for line in (
+        "[2023-07-10 04:26:35,999] [ERROR] [launch.py:324:sigkill_handler] ['python3', '-u', 'trainCLM.py'] exits "
+        "with return code = -11",
+        "[2024-01-01 00:00:00,000] [INFO] [launch.py:347:main] Process 1234 exits successfully.",
+        "[2025-09-10 20:17:22,927] [INFO] [utils.py:789:see_memory_usage] CPU Virtual Memory:  used = 30.13 GB, "
+        "percent = 8.3%",
+    ):
+        assert "host_oom_kill" not in _ids(line), line
+    # vLLM's KV cache that does not fit the GPU memory it may use (real: vllm #10439, bonito #22)
+    assert "gpu_oom" in _ids(
+        "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+        "initializing the engine."
+    )
+    assert _ids("INFO 02-26 09:54:05 executor_base.py:111] # cuda blocks: 2048, # CPU blocks: 4681") == []
+    # start-up rendezvous of JAX's coordination service, torch_xla's mesh and horovodrun
+    # (real: alpa #826, pytorch/xla #2119, ray #15300)
+    for line in (
+        "jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Connect() timed out after 0 with 1 attempts.",
+        "Exception in device=TPU:3: tensorflow/compiler/xla/xla_client/mesh_service.cc:243 : Failed to meet "
+        "rendezvous 'init': Socket closed (14)",
+        "Exception: Timed out waiting for tasks to start. Please check connectivity between servers. You may need to "
+        "increase the --start-timeout parameter if you have too many servers. Timeout after 30 seconds.",
+    ):
+        assert "rendezvous_failure" in _ids(line), line
+    for line in ("    xm.rendezvous('init')", "Launched horovod server.", "Waiting for the hosts to acknowledge."):
+        assert _ids(line) == [], line
+    # Kueue's admission message for a workload that does not fit its quota (real: kueue #4134)
+    assert "pod_crashloop" in _ids(
+        "insufficient quota for nvidia.com/gpu in flavor single-node-h100, request > maximum capacity (24 > 16)"
+    )
+    assert "pod_crashloop" in _ids("couldn't assign flavors to pod set master")
+    for line in (
+        "Quota reserved in ClusterQueue cluster-queue, wait time since queued was 1s",
+        "Admitted by ClusterQueue cluster-queue, wait time since reservation was 0s",
+    ):
+        assert _ids(line) == [], line
