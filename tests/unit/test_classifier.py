@@ -243,6 +243,10 @@ SIGNATURE_CASES: dict[str, tuple[str, str]] = {
         "CUDA Driver Version: 12.4, CUDA Runtime Version: 12.4",
     ),
     "cuda_runtime_error": ("RuntimeError: CUDA error: invalid argument", "CUDA available: True"),
+    "mpi_runtime_peer_lost": (
+        "ORTE has lost communication with a remote daemon.",
+        "mpirun: Forwarding signal 12 to job",
+    ),
     "efa_peer_unreachable": (
         "* This error indicates that the security group on either this instance or the peer instance",
         "NCCL INFO NET/OFI Selected provider is efa, fabric is efa-direct",

@@ -457,7 +457,13 @@ CLASSIFICATION: tuple[Classify, ...] = (
     *_log("gpu_p2p", "peer_access", "p2p_unavailable"),
     *_log("lifecycle_script", "lifecycle_failure"),
     # the network between ranks, and the rendezvous before it
-    *_log("peer_connection_failed", "nccl_connect_failed", "ib_completion_error", "efa_peer_unreachable"),
+    *_log(
+        "peer_connection_failed",
+        "nccl_connect_failed",
+        "ib_completion_error",
+        "efa_peer_unreachable",
+        "mpi_runtime_peer_lost",  # mpirun/prterun/PMIx/srun's PMIx plugin lost or could not reach a peer daemon
+    ),
     *_log("rendezvous_failed", "c10d_store", "c10d_store_connection_lost", "rendezvous_failure", "c10d_connect_failed"),
     *_log("tcp_fallback", "tcp_fallback"),
     *_log("efa_plugin_missing", "ofi_plugin_missing"),
