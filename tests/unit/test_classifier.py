@@ -141,6 +141,12 @@ SIGNATURE_CASES: dict[str, tuple[str, str]] = {
         "for recv operation to complete",
         "[I ProcessGroupGloo.cpp:748] Gloo connectFullMesh took 12ms",
     ),
+    "ray_node_dead": (
+        "(gcs_server) gcs_node_manager.cc:420: The node with node id: "
+        "9426f44574cce4866be798cfed308f2d3e21ba69487d422872cdd6e3 and address: 10.1.2.4 and node name: 10.1.2.4 "
+        "has been marked dead because the detector has missed too many heartbeats from it.",
+        "(gcs_server) gcs_node_manager.cc:120: Registering new node. node_id=9426f44574cce4866be7",
+    ),
     "watchdog_stuck": (
         "[PG 0 Rank 3] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress",
         "[PG 0 Rank 3] heartbeat monitor started",

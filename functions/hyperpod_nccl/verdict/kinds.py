@@ -475,6 +475,7 @@ CLASSIFICATION: tuple[Classify, ...] = (
         "collective_hang",
         "watchdog_timeout",
         "gloo_timeout",
+        "ray_node_dead",  # Ray's GCS lost a node's heartbeats: the job's other workers wait on it
         "watchdog_stuck",
         "comm_abort",
         "nccl_ras_report",
