@@ -103,7 +103,8 @@ _SEPARATORS = frozenset("+/=_-")
 _RANDOM_CLASS_CHANGES = 0.3
 _MIN_OPAQUE_PAIRS = 20
 _MIN_SEGMENT_PAIRS = 12
-_MIN_HEX_CHARS = 40
+# The shortest run of hex digits read as a credential (tests name the same bound).
+MIN_HEX_CHARS = 40
 # A path component that is a word ("site-packages", "lambda"): two of them make a run a path.
 _PATH_WORD = re.compile(r"[A-Za-z_-]{3,}")
 
@@ -122,7 +123,7 @@ def _class_of(char: str) -> str:
 def _looks_random(text: str, min_pairs: int = _MIN_OPAQUE_PAIRS) -> bool:
     """Whether base64/URL-safe characters read as a credential, not as a name or an identifier."""
     if _HEX.fullmatch(text):
-        return len(text) >= _MIN_HEX_CHARS and any(c.isdigit() for c in text) and any(c.isalpha() for c in text)
+        return len(text) >= MIN_HEX_CHARS and any(c.isdigit() for c in text) and any(c.isalpha() for c in text)
     rest = _UUID.sub("/", text)  # GPU-<uuid>, MIG-<uuid>, pod UIDs: identifiers, not secrets
     if not (any(c.isupper() for c in rest) and any(c.islower() for c in rest) and any(c.isdigit() for c in rest)):
         return False  # Kubernetes names are lower case; constants and ids lack one class

@@ -118,6 +118,11 @@ class FunctionError(RuntimeError):
         self.error_type = error_type
         self.message = message
 
+    @classmethod
+    def from_answer(cls, answer: dict[str, Any], default_type: str = "") -> FunctionError:
+        """The error of a function error's answer (Lambda's `errorType` and `errorMessage`)."""
+        return cls(str(answer.get("errorType", default_type)), str(answer.get("errorMessage", "")))
+
 
 @dataclass
 class Invocation:
@@ -664,7 +669,7 @@ class LocalMonitor:
         payload, function_error = self._run_function(self.function_arns["trigger"], json.dumps(event).encode())
         answer: dict[str, Any] = json.loads(payload)
         if function_error is not None:
-            raise FunctionError(str(answer.get("errorType")), str(answer.get("errorMessage")))
+            raise FunctionError.from_answer(answer)
         return answer
 
     def schedule_tick(self, tick_id: str | None = None, timeout: float = 60.0) -> dict[str, Any]:
@@ -672,12 +677,10 @@ class LocalMonitor:
         asynchronous Invoke, with Lambda's retries), and the trigger's answer to the attempt that
         succeeded. Fails with FunctionError when every attempt failed (the record is then in the
         failed-triggers queue)."""
-        event = {"source": SCHEDULE_SOURCE, "id": tick_id or uuid.uuid4().hex, "time": datetime.now(UTC).isoformat()}
-        handled = self.deliver(event).wait(timeout)
+        handled = self.deliver(schedule_event(tick_id)).wait(timeout)
         if handled.outcome != "succeeded":
             last = handled.errors[-1] if handled.errors else None
-            error = last if isinstance(last, dict) else {}
-            raise FunctionError(str(error.get("errorType", "EventAgeExceeded")), str(error.get("errorMessage", "")))
+            raise FunctionError.from_answer(last if isinstance(last, dict) else {}, "EventAgeExceeded")
         answer: dict[str, Any] = handled.answer
         return answer
 
@@ -743,6 +746,11 @@ class LocalMonitor:
             for message in messages:
                 received.append(json.loads(message["Body"]))
                 sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def schedule_event(tick_id: str | None = None) -> dict[str, Any]:
+    """The event an EventBridge Scheduler tick delivers to the trigger (a random id unless given)."""
+    return {"source": SCHEDULE_SOURCE, "id": tick_id or uuid.uuid4().hex, "time": datetime.now(UTC).isoformat()}
 
 
 def _function_name(function_name: str) -> str:

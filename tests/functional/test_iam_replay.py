@@ -24,10 +24,8 @@ import os
 import re
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +33,9 @@ import pytest
 from botocore.client import BaseClient
 
 import hyperpod_nccl.ssm.client as ssm_client
-from hyperpod_nccl.monitor.settings import HANDLER_MODULES, SCHEDULE_SOURCE
+from hyperpod_nccl.monitor.settings import HANDLER_MODULES
 from hyperpod_nccl_sim.runtime import SimulatedCluster
-from hyperpod_nccl_sim.serverless import FUNCTION_PREFIX, STACK_NAME, TABLE_NAME, LocalMonitor
+from hyperpod_nccl_sim.serverless import FUNCTION_PREFIX, STACK_NAME, TABLE_NAME, LocalMonitor, schedule_event
 
 pytestmark = pytest.mark.infra  # synthesizes the CDK app once per emulated account and region
 
@@ -487,8 +485,7 @@ def replays(emulation: Any) -> Iterator[list[Replay]]:
             try:
                 # Delivered as Scheduler delivers it (an asynchronous invocation), so that the
                 # trigger runs on a Lambda invocation thread like every other function.
-                tick = {"source": SCHEDULE_SOURCE, "id": uuid.uuid4().hex, "time": datetime.now(UTC).isoformat()}
-                assert deployed.deliver(tick).wait().outcome == "succeeded"
+                assert deployed.deliver(schedule_event()).wait().outcome == "succeeded"
                 execution = deployed.executions()[0]  # newest first
                 run = deployed.wait(execution["executionArn"])
                 assert run.status == "SUCCEEDED", run
@@ -513,7 +510,7 @@ def _deliver_an_event_that_fails_for_good(deployed: LocalMonitor) -> None:
     faults = deployed.emulation.faults
     faults.add_fault(FaultSpec(operation="states:StartExecution", error_code="AccessDeniedException"))
     try:
-        tick = {"source": SCHEDULE_SOURCE, "id": uuid.uuid4().hex, "time": datetime.now(UTC).isoformat()}
+        tick = schedule_event()
         assert deployed.deliver(tick).wait().outcome == "failed"
     finally:
         faults.set_faults([])

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from hyperpod_nccl.classifier import scan_text
 from hyperpod_nccl.redaction import (
+    MIN_HEX_CHARS,
     REDACTED,
     count_redacted,
     install_log_scrubber,
@@ -144,7 +145,7 @@ def _corpus_lines() -> list[str]:
 
 # A run of 40 or more hex digits: a signature or token to the scrubber, which cannot tell it from
 # an identifier of that length (Ray's 56-digit worker and node ids are both).
-_LONG_HEX = re.compile(r"(?<![0-9a-fA-F])[0-9a-fA-F]{40,}(?![0-9a-fA-F])")
+_LONG_HEX = re.compile(rf"(?<![0-9a-fA-F])[0-9a-fA-F]{{{MIN_HEX_CHARS},}}(?![0-9a-fA-F])")
 
 
 def test_real_log_and_probe_text_is_left_alone() -> None:
