@@ -113,7 +113,11 @@ class SimulatedSsmAgent:
         self._sessions: dict[str, AgentSession] = {}
         self._lock = threading.Lock()
         self._is_terminated = is_terminated or (lambda _sid: False)
-        self._server: Server = serve(self._handle, "127.0.0.1", 0, compression=None, max_size=None)
+        # The service's end reads the socket whatever the agent is doing (max_queue=None): with
+        # websockets' default, the acks the agent leaves unread while it stalls or closes pause its
+        # reader, so a closing handshake waited out the client's close timeout, which AWS's
+        # endpoint never makes a client do (measured: a second on a third of 2 s probes).
+        self._server: Server = serve(self._handle, "127.0.0.1", 0, compression=None, max_size=None, max_queue=None)
         self._thread = threading.Thread(target=self._server.serve_forever, name="simulated-ssm-agent", daemon=True)
 
     @property

@@ -11,10 +11,12 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from websockets.exceptions import ConnectionClosedOK
 from websockets.frames import Close
+from websockets.protocol import State
 
 from hyperpod_nccl.collectors.aws import AwsClients
 from hyperpod_nccl.pacing import RateLimiter
@@ -423,6 +425,8 @@ def test_a_session_cut_off_is_flagged_incomplete_with_what_arrived(agent, stdout
 class _SocketClosedByTheAgent:
     """A websocket the agent has closed: it still hands over the frames that arrived before the
     close (as websockets' sync connection does), then reports the close; sending fails."""
+
+    protocol = SimpleNamespace(state=State.CLOSED)
 
     def __init__(self, frames: list[bytes]) -> None:
         self.frames = frames

@@ -5,8 +5,10 @@ the simulated agent is tests/functional/test_ssm_client.py."""
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import pytest
+from websockets.protocol import State
 
 from hyperpod_nccl import thresholds
 from hyperpod_nccl.pacing import RateLimiter
@@ -56,6 +58,8 @@ def test_rate_limiter_gives_up_at_the_deadline() -> None:
 class _FloodingSocket:
     """A websocket whose agent sends ever later messages, never the first one (client side only)."""
 
+    protocol = SimpleNamespace(state=State.OPEN)
+
     def __init__(self) -> None:
         self.next_seq = 1
         self.sent = 0
@@ -87,6 +91,37 @@ def test_a_sequence_number_far_ahead_is_refused_without_holding_it() -> None:
     with pytest.raises(SessionError, match="up to 1000000000000"):
         channel.run(time.monotonic() + 10)
     assert channel._buffer == {}
+
+
+class _ClosingSocket:
+    """A websocket the service has started to close (its close frame read, the messages before it
+    still queued): websockets would block a send here until the close completes."""
+
+    protocol = SimpleNamespace(state=State.CLOSING)
+
+    def __init__(self, frames: list[bytes]) -> None:
+        self.frames = frames
+        self.sent: list[object] = []
+
+    def recv(self, timeout: float) -> bytes:
+        return self.frames.pop(0)
+
+    def send(self, frame: object) -> None:
+        self.sent.append(frame)
+
+
+def test_messages_read_after_the_service_began_closing_are_kept_and_not_acknowledged() -> None:
+    payloads = [(codec.PayloadType.OUTPUT, b"tail of the output\n"), (codec.PayloadType.EXIT_CODE, b"EXIT_CODE: 0")]
+    frames = [
+        codec.stream_message(codec.OUTPUT_STREAM_DATA, seq, payload_type, payload).encode()
+        for seq, (payload_type, payload) in enumerate(payloads)
+    ]
+    frames.append(codec.channel_closed("session", "i-0123456789abcdef0", "").encode())
+    socket = _ClosingSocket(frames)
+    channel = DataChannel(socket, "token")  # type: ignore[arg-type]
+    channel.run(time.monotonic() + 5)
+    assert (bytes(channel.output), channel.exit_code) == (b"tail of the output\n", 0)
+    assert socket.sent == []
 
 
 # --- the session's output cap -------------------------------------------------------------------

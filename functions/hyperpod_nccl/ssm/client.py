@@ -26,6 +26,7 @@ from typing import Any
 
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 from websockets.frames import CloseCode
+from websockets.protocol import State
 from websockets.sync.client import ClientConnection, connect
 
 from hyperpod_nccl import reads, thresholds
@@ -47,7 +48,10 @@ _RTO_MIN_VARIANCE, _RTO_MAX = 0.010, 1.0
 _POLL_SECONDS = 0.05
 # How long closing the websocket waits for the other side's close frame: a peer that stopped
 # reading (a flooding agent) must not hold the probe past its budget for websockets' default 10 s.
-_CLOSE_SECONDS = 1.0
+# Nothing we need arrives after channel_closed, so the wait is kept short: websockets also spends
+# it whenever an acknowledgement is sent while the service is already closing (see _on_stream),
+# and every second of it is billed to the probe's Lambda.
+_CLOSE_SECONDS = 0.25
 INVALID_TARGET_CODES = frozenset({"InvalidTarget", "InvalidDocument", "ValidationException", "InvalidParameters"})
 
 
@@ -332,10 +336,17 @@ class DataChannel:
         seq = message.sequence_number
         # Every stream message is acked, duplicates too: a lost ack would otherwise make the
         # agent resend forever. A message read after the agent closed the socket (the websocket
-        # still hands over what arrived before the close) cannot be acked, but it is output all
-        # the same: a failed ack must not lose it, nor the messages queued behind it.
-        with contextlib.suppress(ConnectionClosed):
-            self.ws.send(codec.acknowledgement(message).encode())
+        # still hands over what arrived before the close) is not acked, but it is output all the
+        # same: the ack must not lose it, nor the messages queued behind it. Nor should it wait:
+        # websockets blocks a send on a closing socket until the close completes (up to
+        # _CLOSE_SECONDS), and the close cannot complete while its reader is paused on the
+        # messages still queued for us (more than its max_queue), so acks sent after the service
+        # closed made every probe whose last output came in a burst wait out the close timeout.
+        # (The service may still close between this check and the send: then the wait is that
+        # short timeout.)
+        if self.ws.protocol.state is State.OPEN:
+            with contextlib.suppress(ConnectionClosed):
+                self.ws.send(codec.acknowledgement(message).encode())
         if seq < self._expected or seq in self._buffer:
             return
         if seq > self._expected:
