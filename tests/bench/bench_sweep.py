@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 
 from hyperpod_nccl import thresholds
 from hyperpod_nccl.monitor.settings import DEFAULT_MAP_MAX_CONCURRENCY, EXPECTED_PROBE_SECONDS
-from hyperpod_nccl.pacing import THROTTLE_COOLDOWN_STARTS, THROTTLE_RECUR_STARTS
+from hyperpod_nccl.pacing import THROTTLE_COOLDOWN_STARTS, THROTTLE_RECUR_STARTS, THROTTLE_SLOWDOWN_STEP
 from hyperpod_nccl_sim.runtime import restore_environment, set_environment
 from hyperpod_nccl_sim.synthetic import CLUSTER_SERVICES, SweepMeasurement, measure_sweep
 
@@ -325,8 +325,8 @@ def _scaling(k: float) -> str:
             "state machine at 1.2-1.55x where unscaled runs of the same sizes stay under 1.2x. Unscaled, a "
             "4,096-node sweep takes 23 minutes at 3/s (the CLI's 16 workers with 20 s probes 85 minutes), so "
             "1,024 and 4,096 nodes run only when `BENCH_SWEEP_SIZES` names them. The pacer's throttle rules are "
-            f"counted in start intervals ({THROTTLE_RECUR_STARTS} to recur, {THROTTLE_COOLDOWN_STARTS} at half the "
-            "pace).\n\n"
+            f"counted in start intervals ({THROTTLE_RECUR_STARTS} to recur, {THROTTLE_COOLDOWN_STARTS} at a pace "
+            f"slowed {THROTTLE_SLOWDOWN_STEP:g}x more by each recurrence).\n\n"
         )
     return (
         f"**Time-scaled by k = {k:g}**: the emulation's rates and the product's paces are {k:g}x AWS's "
@@ -341,5 +341,6 @@ def _scaling(k: float) -> str:
         "DynamoDB's latency, the collectors and Aggregate (a few seconds per sweep), the network jitter the "
         f"account's bucket of 3 absorbs (2 intervals: {2 / (3 * k) * 1000:.0f} ms scaled, 667 ms on AWS). The "
         f"pacer's throttle rules are counted in start intervals ({THROTTLE_RECUR_STARTS} to recur, "
-        f"{THROTTLE_COOLDOWN_STARTS} at half the pace), so they scale with the rate.\n\n"
+        f"{THROTTLE_COOLDOWN_STARTS} at a pace slowed {THROTTLE_SLOWDOWN_STEP:g}x more by each recurrence), so they "
+        "scale with the rate.\n\n"
     )

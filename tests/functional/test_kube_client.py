@@ -177,15 +177,29 @@ def test_pod_log_under_the_limit_is_whole_and_not_truncated(simulate) -> None:  
 # --- answers as complete as a real API server's ------------------------------------------------
 
 
-def _raw(sim, path: str, **query: str) -> tuple[int, dict]:  # type: ignore[no-untyped-def]
-    """One GET without the product client: the status and the JSON body as the server sent them."""
+def _raw_response(sim, path: str, **query: str) -> urllib3.BaseHTTPResponse:  # type: ignore[no-untyped-def]
+    """One GET without the product client, answered as the server sent it."""
     with _client(sim) as client:
         ca_pem = base64.b64decode(str(client.ca_data)).decode()
         pool = urllib3.PoolManager(ssl_context=ssl.create_default_context(cadata=ca_pem))
-        response = pool.request(
+        return pool.request(
             "GET", client.endpoint + path, fields=query or None, headers={"Authorization": f"Bearer {client.token}"}
         )
+
+
+def _raw(sim, path: str, **query: str) -> tuple[int, dict]:  # type: ignore[no-untyped-def]
+    """One GET without the product client: the status and the JSON body as the server sent them."""
+    response = _raw_response(sim, path, **query)
     return response.status, json.loads(response.data)
+
+
+def test_the_server_itself_cuts_the_log_at_limit_bytes(simulate) -> None:  # type: ignore[no-untyped-def]
+    # The client cuts too (above), so only a raw read shows the server honouring the option.
+    sim = simulate("eks-p5", edit=_long_log(False, 100))
+    path = "/api/v1/namespaces/training/pods/llama-pretrain-worker-3/log"
+    response = _raw_response(sim, path, container="pytorch", tailLines="500", limitBytes="1234")
+    assert response.status == 200
+    assert len(response.data) == 1234 and response.data.startswith(b"00000 ")
 
 
 def test_list_items_carry_no_kind_but_a_single_get_does(simulate) -> None:

@@ -38,6 +38,8 @@ TEST_CONTEXT: dict[str, Any] = {
     "logRetentionDays": 14,
     "tableDeletionProtection": False,
     "missedSweepsBeforeAlarm": 2,
+    "startSessionRate": 2,
+    "logFilterRate": 4.5,
 }
 
 

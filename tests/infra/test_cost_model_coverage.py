@@ -69,3 +69,38 @@ def test_the_model_reads_alarms_keys_and_dashboards_as_the_template_deploys_them
     by_name = {item.name: item for item in bench_cost.monthly_items(_small_run(), stack, 15 * 60)}
     assert by_name["KMS key (customer managed)"].usd >= stack.customer_keys * 1.0
     assert by_name["CloudWatch alarms"].usd > 0
+
+
+# The lines priced from what a sweep used rather than from a resource of the template: a test per
+# template type cannot see one of them dropped, so each is named here and must cost something for a
+# sweep that used it (the small run starts sandboxes, logs, emits metrics, writes and notifies).
+USAGE_PRICED_LINES = (
+    bench_cost.PROBE_COMPUTE_ITEM,
+    bench_cost.EXPRESS_CHILDREN_ITEM,
+    "Step Functions Standard (transitions)",
+    "Lambda compute: the other functions",
+    "Lambda INIT (cold starts)",
+    "Lambda requests",
+    "DynamoDB writes (table)",
+    "DynamoDB reads",
+    "DynamoDB storage + PITR",
+    "KMS requests",
+    "SNS publishes",
+    "SNS e-mail deliveries",
+    "CloudWatch Logs ingestion",
+    "CloudWatch Logs storage",
+    "CloudWatch custom metrics (EMF)",
+    "EventBridge Scheduler invocations",
+)
+
+
+def test_every_usage_priced_line_is_produced_and_costs_what_the_sweep_used(synthesized: Synthesized) -> None:
+    stack = bench_cost.inventory(synthesized.template)
+    run = _small_run()
+    run.cold_starts = {"probe_node": 2, "aggregate": 1}
+    run.metric_series = {("HyperPodNccl", "NodesProbed", (("Cluster", "c"),))}
+    by_name = {item.name: item for item in bench_cost.monthly_items(run, stack, 15 * 60)}
+    missing = [name for name in USAGE_PRICED_LINES if name not in by_name]
+    assert not missing, f"usage-priced lines the model no longer produces: {missing}"
+    free = [name for name in USAGE_PRICED_LINES if by_name[name].usd <= 0]
+    assert not free, f"usage-priced lines that cost nothing for a sweep that used them: {free}"

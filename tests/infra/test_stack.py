@@ -19,6 +19,7 @@ from hyperpod_nccl.monitor.settings import (
     HISTORY_DAYS_ENV,
     HYPERPOD_EVENT_PATTERNS,
     LAMBDAS,
+    LOG_FILTER_RATE_ENV,
     METRIC_DIMENSION_CLUSTER,
     METRIC_FINDINGS,
     METRIC_NODES_PROBED,
@@ -29,6 +30,7 @@ from hyperpod_nccl.monitor.settings import (
     PROBE_TIMEOUT_SECONDS,
     REFERENCE_BASE_URL_ENV,
     SCHEDULE_TARGET_INPUT,
+    START_SESSION_RATE_ENV,
     SWEEP_TIMEOUT_SECONDS,
     TABLE_SCHEMA,
     TRIGGER_MAX_EVENT_AGE_SECONDS,
@@ -108,6 +110,11 @@ def test_every_function_is_built_from_its_lambdas_entry(synthesized: Synthesized
             assert environment[HISTORY_DAYS_ENV] == str(TEST_CONTEXT["historyRetentionDays"])
         if REFERENCE_BASE_URL_ENV in environment:
             assert environment[REFERENCE_BASE_URL_ENV] == TEST_CONTEXT["referenceBaseUrl"]
+        # The account's paces reach every function that paces a call, as its settings read them.
+        if START_SESSION_RATE_ENV in environment:
+            assert float(environment[START_SESSION_RATE_ENV]) == TEST_CONTEXT["startSessionRate"], handler
+        if LOG_FILTER_RATE_ENV in environment:
+            assert float(environment[LOG_FILTER_RATE_ENV]) == TEST_CONTEXT["logFilterRate"], handler
 
 
 def test_functions_share_the_factory_defaults(synthesized: Synthesized) -> None:
