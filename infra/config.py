@@ -18,7 +18,6 @@ from pydantic.alias_generators import to_camel
 from hyperpod_nccl import thresholds
 from hyperpod_nccl.monitor.settings import (
     DEFAULT_MAP_MAX_CONCURRENCY,
-    EXPECTED_PROBE_SECONDS,
     PROBE_TIMEOUT_SECONDS,
     MonitorSettings,
     WatchedCluster,
@@ -168,13 +167,13 @@ class StageConfig(BaseModel):
         """The shortest time in which one scheduled sweep of every watched cluster can probe its
         nodes (they start together and share the account's StartSession rate, `startSessionRate`):
         issue 15's bound, max(all nodes / rate, each cluster's nodes x probe / its probes at once)
-        + one probe, with settings.EXPECTED_PROBE_SECONDS as the probe."""
+        + one probe, with thresholds.EXPECTED_PROBE_SECONDS as the probe."""
         if not self.clusters:
             return 0.0
         counts = [self.nodes_per_sweep(cluster) for cluster in self.clusters]
         by_rate = sum(counts) / self.start_session_rate
-        by_concurrency = max(counts) * EXPECTED_PROBE_SECONDS / self.map_max_concurrency
-        return max(by_rate, by_concurrency) + EXPECTED_PROBE_SECONDS
+        by_concurrency = max(counts) * thresholds.EXPECTED_PROBE_SECONDS / self.map_max_concurrency
+        return max(by_rate, by_concurrency) + thresholds.EXPECTED_PROBE_SECONDS
 
     def cadence_overrun(self) -> str | None:
         """Why the sweeps of the watched clusters cannot fit the schedule's cadence at the configured
@@ -193,8 +192,8 @@ class StageConfig(BaseModel):
             f" {total} nodes per sweep ({counts}; expectedNodes per cluster, {DEFAULT_EXPECTED_NODES} when unset,"
             f" at most nodeCoverage) take at least {needed:.0f} s at {rate_per_second:g} StartSession calls/s"
             f" shared by the account and {self.map_max_concurrency} probes at once per cluster (max({total} / "
-            f"{rate_per_second:g}, nodes x {EXPECTED_PROBE_SECONDS:g} s / {self.map_max_concurrency})"
-            f" + one {EXPECTED_PROBE_SECONDS:g} s probe), so sweeps would overlap. Fix one of: a longer"
+            f"{rate_per_second:g}, nodes x {thresholds.EXPECTED_PROBE_SECONDS:g} s / {self.map_max_concurrency})"
+            f" + one {thresholds.EXPECTED_PROBE_SECONDS:g} s probe), so sweeps would overlap. Fix one of: a longer"
             f" sweepRateMinutes (at least {math.ceil(needed / 60)}); a higher StartSession rate if the"
             f" account's quota allows; fewer nodes per sweep (nodeCoverage); a higher mapMaxConcurrency"
             f" (at most {MAX_MAP_CONCURRENCY}) if the probes at once are the bound; or correct expectedNodes"

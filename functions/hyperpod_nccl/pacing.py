@@ -16,9 +16,10 @@ configured rate comes back after a cooldown without one (docs/pacing.md).
 
 from __future__ import annotations
 
+import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from hyperpod_nccl import thresholds
@@ -48,6 +49,29 @@ THROTTLE_SLOWDOWN_MAX = 4.0
 # milliseconds closer together than they left (network jitter) are throttled. Measured against the
 # emulation's 3/s bucket of 3: burst 3 sent 10-11 StartSession requests for 8 nodes, burst 1 sends 8.
 PACED_BURST = 1
+
+
+# The percentile of probe times that sizes the probes at once (the monitor's next sweep from the
+# previous full one, the CLI from the probes of its run that ended): high, so that the slow nodes of
+# a sweep do not leave the rate unused, but not the slowest, whose one node held for the whole
+# budget would size every later sweep for it.
+PROBE_SECONDS_PERCENTILE = 90
+
+
+def probe_seconds_percentile(durations: Iterable[float], percentile: int = PROBE_SECONDS_PERCENTILE) -> float | None:
+    """The `percentile` of probe `durations` by the nearest-rank rule (the smallest duration that
+    at least that share of them do not exceed); None without any."""
+    ordered = sorted(durations)
+    if not ordered:
+        return None
+    rank = max(1, math.ceil(percentile / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def probes_to_keep_pace(rate_per_second: float, probe_seconds: float) -> int:
+    """Probes in flight that keep a start pace of `rate_per_second` busy when each holds its slot
+    `probe_seconds` (Little's law: in flight = arrival rate x time in flight), at least one."""
+    return max(1, math.ceil(rate_per_second * probe_seconds))
 
 
 def cooldown_seconds(rate: float) -> float:

@@ -28,13 +28,24 @@ SSM_OUT_OF_ORDER_MAX_MESSAGES = 10_000
 SSM_OUT_OF_ORDER_MAX_BYTES = 16 << 20
 # Session Manager StartSession rate per account (AWS-published hyperpod-ssm skill: 3 TPS).
 SSM_START_SESSION_PER_SECOND = 3.0
-# Parallel node probes of one CLI sweep (bounded pool; the rate limiter does the pacing). Bounded by
-# the memory of the machine a person runs it on, not by the rate: each session may hold
-# SSM_SESSION_MAX_OUTPUT_BYTES of a node's answer (a Flight Recorder dump), so 16 at once is 1 GiB
-# at worst. With slow probes this, not StartSession, sets the CLI's pace (20 s probes: 0.8 nodes/s
-# against 3/s; BENCHMARKS.md's sweep section); the monitor sizes its probes at once from the probe
-# time, each in a sandbox of its own.
+# The probe time a sweep sizes its probes at once for before it has measured one (the monitor's
+# first sweep of a cluster, the CLI until its first probes end): the slow probe of issue 15's
+# targets (20 s: a busy 8-GPU node's nvidia-smi, dmesg and fabric reads; the fast one is 2 s).
+# Guessing long costs the monitor's first sweep billed waiting for the rate; guessing short would
+# make a sweep slower than the rate allows. Infra's nodes x cadence check at synth uses it as the
+# "one probe" a sweep ends with.
+EXPECTED_PROBE_SECONDS = 20.0
+# Parallel node probes of one CLI sweep: as many as keep the StartSession pace busy (rate x probe
+# time, Little's law, as the monitor sizes its probe Map), for EXPECTED_PROBE_SECONDS until probes
+# end, then for their p90 session time, never fewer than this: 20 s probes at 3/s need 60, and a
+# fixed 16 made a 1,024-node diagnose take 22 minutes instead of 6 (BENCHMARKS.md's sweep section).
+# At most SSM_PROBE_WORKERS_MAX, and at most what SSM_PROBE_MEMORY_SHARE of the machine's memory
+# holds at the worst a session may hold (SSM_SESSION_MAX_OUTPUT_BYTES, a Flight Recorder dump): 16
+# at once is 1 GiB at worst. A probe waiting for its start holds no output, so in flight the pool
+# holds about rate x probe time sessions, whatever its size.
 SSM_PROBE_WORKERS = 16
+SSM_PROBE_WORKERS_MAX = 64
+SSM_PROBE_MEMORY_SHARE = 0.25
 
 # Kubernetes (EKS) collection and checks.
 # Items per list page: large enough that most clusters answer in one page, small enough to keep

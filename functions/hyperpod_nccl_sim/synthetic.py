@@ -388,7 +388,7 @@ def _measure_cli(simulation: Any, calls: list[str], scale: TimeScale) -> _Swept:
         skipped=int(child["nodes_skipped"]),
         status="SUCCEEDED",
         peak_rss_mb=float(child["peak_rss_mb"]),
-        probes_at_once=min(thresholds.SSM_PROBE_WORKERS, len(scenario.node_keys())),
+        probes_at_once=int(child["probes_at_once"]),
         start_session=_since(before, _start_sessions(simulation.emulation)),
         throttles=int(child["throttles"]),
         retries=int(child["retries"]),
@@ -425,7 +425,8 @@ print(json.dumps({"wall_s": wall, "nodes_probed": coverage.nodes_probed,
                   "nodes_unreachable": coverage.nodes_unreachable, "nodes_skipped": coverage.nodes_skipped,
                   "peak_rss_mb": peak_rss_mb(),
                   "throttles": sum(r.throttles for r in probes), "retries": sum(r.retries for r in probes),
-                  "paced_seconds": sum(r.paced_seconds for r in probes)}))
+                  "paced_seconds": sum(r.paced_seconds for r in probes),
+                  "probes_at_once": (inventory.node_probes.probes_at_once or 0) if inventory.node_probes else 0}))
 """
 
 

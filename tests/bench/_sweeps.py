@@ -104,7 +104,7 @@ def state_machine_sweep(nodes: int) -> StateMachineRun:
         with LogMeter.installed() as meter:
             # The steady state: a scheduled sweep after an earlier one of the same cluster, whose
             # measured probe time sized its concurrency (a first sweep after deploy sizes for
-            # settings.EXPECTED_PROBE_SECONDS and waits longer for its starts).
+            # thresholds.EXPECTED_PROBE_SECONDS and waits longer for its starts).
             measurement = measure_sweep(
                 nodes,
                 PROBE_LATENCY_SECONDS,

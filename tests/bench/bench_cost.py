@@ -25,12 +25,12 @@ from typing import Any
 
 from hyperpod_nccl.monitor.settings import (
     DEFAULT_MAP_MAX_CONCURRENCY,
-    EXPECTED_PROBE_SECONDS,
     LAMBDAS,
     METRIC_DIMENSION_CLUSTER,
     PROBE_BATCH_CONCURRENCY,
     PROBE_BATCH_SIZE,
 )
+from hyperpod_nccl.thresholds import EXPECTED_PROBE_SECONDS
 from tests.bench import pricing
 from tests.bench._sweeps import (
     CHILD_EVENTS_PER_NODE,

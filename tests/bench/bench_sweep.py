@@ -27,8 +27,9 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from hyperpod_nccl import thresholds
-from hyperpod_nccl.monitor.settings import DEFAULT_MAP_MAX_CONCURRENCY, EXPECTED_PROBE_SECONDS
+from hyperpod_nccl.monitor.settings import DEFAULT_MAP_MAX_CONCURRENCY
 from hyperpod_nccl.pacing import THROTTLE_COOLDOWN_STARTS, THROTTLE_RECUR_STARTS, THROTTLE_SLOWDOWN_STEP
+from hyperpod_nccl.thresholds import EXPECTED_PROBE_SECONDS
 from hyperpod_nccl_sim.runtime import restore_environment, set_environment
 from hyperpod_nccl_sim.synthetic import CLUSTER_SERVICES, SweepMeasurement, measure_sweep
 
@@ -135,7 +136,7 @@ def _plot(rows: list[SweepRow]) -> None:
             [c.bound_s for _, c, _ in measured],
             ":",
             color="tab:blue",
-            label=f"CLI bound ({thresholds.SSM_PROBE_WORKERS} at once)",
+            label="CLI bound",
         )
         axis.plot(nodes, [m.wall_s for _, _, m in measured], "^-", color="tab:green", label="state machine")
         axis.plot(nodes, [m.bound_s for _, _, m in measured], ":", color="tab:green", label="state machine bound")
@@ -222,7 +223,8 @@ def report(results: SweepResults, *, plot: bool = True) -> str:
         c, m = row.cli, row.state_machine
         first = f"{m.warm_up_wall_s:.1f} s ({m.warm_up_probes_at_once} at once)" if m.warm_up_wall_s else "-"
         lines.append(
-            f"| {row.nodes} | {row.probe_s:g} s | {_wall(c)} | {_wall(m)} | {_phase(m)} | {m.probes_at_once} | {first} "
+            f"| {row.nodes} | {row.probe_s:g} s | {_wall(c)} | {_wall(m)} | {_phase(m)} | {c.probes_at_once} / "
+            f"{m.probes_at_once} | {first} "
             f"| {_throttled(c)} / {_throttled(m)} | {c.probe_throttles}, {c.probe_retries} / "
             f"{m.probe_throttles}, {m.probe_retries} | {c.nodes_probed}/{m.nodes_probed} "
             f"| {c.nodes_unreachable}/{m.nodes_unreachable} | {c.nodes_skipped}/{m.nodes_skipped} | {row.measured} |"
@@ -256,7 +258,10 @@ def report(results: SweepResults, *, plot: bool = True) -> str:
         "against the strict emulation: StartSession 3/s with a burst of 3 and FilterLogEvents 5/s per account "
         "(ThrottlingException past them), every Lambda invocation in a sandbox process of its own, Express "
         "children stopped at 5 minutes. CLI: `diagnose --sample-nodes all` in its own process, "
-        f"{thresholds.SSM_PROBE_WORKERS} probes at once, paced by its in-process pacer at `--start-session-rate`; "
+        "as many probes at once as keep its pace busy (`node_probes.probes_at_once`: rate x the p90 session time "
+        f"of its probes that ended, {thresholds.EXPECTED_PROBE_SECONDS:g} s before any did, at least "
+        f"{thresholds.SSM_PROBE_WORKERS}, at most {thresholds.SSM_PROBE_WORKERS_MAX} and what a quarter of the "
+        "machine's memory holds at a session's worst), paced by its in-process pacer at `--start-session-rate`; "
         "state machine: the deployed definition executed by the emulation's Step Functions, every ProbeNode "
         "pacing through the table-backed shared pacer, from the schedule tick to the end of the execution "
         "(Notify included). Both run the real SSM client against the protocol-faithful simulated agent (each "
@@ -266,7 +271,8 @@ def report(results: SweepResults, *, plot: bool = True) -> str:
         "N x probe / probes at once) + one probe counts the last probe twice where the concurrency binds, so it "
         "is above what a sweep can reach: 16 nodes of 20 s probes, 16 at once, take one probe, not two), with the "
         "concurrency each path had: the "
-        f"CLI's {thresholds.SSM_PROBE_WORKERS} workers; for the state machine what Discover chose "
+        "most probes the CLI ran at once (rows measured before it sized its pool ran 16); for the state machine "
+        "what Discover chose "
         "(`batches_at_once` x the nodes a child probes at once, from the execution's Discover output), sized "
         "from the previous sweep's p90 probe time plus the slots a batch leaves idle (`BATCH_IDLE_SLOTS`), or "
         "all at once where one round of the rate covers the cluster (`runs_in_one_round`). "
@@ -284,7 +290,7 @@ def report(results: SweepResults, *, plot: bool = True) -> str:
         "the probes recorded (`NodeProbeResult.throttles`, `retries`).\n\n"
         f"![sweep wall time vs nodes](docs/{PLOT.name})\n\n"
         "| nodes | probe | CLI wall / bound | state machine wall / bound | SM probe Map alone / bound "
-        "| SM probes at once | SM first sweep "
+        "| probes at once CLI / SM | SM first sweep "
         "| StartSession throttled CLI / SM | throttles, retries CLI / SM | probed CLI/SM | unreachable CLI/SM "
         "| not probed CLI/SM | measured |\n"
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n"
@@ -323,7 +329,7 @@ def _scaling(k: float) -> str:
             "cores as every Lambda sandbox and simulated agent) weighs as it would at scale on AWS, not more. "
             "The earlier runs at k = 2 (rates doubled, probes halved) weighed those fixed costs twice and put the "
             "state machine at 1.2-1.55x where unscaled runs of the same sizes stay under 1.2x. Unscaled, a "
-            "4,096-node sweep takes 23 minutes at 3/s (the CLI's 16 workers with 20 s probes 85 minutes), so "
+            "4,096-node sweep takes 23 minutes at 3/s, so "
             "1,024 and 4,096 nodes run only when `BENCH_SWEEP_SIZES` names them. The pacer's throttle rules are "
             f"counted in start intervals ({THROTTLE_RECUR_STARTS} to recur, {THROTTLE_COOLDOWN_STARTS} at a pace "
             f"slowed {THROTTLE_SLOWDOWN_STEP:g}x more by each recurrence).\n\n"

@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from hyperpod_nccl import thresholds
-from hyperpod_nccl.monitor.settings import EXPECTED_PROBE_SECONDS
+from hyperpod_nccl.thresholds import EXPECTED_PROBE_SECONDS
 from infra.app import build_app
 from infra.config import DEFAULT_EXPECTED_NODES, StageConfig
 

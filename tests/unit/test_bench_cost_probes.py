@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from hyperpod_nccl.monitor.settings import EXPECTED_PROBE_SECONDS
+from hyperpod_nccl.thresholds import EXPECTED_PROBE_SECONDS
 from tests.bench.bench_cost import TARGET_MONTHLY_USD, longer_probes
 
 

@@ -12,7 +12,12 @@ import pytest
 from botocore.exceptions import ClientError
 
 from hyperpod_nccl import thresholds
-from hyperpod_nccl.collectors.node_probes import NOT_STARTED_KINDS
+from hyperpod_nccl.collectors.node_probes import (
+    NOT_STARTED_KINDS,
+    probe_workers_ceiling,
+    probes_at_once,
+    session_seconds,
+)
 from hyperpod_nccl.handlers.discover import DiscoverInput
 from hyperpod_nccl.models.inventory import Inventory
 from hyperpod_nccl.models.node_probe import NodeProbeInventory, NodeProbeResult
@@ -20,18 +25,17 @@ from hyperpod_nccl.monitor.payloads import FirstRound, ProbeItem, SweepRef
 from hyperpod_nccl.monitor.settings import (
     BATCH_IDLE_SLOTS,
     DEFAULT_MAP_MAX_CONCURRENCY,
-    EXPECTED_PROBE_SECONDS,
     PROBE_BATCH_SIZE,
-    PROBE_SECONDS_PERCENTILE,
     batch_targets,
     batches_at_once,
-    probe_seconds_percentile,
     runs_in_one_round,
     sized_batches_at_once,
 )
 from hyperpod_nccl.monitor.states.aggregate import sweep_probe_seconds
 from hyperpod_nccl.monitor.states.discover import probe_concurrency
 from hyperpod_nccl.monitor.store import Store
+from hyperpod_nccl.pacing import PROBE_SECONDS_PERCENTILE, probe_seconds_percentile
+from hyperpod_nccl.thresholds import EXPECTED_PROBE_SECONDS
 
 RATE = thresholds.SSM_START_SESSION_PER_SECOND
 CEILING = batches_at_once(DEFAULT_MAP_MAX_CONCURRENCY)
@@ -201,3 +205,39 @@ def test_the_first_rounds_nodes_take_turns_batch_by_batch_and_later_batches_star
     assert all(turn is None for (b, _), turn in turns.items() if b >= children)
     # An item without its place (a Map of an older definition) reserves at once.
     assert ProbeItem(sweep_id="s", cluster="c", region="r", instance_id="i-0").first_round_start(interval) is None
+
+
+# --- the CLI's pool: the same Little's law, from the probes of its own run --------------------
+
+
+def test_the_cli_sizes_for_the_expected_probe_before_any_probe_ended() -> None:
+    # Waiting for the first 20 s probe to end before widening would cost a whole probe time.
+    assert probes_at_once(RATE, [], ceiling=64) == math.ceil(RATE * EXPECTED_PROBE_SECONDS)
+    assert probes_at_once(RATE, [], ceiling=24) == 24
+
+
+def test_the_cli_follows_the_session_time_of_its_probes_never_below_its_floor() -> None:
+    assert probes_at_once(RATE, [2.0] * 20, ceiling=64) == thresholds.SSM_PROBE_WORKERS
+    assert probes_at_once(RATE, [20.0] * 20, ceiling=64) == math.ceil(RATE * 20.0)
+    # The high percentile, not the slowest: one node held for the whole budget sizes nothing.
+    assert probes_at_once(RATE, [10.0] * 19 + [180.0], ceiling=64) == math.ceil(RATE * 10.0)
+    assert probes_at_once(0.5, [20.0] * 20, ceiling=64) == thresholds.SSM_PROBE_WORKERS
+    assert probes_at_once(RATE, [20.0] * 20, ceiling=3) == 3  # a 3-node cluster
+
+
+def test_the_cli_pool_is_bounded_by_the_memory_a_session_may_hold() -> None:
+    per_session = thresholds.SSM_SESSION_MAX_OUTPUT_BYTES
+    share = thresholds.SSM_PROBE_MEMORY_SHARE
+    assert probe_workers_ceiling(None) == thresholds.SSM_PROBE_WORKERS
+    assert probe_workers_ceiling(2 << 30) == thresholds.SSM_PROBE_WORKERS  # never below the floor
+    assert probe_workers_ceiling(int(40 * per_session / share)) == 40
+    assert probe_workers_ceiling(1 << 40) == thresholds.SSM_PROBE_WORKERS_MAX
+
+
+def test_a_probe_holds_its_slot_for_its_session_not_its_wait_for_a_start() -> None:
+    ran = NodeProbeResult(instance_id="i-1", reachable=True, duration_seconds=7.5, paced_seconds=2.5)
+    assert session_seconds(ran) == 5.0
+    never = NodeProbeResult(instance_id="i-2", reachable=False, error_kind=next(iter(NOT_STARTED_KINDS)))
+    never.duration_seconds = 30.0
+    assert session_seconds(never) is None
+    assert session_seconds(NodeProbeResult(instance_id="i-3", reachable=False)) is None

@@ -2,8 +2,9 @@
 
 Split in three so the monitor's state machine can run one state per node:
 `plan_probes` (which nodes), `probe_node` (one node, never raises), `assemble` (inventory).
-`collect_node_probes` composes them for the CLI: a bounded thread pool, the run's
-StartSession pacer (`CollectionContext.start_pacer`) and a progress line.
+`collect_node_probes` composes them for the CLI: a thread pool sized from the probes' own time
+(`probes_at_once`), the run's StartSession pacer (`CollectionContext.start_pacer`) and a progress
+line.
 
 A node the account's StartSession rate left no start for inside its budget (the pacer refused, or
 AWS throttled every try) was not probed: it is counted with the skipped nodes, not the
@@ -12,9 +13,10 @@ unreachable ones, and `rate_limited_source` names it as a partial source (docs/p
 
 from __future__ import annotations
 
-import threading
+import itertools
+import os
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from pydantic import ValidationError
 
@@ -24,6 +26,7 @@ from hyperpod_nccl.collectors.context import CollectionContext
 from hyperpod_nccl.models.cluster import ClusterNode, ControlPlaneInventory
 from hyperpod_nccl.models.findings import DegradedSource
 from hyperpod_nccl.models.node_probe import NodeProbeInventory, NodeProbeResult, ProbePlan, ProbeTarget
+from hyperpod_nccl.pacing import probe_seconds_percentile, probes_to_keep_pace
 from hyperpod_nccl.probe import documents, script
 from hyperpod_nccl.probe.parsers import parse_node_probe, parse_slurm_controller
 from hyperpod_nccl.probe.sections import describe_missing, missing_sections
@@ -278,6 +281,44 @@ def assemble(plan: ProbePlan, results: list[NodeProbeResult]) -> NodeProbeInvent
     )
 
 
+def probe_workers_ceiling(memory_bytes: int | None) -> int:
+    """The most probes the CLI runs at once on a machine of `memory_bytes` (None: unknown): what
+    `SSM_PROBE_MEMORY_SHARE` of it holds at the most one session may hold, between
+    `SSM_PROBE_WORKERS` and `SSM_PROBE_WORKERS_MAX`."""
+    if memory_bytes is None:
+        return thresholds.SSM_PROBE_WORKERS
+    fits = int(memory_bytes * thresholds.SSM_PROBE_MEMORY_SHARE) // thresholds.SSM_SESSION_MAX_OUTPUT_BYTES
+    return max(thresholds.SSM_PROBE_WORKERS, min(thresholds.SSM_PROBE_WORKERS_MAX, fits))
+
+
+def probes_at_once(rate_per_second: float, session_times: list[float], ceiling: int) -> int:
+    """How many probes the CLI keeps in flight: enough to keep the StartSession pace busy for
+    probes of the high percentile of the session times of those that ended (`EXPECTED_PROBE_SECONDS`
+    before any did: waiting for the first to end before widening would cost a whole probe time),
+    never fewer than `SSM_PROBE_WORKERS`, at most `ceiling`."""
+    measured = probe_seconds_percentile(session_times)
+    seconds = thresholds.EXPECTED_PROBE_SECONDS if measured is None else measured
+    wanted = max(thresholds.SSM_PROBE_WORKERS, probes_to_keep_pace(rate_per_second, seconds))
+    return max(1, min(ceiling, wanted))
+
+
+def session_seconds(result: NodeProbeResult) -> float | None:
+    """How long a probe held its slot beyond waiting for its start (`paced_seconds`); None when it
+    has no duration (its node was never probed) or its session never started (the rate left it
+    none: its time was waiting, not probing)."""
+    if result.duration_seconds <= 0 or not_started(result):
+        return None
+    return max(0.0, result.duration_seconds - result.paced_seconds)
+
+
+def _machine_memory_bytes() -> int | None:
+    """Physical memory of this machine, None where the platform does not say."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
 def collect_node_probes(ctx: CollectionContext, control_plane: ControlPlaneInventory) -> NodeProbeInventory | None:
     """Probe the planned nodes over SSM in parallel. Returns None when no node could be planned."""
     plan = plan_probes(ctx, control_plane)
@@ -287,26 +328,38 @@ def collect_node_probes(ctx: CollectionContext, control_plane: ControlPlaneInven
         ctx.probe_documents = deployed_documents(ctx, documents.monitor_stack_name())
     runner = _runner(ctx)
     results: list[NodeProbeResult] = []
-    lock = threading.Lock()
     total = len(plan.targets)
     ctx.progress(f"probing {total} node(s) over SSM")
-    workers = max(1, min(thresholds.SSM_PROBE_WORKERS, total))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ssm-probe") as pool:
-        futures = [pool.submit(probe_node, ctx, target, runner) for target in plan.targets]
-        for future in as_completed(futures):
-            result = future.result()
-            with lock:
+    ceiling = min(total, probe_workers_ceiling(_machine_memory_bytes()))
+    rate = ctx.request.start_session_rate
+    session_times: list[float] = []
+    waiting = iter(plan.targets)
+    in_flight: set[Future[NodeProbeResult]] = set()
+    most_at_once = 0
+    with ThreadPoolExecutor(max_workers=ceiling, thread_name_prefix="ssm-probe") as pool:
+        while True:
+            room = probes_at_once(rate, session_times, ceiling) - len(in_flight)
+            in_flight |= {pool.submit(probe_node, ctx, t, runner) for t in itertools.islice(waiting, max(0, room))}
+            most_at_once = max(most_at_once, len(in_flight))
+            if not in_flight:
+                break
+            done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
+            for future in done:
+                result = future.result()
                 results.append(result)
-                reached = sum(1 for r in results if r.reachable)
-                paced = sum(1 for r in results if not_started(r))
-                missed = len(results) - reached - paced
-                unprobed = f", {paced} not started (StartSession rate)" if paced else ""
-                ctx.progress(
-                    f"SSM probes {len(results)}/{total} done ({reached} reached, {missed} unreachable{unprobed})"
-                )
+                held = session_seconds(result)
+                if held is not None:
+                    session_times.append(held)
+            reached = sum(1 for r in results if r.reachable)
+            paced = sum(1 for r in results if not_started(r))
+            missed = len(results) - reached - paced
+            unprobed = f", {paced} not started (StartSession rate)" if paced else ""
+            ctx.progress(f"SSM probes {len(results)}/{total} done ({reached} reached, {missed} unreachable{unprobed})")
     order = {t.instance_id: i for i, t in enumerate(plan.targets)}
     results.sort(key=lambda r: order.get(r.instance_id, len(order)))
     paced_out = rate_limited_source(results)
     if paced_out is not None:
         ctx.degrade(paced_out)
-    return assemble(plan, results)
+    inventory = assemble(plan, results)
+    inventory.probes_at_once = most_at_once
+    return inventory

@@ -534,6 +534,9 @@ class NodeProbeInventory(BaseModel):
     skipped_instance_ids: list[str] = Field(default_factory=list)
     skipped_reasons: dict[str, str] = Field(default_factory=dict)
     results: list[NodeProbeResult] = Field(default_factory=list)
+    probes_at_once: int | None = Field(
+        default=None, description="the most probes the CLI ran at once (None: the monitor's Map sized them)"
+    )
 
     def probed(self, role: ProbeRole = "node") -> list[NodeProbeResult]:
         """Results with parsed probe data for `role` (unreachable nodes with partial output included)."""

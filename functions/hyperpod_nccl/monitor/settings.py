@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hyperpod_nccl import thresholds
+from hyperpod_nccl.pacing import probes_to_keep_pace
 from hyperpod_nccl.references import REFERENCES_URL
 
 # --- environment-variable names --------------------------------------------------------------
@@ -259,16 +260,6 @@ def batch_targets(instance_ids: list[str], children_at_once: int | None = None) 
     return [instance_ids[i : i + size] for i in range(0, len(instance_ids), size)]
 
 
-# The probe time a cluster's first sweep sizes its concurrency for, before any sweep of it has
-# measured one: the slow probe of issue 15's targets (20 s: a busy 8-GPU node's nvidia-smi, dmesg
-# and fabric reads; the fast one is 2 s). Guessing long costs the first sweep billed waiting for
-# the rate; guessing short would make it slower than the rate allows. Infra's nodes x cadence check
-# at synth uses it as the "one probe" a sweep ends with.
-EXPECTED_PROBE_SECONDS = 20.0
-# The percentile of the previous full sweep's probe times that sizes the next sweep: high, so
-# that the slow nodes of a sweep do not leave the rate unused, but not the slowest, whose one node
-# held for the whole budget would size every later sweep for it.
-PROBE_SECONDS_PERCENTILE = 90
 # Probe slots a child holds without probing: its batch's starts come one interval of the account's
 # pace apart, and its first nodes' slots stay idle until its last node ends (the child's round), so
 # rate x probe time slots leave the rate unused. Measured (64 nodes, 2 s probes, 3/s): sized by
@@ -276,16 +267,6 @@ PROBE_SECONDS_PERCENTILE = 90
 # a child invokes its batch's ProbeNodes together, so its later ones wait for their starts (billed
 # Lambda time), and its finished ones' slots are the child's Express time until the last ends.
 BATCH_IDLE_SLOTS = PROBE_BATCH_SIZE - 1
-
-
-def probe_seconds_percentile(durations: Iterable[float], percentile: int = PROBE_SECONDS_PERCENTILE) -> float | None:
-    """The `percentile` of probe `durations` by the nearest-rank rule (the smallest duration that
-    at least that share of them do not exceed); None without any."""
-    ordered = sorted(durations)
-    if not ordered:
-        return None
-    rank = max(1, math.ceil(percentile / 100 * len(ordered)))
-    return ordered[rank - 1]
 
 
 def sized_batches_at_once(
@@ -303,8 +284,8 @@ def sized_batches_at_once(
     of what such a short sweep spends above its bound (16 nodes, 2 s probes, 3/s: 10.5 s of probe
     Map sized at 12 probes at once, 7.8 s all at once, bound 7.3 s). Waiting for the rate then costs
     each node at most one more probe time of billed Lambda time."""
-    seconds = EXPECTED_PROBE_SECONDS if probe_seconds is None else probe_seconds
-    wanted = math.ceil((rate_per_second * seconds + BATCH_IDLE_SLOTS) / PROBE_BATCH_SIZE)
+    seconds = thresholds.EXPECTED_PROBE_SECONDS if probe_seconds is None else probe_seconds
+    wanted = math.ceil((probes_to_keep_pace(rate_per_second, seconds) + BATCH_IDLE_SLOTS) / PROBE_BATCH_SIZE)
     if nodes is not None and runs_in_one_round(nodes, wanted, rate_per_second, seconds):
         wanted = max(wanted, math.ceil(nodes / PROBE_BATCH_SIZE))
     return max(1, min(max_batches_at_once, wanted))

@@ -692,7 +692,7 @@ class Store:
     ) -> None:  # fmt: skip
         """The record of one sweep under its cluster (overwritten when a retry or the failure
         recorder records it again), with the version of the code that ran it (`code_version.py`) and
-        the high percentile of its probe times (`probe_seconds`, settings.probe_seconds_percentile;
+        the high percentile of its probe times (`probe_seconds`, pacing.probe_seconds_percentile;
         None: no node probed), which sizes the next sweep's concurrency (`last_full_sweep_probe_seconds`)."""
         timing = {} if probe_seconds is None else {"probe_seconds": str(round(probe_seconds, 3))}
         self._put(

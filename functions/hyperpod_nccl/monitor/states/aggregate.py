@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from hyperpod_nccl.checks import discover as registered_checks
-from hyperpod_nccl.collectors.node_probes import NOT_STARTED_KINDS, assemble, rate_limited_source
+from hyperpod_nccl.collectors.node_probes import assemble, rate_limited_source, session_seconds
 from hyperpod_nccl.engine import applicable_checks, build_result, unread_by
 from hyperpod_nccl.models.findings import DegradedSource, Finding, SweepResult
 from hyperpod_nccl.models.inventory import Inventory
@@ -26,11 +26,11 @@ from hyperpod_nccl.monitor.failures import describe_aws_failure
 from hyperpod_nccl.monitor.incident_tracking import record_incidents
 from hyperpod_nccl.monitor.lock import finish_sweep
 from hyperpod_nccl.monitor.payloads import AggregateOutput, SweepRef, SweepState, TaskFailure, aggregate_failure_text
-from hyperpod_nccl.monitor.settings import probe_seconds_percentile
 from hyperpod_nccl.monitor.states.notify import alerts_pending
 from hyperpod_nccl.monitor.states.probe_node import load_probe_results
 from hyperpod_nccl.monitor.states.shared import load_control_plane, request_for
 from hyperpod_nccl.monitor.store import DIFF, KUBERNETES, LOGS, PLAN, RESULT, Store, epoch, fingerprint_of
+from hyperpod_nccl.pacing import probe_seconds_percentile
 
 
 def _missing(source: str, why: str) -> DegradedSource:
@@ -196,17 +196,16 @@ def _record_sweep(
 
 
 def sweep_probe_seconds(inventory: Inventory) -> float | None:
-    """The high percentile of the sweep's probe times (settings.probe_seconds_percentile), recorded
+    """The high percentile of the sweep's probe times (pacing.probe_seconds_percentile), recorded
     with the sweep for the next one's Discover to size its probe concurrency from; None when no
     probe ran. Taken here, where every result is read anyway, so that Discover reads one number
     instead of every node's stored result. A result without a duration (its node was never probed)
     or whose session never started (the rate left it none: its time was waiting, not probing) is
     left out; so is a node whose probe stored nothing (killed at the state's timeout). The time a
     probe waited for its start (`paced_seconds`) is not probe time: counted in, a sweep sized too
-    wide waits longer per probe and would size the next one as wide again."""
+    wide waits longer per probe and would size the next one as wide again (`session_seconds`)."""
     results = inventory.node_probes.results if inventory.node_probes else []
-    probed = [r for r in results if r.duration_seconds > 0 and r.error_kind not in NOT_STARTED_KINDS]
-    return probe_seconds_percentile(max(0.0, r.duration_seconds - r.paced_seconds) for r in probed)
+    return probe_seconds_percentile(held for r in results if (held := session_seconds(r)) is not None)
 
 
 def _failure_text(state: SweepState) -> str | None:
