@@ -13,6 +13,7 @@ unreachable ones, and `rate_limited_source` names it as a partial source (docs/p
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import os
 import time
@@ -332,10 +333,11 @@ def collect_node_probes(ctx: CollectionContext, control_plane: ControlPlaneInven
     ctx.progress(f"probing {total} node(s) over SSM")
     ceiling = min(total, probe_workers_ceiling(_machine_memory_bytes()))
     rate = ctx.request.start_session_rate
+    # Kept sorted (the percentile's sort is then linear): sizing runs after every completion.
     session_times: list[float] = []
     waiting = iter(plan.targets)
     in_flight: set[Future[NodeProbeResult]] = set()
-    most_at_once = 0
+    most_at_once = reached = paced = 0
     with ThreadPoolExecutor(max_workers=ceiling, thread_name_prefix="ssm-probe") as pool:
         while True:
             room = probes_at_once(rate, session_times, ceiling) - len(in_flight)
@@ -347,11 +349,11 @@ def collect_node_probes(ctx: CollectionContext, control_plane: ControlPlaneInven
             for future in done:
                 result = future.result()
                 results.append(result)
+                reached += result.reachable
+                paced += not_started(result)
                 held = session_seconds(result)
                 if held is not None:
-                    session_times.append(held)
-            reached = sum(1 for r in results if r.reachable)
-            paced = sum(1 for r in results if not_started(r))
+                    bisect.insort(session_times, held)
             missed = len(results) - reached - paced
             unprobed = f", {paced} not started (StartSession rate)" if paced else ""
             ctx.progress(f"SSM probes {len(results)}/{total} done ({reached} reached, {missed} unreachable{unprobed})")
