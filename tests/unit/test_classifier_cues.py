@@ -50,10 +50,13 @@ CUE_CASES: dict[str, list[str]] = {
         "mpirun: error: oob_tcp_if_include=ib0 matches no device here",  # INVENTED
         "launcher error: UCX_NET_DEVICES lists mlx5_3:1, absent on this node",  # INVENTED
         "hydra: error: the -iface option names eth7, aborting",  # INVENTED
+        "rank 3 error: connect to 172.17.0.1:41217 failed, the peer is not there",  # INVENTED
+        "launcher fatal: could not determine the network interface for the store",  # INVENTED
     ],
     "memlock": [
         "ERROR: max locked memory is 64 kB, the job needs unlimited",  # INVENTED
         "rdma: pinning of the staging buffer failed (registration returned ENOMEM)",  # INVENTED
+        "fatal: the completion queue of device 2 could not be created",  # INVENTED
     ],
     "shm": [
         "worker 3: fatal: shm quota of the pod exhausted",  # INVENTED
@@ -64,6 +67,8 @@ CUE_CASES: dict[str, list[str]] = {
         "health-check: error: fi_pingpong to node-2 exited early",  # INVENTED
         "setup-efa.sh: error: libfabric provider list is empty on this node",  # INVENTED
         "Error: EFA device rdmap16s27 could not be opened by the container",  # INVENTED
+        "health-check error: no RDMA devices visible in the pod",  # INVENTED
+        "ERROR: ibv_get_device_list returned nothing, the device plugin did not mount /dev/infiniband",  # INVENTED
     ],
     "tcp_fallback": [
         "error: no RDMA device found; provider=tcp will carry inter-node traffic",  # INVENTED
@@ -76,6 +81,9 @@ CUE_CASES: dict[str, list[str]] = {
     "version": [
         "ERROR: the plugin was compiled with an older NCCL than the one loaded",  # INVENTED
         "runtime check failed: driver too old for this container",  # INVENTED
+        "container start failed: unsatisfied condition: cuda>=12.4 on this host",  # INVENTED
+        "Error: please update your NVIDIA driver, the image needs a newer one",  # INVENTED
+        "GPU 0 with CUDA capability sm_100 is not compatible with this build",  # INVENTED
     ],
     "topology": [
         "ERROR: cannot load the NCCL topology file given in the job spec",  # INVENTED
@@ -84,6 +92,8 @@ CUE_CASES: dict[str, list[str]] = {
     "xid": [
         "health-check: error: NVRM reported a fault on GPU 0000:53:00.0",  # INVENTED
         "monitor: ERROR GPU 4 lost, marking node bad",  # INVENTED
+        "node-problem-detector: XidCriticalError condition set on the node (error)",  # INVENTED
+        "[ 812.300] nvidia 0000:53:00.0: probe of the device failed with error -1",  # INVENTED
     ],
     "ecc": [
         "gpu-burn: error: ECC counters went up during the run",  # INVENTED
@@ -92,9 +102,12 @@ CUE_CASES: dict[str, list[str]] = {
     "host_oom": [
         "worker exited: Killed (OOM) while loading the dataset",  # INVENTED
         "ERROR: container memory limit reached, process killed",  # INVENTED
+        "worker-3 stopped: node is low on memory, the process was killed",  # INVENTED
     ],
     "gpu_oom": [
         "ERROR: ran out of GPU memory while building the KV cache, exceeded budget",  # INVENTED
+        "XlaRuntimeError: RESOURCE_EXHAUSTED: failed to allocate 12.5GiB for the activations",  # INVENTED
+        "engine error: not enough free memory for the cache blocks, lower gpu_memory_utilization",  # INVENTED
     ],
     "cuda_error": [
         "ERROR in kernel launch: illegal instruction on device 3",  # INVENTED
@@ -112,6 +125,8 @@ CUE_CASES: dict[str, list[str]] = {
         "worker 7: error: socket closed by node-3 during the allgather",  # INVENTED
         "rank 5 -> rank 12: no route to host (is the traffic allowed?), aborting",  # INVENTED
         "ERROR: peer 10.1.2.3 closed the link: connection reset",  # INVENTED
+        "worker 4: error: the TCP connection to node-7 dropped mid-step",  # INVENTED
+        "rdma error: got completion with error on QP 0x2a, status 12",  # INVENTED
     ],
     "timeout": [
         "ERROR: allreduce step 812 hung for 30 minutes, job aborted",  # INVENTED
@@ -120,10 +135,13 @@ CUE_CASES: dict[str, list[str]] = {
     ],
     "slurm": [
         "error: job 4211: scontrol requeue was denied",  # INVENTED
+        "error: _slurm_rpc_kill_job: failed for JobId=812",  # INVENTED
     ],
     "k8s": [
         "Error: kubelet refused to start container trainer in pod job-worker-3",  # INVENTED
         "pod job-worker-2 evicted by the node, job failed",  # INVENTED
+        "job admission error: insufficient quota for nvidia.com/gpu in the team queue",  # INVENTED
+        "Error: the kubelet kept failing while pulling the image for the trainer",  # INVENTED
     ],
     "lifecycle": [
         "ERROR: lifecycle step install_packages failed with status 1",  # INVENTED
@@ -190,6 +208,17 @@ LOOK_ALIKES: list[str] = [
     # a field or metric name one of whose dotted components is an error word (nvidia-smi's query fields)
     '"ecc.errors.uncorrected.volatile.total"',  # INVENTED
     "index, name, ecc.errors.corrected.volatile.total, ecc.errors.uncorrected.aggregate.dram",  # INVENTED
+    # beside the vocabulary widened on 2026-12-07: pulls that worked, counters, INFO sizing, successes
+    'Successfully pulled image "nvcr.io/nvidia/pytorch:24.05-py3" in 41s; no errors',  # INVENTED
+    "INFO 11-18 engine.py:300] # GPU blocks: 8192, cache blocks allocated, gpu_memory_utilization=0.9",  # INVENTED
+    "RDMA devices: 4, errors: 0",  # INVENTED
+    "[INFO] memory monitor: node low on memory threshold set to 0.95",  # INVENTED
+    "TCP connection test passed on 16 of 16 ranks",  # INVENTED
+    "docker0: 172.17.0.1/16 (excluded from NCCL_SOCKET_IFNAME), eth0: 10.1.2.3 used",  # INVENTED
+    "slurmctld: _slurm_rpc_submit_batch_job: JobId=812 InitPrio=1 usec=305",  # INVENTED
+    "ibv_create_qp succeeded on efa_0 (max_send_wr 256)",  # INVENTED
+    # a node condition row whose status is False (kubectl describe node)
+    "  XidCriticalError     False   Mon, 23 Jun 2025 18:45:43 +0000   NoXidCriticalError",  # INVENTED
 ]
 
 

@@ -34,6 +34,7 @@ class's section. A cue fires only when
   nvidia-smi's "ecc.errors.uncorrected.volatile.total");
 * it is no INFO/DEBUG line of a program that prints levels ("NCCL INFO", "[INFO]", "level=info",
   glog's "I1207 ..."), no in-process warning (below), no line that says it succeeded ("passed"),
+  no node-condition row whose status is False (`kubectl describe node`'s "XidCriticalError   False"),
   and no line that says it carries on ("retrying", "will retry", "ignored") unless it also says it
   gave up ("giving up", "failed after 3 retries", "retries exhausted", "aborting");
 * a class's vocabulary is on it once the printing program's syslog tag is set aside
