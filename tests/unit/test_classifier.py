@@ -746,8 +746,15 @@ WIDENED_FAMILIES: list[tuple[str, list[str], list[str]]] = [
             "2025:02:17-17:20:51:( 2399) |CCL_ERROR| internal_kvs.cpp:335 kvs_main_server_address_reserve: "
             "failed to get local host IP",  # (real)
             "gloo/transport/tcp/pair.cc:536] : Connection refused",  # (real, an issue title)
+            # The default gateway addresses of Docker's bridge (docker0) and libvirt's (virbr0): a peer
+            # that advertised one of them bound the bridge, not its node's interface (§ 3's docker0).
+            "node-3:17:90 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 172.17.0.1<51239> "
+            "failed : Connection refused",
+            "Net : Connect to 192.168.122.1<43013> failed : No route to host",
         ],
         [
+            "node-3:17:90 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 172.17.0.12<51239> "
+            "failed : Connection refused",
             "node-2:311:402 [0] NCCL INFO socketPollConnect: connect to 10.1.216.156<41137> returned Connection "
             "refused, retrying (1/34) after sleep for 100 msec",
             "node-2:311:311 [0] NCCL INFO Bootstrap : Using enp73s0:10.1.216.156<0>",

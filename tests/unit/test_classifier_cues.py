@@ -50,7 +50,7 @@ CUE_CASES: dict[str, list[str]] = {
         "mpirun: error: oob_tcp_if_include=ib0 matches no device here",  # INVENTED
         "launcher error: UCX_NET_DEVICES lists mlx5_3:1, absent on this node",  # INVENTED
         "hydra: error: the -iface option names eth7, aborting",  # INVENTED
-        "rank 3 error: connect to 172.17.0.1:41217 failed, the peer is not there",  # INVENTED
+        "ERROR: rank 3 advertised 192.168.122.1 as its address, its peers cannot reach it",  # INVENTED
         "launcher fatal: could not determine the network interface for the store",  # INVENTED
     ],
     "memlock": [
