@@ -129,7 +129,7 @@ def test_eks_scenario_log_findings_per_stream_and_node(simulate) -> None:  # typ
     worker5 = sim.instance_id("worker:5")
     xid = signatures[f"xid@SagemakerHealthMonitoringAgent/worker/{worker5}"]
     assert xid.fields["xid"] == 79 and xid.fields["action"] == "replace"
-    assert xid.reference.pointer == "references/node-debugger.md § F"
+    assert xid.reference.pointer == "references/node-debugger.md § G"
 
     hma = found["logs.hma_detections"]
     assert [f.resources[0].id for f in hma] == [worker5]

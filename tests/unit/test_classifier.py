@@ -475,7 +475,7 @@ def test_xid_codes_split_into_app_and_hardware() -> None:
     assert by_code[13].fields["xid_category"] == "app" and by_code[13].priority.value == "P1"
     assert by_code[64].reference == references.NODE_ROW_REMAP and by_code[64].fields["action"] == "replace"
     # The kernel's `0000:53:00` is written in the one spelling of a bus id (nvidia-smi's GPU too).
-    assert by_code[79].reference == references.NODE_HARDWARE and by_code[79].fields["pci_bus_id"] == "0000:53:00.0"
+    assert by_code[79].reference == references.NODE_GPU and by_code[79].fields["pci_bus_id"] == "0000:53:00.0"
 
 
 def test_nccl_versions_differing_between_ranks_are_flagged_once() -> None:
@@ -2183,7 +2183,7 @@ def test_development_round_9c_families() -> None:
         "2020/08/10 19:09:42 XidCriticalError: Xid=79 on Device=GPU-1, the device will go unhealthy.\n"
     ).hits
     assert [(h.id, h.fields.get("xid"), h.reference.pointer) for h in hit] == [
-        ("xid", 79, "references/node-debugger.md § F")
+        ("xid", 79, "references/node-debugger.md § G")
     ]
     assert "xid" in _ids('  XidCriticalError     True    Mon, 23 Jun 2025 18:45:43 +0000   {"31":true}   6e43a0')
     assert "xid" in _ids("Detected Critical Xid Error 48 on GPU 0")

@@ -105,7 +105,7 @@ from hyperpod_nccl.models.findings import Priority
 from hyperpod_nccl.models.logs import FoldedHit, SignatureHit
 from hyperpod_nccl.models.node_probe import canonical_pci_bus_id
 from hyperpod_nccl.redaction import scrub
-from hyperpod_nccl.references import NODE_GPU, NODE_HARDWARE, NODE_ROW_REMAP, Reference
+from hyperpod_nccl.references import NODE_GPU, NODE_ROW_REMAP, Reference
 
 # Keywords and regexes only see the head of a line: evidence worth reading is at the start, and
 # it bounds the work per line whatever a pathological line looks like.
@@ -855,7 +855,12 @@ def _field_value(name: str, values: list[str]) -> str | int:
 
 
 def _enrich_xid(fields: dict[str, str | int | float | bool | None], codes: list[str]) -> tuple[Priority, Reference]:
-    """Xid code → app vs hardware and the action (reboot vs replace), from `hyperpod_nccl.xid`."""
+    """Xid code → app vs hardware and the action (reboot vs replace), from `hyperpod_nccl.xid`.
+
+    A log line's Xid points at node-debugger.md § G whatever its action: § G's table is where the
+    code is read (app or hardware, reset, reboot or replace) and it sends the commands to § F. Row
+    remapping codes point at § G.1.a. (An incident about a node to replace points at § F itself,
+    `incidents.build`: there the node, not the line, is the subject.)"""
     numbers = [int(code) for code in codes if code.isdigit()]
     infos = [xid_facts.xid_info(code) for code in numbers]
     if not infos:
@@ -866,7 +871,7 @@ def _enrich_xid(fields: dict[str, str | int | float | bool | None], codes: list[
     if any(info.code in (63, 64) for info in infos):
         return Priority.P0, NODE_ROW_REMAP
     if any(info.is_hardware or info.category == "unknown" for info in infos):
-        return Priority.P0, NODE_HARDWARE if fields["action"] == "replace" else NODE_GPU
+        return Priority.P0, NODE_GPU
     # Application Xids: fix the workload before touching hardware.
     return Priority.P1, NODE_GPU
 
