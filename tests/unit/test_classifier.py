@@ -1333,7 +1333,8 @@ def test_widened_families_from_real_misses(signature_id: str, positives: list[st
 EMITTER_FAMILIES: list[tuple[str, str, list[str], list[str]]] = [
     (
         # slurm_errno.c, srun/allocate.c, slurmctld/backup.c, auth_munge.c, proc_req.c: the controller,
-        # munge or the RPC layer is down (debugging-guide.md § 8, which sends daemons to operations.md § 7).
+        # munge or the RPC layer is down (routed to operations.md § 7, an expired credential to
+        # node-debugger.md § L; the rest of the family keeps debugging-guide.md § 8).
         "slurm_job_failure",
         "DBG_SLURM",
         [
@@ -1668,7 +1669,9 @@ def test_emitter_format_families_find_their_section(
     for line in positives:
         hits = scan_text(line + "\n").hits
         assert signature_id in {h.id for h in hits}, line
-        assert expected in {h.reference for h in hits if h.cls == signature.cls}, line
+        # A line of a narrower cause the signature routes takes that route's section (`Route`).
+        route = signature.route_of(line)
+        assert (route.ref if route else expected) in {h.reference for h in hits if h.cls == signature.cls}, line
         assert _terms_cover(line), f"no CloudWatch filter term in: {line}"
     for line in look_alikes:
         assert _ids(line) == [], line
@@ -2012,14 +2015,15 @@ def test_two_ranks_on_one_gpu_stay_a_device_mapping_finding() -> None:
 def test_scontrol_node_states_are_slurm_findings() -> None:
     # `scontrol show node` output (node_info.c's "State=%s", the reasons of ping_nodes.c and
     # read_config.c) is read from a command, not a CloudWatch stream, so these lines need no filter
-    # term. Built from the format strings with concrete values.
+    # term. Built from the format strings with concrete values. A node's state is operations.md § 7's
+    # symptom (nodes down, drained, failing): the signature routes it there.
     for line in (
         "   State=MIXED+NOT_RESPONDING ThreadsPerCore=2 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A",
         "   Reason=NO NETWORK ADDRESS FOUND [slurm@2025-01-01T00:00:00]",
         "   State=FAILING ThreadsPerCore=2 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A",
     ):
         hits = scan_text(line + "\n").hits
-        assert [(h.id, h.reference) for h in hits] == [("slurm_job_failure", references.DBG_SLURM)], line
+        assert [(h.id, h.reference) for h in hits] == [("slurm_job_failure", references.OPS_SLURM)], line
     for line in ("   State=IDLE ThreadsPerCore=2 TmpDisk=0", "   State=MIXED ThreadsPerCore=2 TmpDisk=0"):
         assert _ids(line) == [], line
 

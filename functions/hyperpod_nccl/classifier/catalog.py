@@ -63,6 +63,33 @@ Keywords = Annotated[list[str], AfterValidator(_lower_ascii)]
 Patterns = Annotated[list[str], AfterValidator(_compiling)]
 
 
+class Route(BaseModel):
+    """A narrower cause inside one signature's wording family, with its own runbook section.
+
+    One message family can name causes fixed in different sections (Slurm's messages: a job step's
+    exit is read in the Slurm procedures, a node that stopped answering in the node operations, an
+    expired munge credential in the node clock). A line the route's patterns match takes the
+    route's section; lines of the same input that take different sections make separate hits."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    reference: ReferenceName
+    # Why these lines belong to that section (the runbook's own symptom list, the emitter's meaning).
+    why: str
+    patterns: Patterns = Field(min_length=1)
+
+    @cached_property
+    def ref(self) -> Reference:
+        """The runbook pointer."""
+        value: Reference = getattr(references, self.reference)
+        return value
+
+    @cached_property
+    def compiled(self) -> re.Pattern[str]:
+        """The patterns as one alternation (case-insensitive)."""
+        return _compile_alternation(self.patterns, case_sensitive=False)
+
+
 class Signature(BaseModel):
     """One failure signature of the catalog."""
 
@@ -111,6 +138,8 @@ class Signature(BaseModel):
     # the signatures written before this was recorded: all of them from the in-sample corpus
     # (tests/data/log_corpus/corpus.json), which is why that corpus's score is reported as in-sample.
     written_from: SourceUrls = Field(default_factory=list)
+    # Narrower causes with their own sections, tried in order on each matching line (`Route`).
+    routes: list[Route] = Field(default_factory=list)
     kind: Literal["failure"] = "failure"
 
     @model_validator(mode="after")
@@ -124,6 +153,13 @@ class Signature(BaseModel):
         """The runbook pointer."""
         value: Reference = getattr(references, self.reference)
         return value
+
+    def route_of(self, line: str) -> Route | None:
+        """The first route whose patterns match `line`, or None (the signature's own section)."""
+        for route in self.routes:
+            if route.compiled.search(line):
+                return route
+        return None
 
     @cached_property
     def compiled(self) -> re.Pattern[str]:

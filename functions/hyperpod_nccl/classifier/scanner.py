@@ -97,6 +97,7 @@ from hyperpod_nccl.classifier.catalog import (
     Cue,
     CueLayer,
     HealthyRule,
+    Route,
     Signature,
     group_fields,
     load_catalog,
@@ -187,6 +188,8 @@ class _Group:
     last_seen: str | None = None
     # Offset in the input of the start of the group's last line (against context rules' success lines).
     last_position: int = -1
+    # The signature's narrower cause these lines took (its section), or None: the signature's own.
+    route: Route | None = None
 
     def add(self, line: str, fields: dict[str, str], timestamp: str | None, position: int) -> None:
         self.count += 1
@@ -721,6 +724,9 @@ class Scanner:
         if "pci_bus_id" in values:
             values["pci_bus_id"] = canonical_pci_bus_id(values["pci_bus_id"])
         split = values.get(signature.split_by, "") if signature.split_by else ""
+        route = signature.route_of(line) if signature.routes else None
+        if route is not None:
+            split = f"{split}\0{route.reference}"  # a route's lines are their own hit, in its section
         key = (signature.id, split)
         group = self._groups.get(key)
         if group is None:
@@ -728,7 +734,7 @@ class Scanner:
                 key = (signature.id, "")  # bound memory: fold further split values together
                 group = self._groups.get(key)
             if group is None:
-                group = self._groups[key] = _Group(signature)
+                group = self._groups[key] = _Group(signature, route=None if key[1] == "" else route)
         group.add(line, values, timestamp or parse_timestamp(line), position)
         self._settleable = self._settleable or signature.id in self._settled_by
 
@@ -825,7 +831,7 @@ def _to_hit(group: _Group) -> SignatureHit:
     fields: dict[str, str | int | float | bool | None] = {
         name: _field_value(name, values) for name, values in group.values.items()
     }
-    priority, reference = signature.priority, signature.ref
+    priority, reference = signature.priority, signature.ref if group.route is None else group.route.ref
     if signature.split_by == "xid" and "xid" in group.values:
         priority, reference = _enrich_xid(fields, group.values["xid"])
     if signature.id.startswith(CUE_PREFIX):
