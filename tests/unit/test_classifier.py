@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 
 from hyperpod_nccl import references
-from hyperpod_nccl.classifier import Catalog, Scanner, hits_to_findings, load_catalog, scan_lines, scan_text
+from hyperpod_nccl.classifier import (
+    ONLY_BESIDE,
+    Catalog,
+    Scanner,
+    hits_to_findings,
+    load_catalog,
+    scan_lines,
+    scan_text,
+)
 from hyperpod_nccl.classifier.scanner import parse_timestamp, trigger_pattern, trigger_set
 from tests.log_corpus import catalog_without, held_out, in_sample, source_key
 
@@ -318,8 +326,9 @@ SIGNATURE_CASES: dict[str, tuple[str, str]] = {
         "host:1:1 [0] NCCL INFO Using network AWS Libfabric",
     ),
     "ofi_plugin_missing": (
+        # with the socket fallback it causes (alone it is no finding: the test after this table)
         "MLVM:12345:12345 [2] NCCL INFO NET/Plugin : Plugin load (libnccl-net.so) returned 2 : libnccl-net.so: cannot "
-        "open shared object file: No such file or directory",  # (real)
+        "open shared object file: No such file or directory\nMLVM:12345:12345 [2] NCCL INFO Using network Socket",
         "host:1:1 [0] NCCL INFO NET/Plugin: Loaded net plugin Libfabric (v8)",
     ),
     "efa_provider_error": (
@@ -438,6 +447,20 @@ def test_signature_positive_and_negative(signature_id: str) -> None:
     positive, negative = SIGNATURE_CASES[signature_id]
     assert signature_id in _ids(positive)
     assert signature_id not in _ids(negative)
+
+
+def test_a_plugin_miss_is_a_finding_only_beside_the_socket_fallback_it_causes() -> None:
+    # NCCL that finds no network plugin uses its own transports: InfiniBand clusters run like that
+    # (nccl#1059's lines), EFA nodes then run over sockets. Alone the notice is read and said
+    # (`resolved`), beside the fallback it is the finding that names why.
+    miss = (
+        "MLVM:12345:12345 [2] NCCL INFO NET/Plugin : Plugin load (libnccl-net.so) returned 2 : libnccl-net.so: cannot "
+        "open shared object file: No such file or directory"  # (real)
+    )
+    alone = scan_text(miss + "\n")
+    assert alone.hits == [] and [(r.id, r.rule) for r in alone.resolved] == [("ofi_plugin_missing", "only_beside")]
+    beside = scan_text(miss + "\nMLVM:12345:12345 [2] NCCL INFO Using network Socket\n")
+    assert {h.id for h in beside.hits} == {"ofi_plugin_missing", "tcp_fallback"} and beside.resolved == []
 
 
 def test_info_banners_mentioning_cuda_visible_devices_or_enomem_are_not_failures() -> None:
@@ -598,6 +621,8 @@ def test_the_prefilter_never_changes_a_classification() -> None:
     lines = [e["text"] for e in in_sample()] + [line for case in SIGNATURE_CASES.values() for line in case]
     for line in lines:
         scanned = {hit_id for hit_id in _ids_with_folded(line) if hit_id != "nccl_version_drift"}
+        # a notice whose consequence the line does not show is read and set aside, not missed
+        scanned |= {r.id for r in scan_text(line + "\n").resolved if r.rule == ONLY_BESIDE}
         assert scanned == _unfiltered_ids(line), line
     # The same lines in one block (the block search, the INFO split) give the same hits per line.
     together = scan_text("\n".join(lines) + "\n")

@@ -288,6 +288,17 @@ def _hits(line: str, catalog: Catalog | None = None) -> list[str]:
     return [hit.id for hit in scan_text(line + "\n", catalog).hits]
 
 
+# INVENTED, NCCL's INFO format: a socket fallback, the consequence `ofi_plugin_missing` waits for.
+SOCKET_FALLBACK = "ip-10-1-2-3:1234:1234 [0] NCCL INFO Using network Socket"
+
+
+def _findings(line: str, catalog: Catalog | None = None) -> set[str]:
+    """What `line` is a finding of, read beside a socket fallback (a plugin miss is a failure only
+    there, `Signature.only_beside`); the fallback's own hit aside."""
+    hits = scan_text(f"{line}\n{SOCKET_FALLBACK}\n", catalog).hits
+    return ({hit.id for hit in hits} | {folded.id for hit in hits for folded in hit.folded}) - {"tcp_fallback"}
+
+
 def test_every_new_rule_is_in_the_catalog_as_a_line_rule_with_pinned_sources() -> None:
     rules = {rule.id: rule for rule in load_catalog().healthy}
     for rule_id in CASES:
@@ -303,14 +314,14 @@ def test_the_healthy_line_gives_no_finding_and_the_rule_is_what_quiets_it(rule_i
     for line in healthy:
         assert rule.compiled.search(line), line
         assert _hits(line) == [], line
-        assert _hits(line, _without(rule_id)), f"without {rule_id} the line should be a finding: {line}"
+        assert _findings(line, _without(rule_id)), f"without {rule_id} the line should be a finding: {line}"
 
 
 @pytest.mark.parametrize("rule_id", list(CASES))
 def test_the_nearest_failure_wording_of_the_same_source_is_still_a_finding(rule_id: str) -> None:
     _, failures = CASES[rule_id]
     for line in failures:
-        assert _hits(line), line
+        assert _findings(line), line
 
 
 @pytest.mark.parametrize("rule_id", list(CASES))

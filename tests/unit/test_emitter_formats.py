@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from hyperpod_nccl.classifier import Catalog, load_catalog, scan_text
+from hyperpod_nccl.classifier import ONLY_BESIDE, Catalog, load_catalog, scan_text
 from hyperpod_nccl.classifier.catalog import HealthyRule
 
 FORMATS_DIR = Path(__file__).resolve().parents[1] / "data" / "emitter_formats"
@@ -33,15 +33,31 @@ def _example_id(case: tuple[str, dict[str, Any]]) -> str:
     return f"{name}-{example['signature']}"
 
 
+# INVENTED, from NCCL's own INFO format: the consequence each `only_beside` signature waits for.
+CONSEQUENCE_LINES = {"tcp_fallback": "ip-10-1-2-3:1234:1234 [0] NCCL INFO Using network Socket"}
+
+
+def _only_beside(signature_id: str) -> list[str]:
+    return load_catalog().by_id(signature_id).only_beside
+
+
 @pytest.mark.parametrize("case", EXAMPLES, ids=[_example_id(c) for c in EXAMPLES])
 def test_every_format_example_is_detected_with_its_signatures_class_and_section(
     case: tuple[str, dict[str, Any]],
 ) -> None:
     _, example = case
     signature = load_catalog().by_id(example["signature"])
-    hits = [h for h in scan_text(example["line"] + "\n").hits if h.cls == signature.cls]
+    # A notice that is a failure only beside its consequence is read with it (`only_beside`).
+    consequence = "".join(f"{CONSEQUENCE_LINES[other]}\n" for other in signature.only_beside)
+    hits = [h for h in scan_text(example["line"] + "\n" + consequence).hits if h.cls == signature.cls]
     assert hits, f"{signature.id} misses its own format {example['format']!r}: {example['line']}"
-    assert signature.ref in {h.reference for h in hits}, example["line"]
+    # A line of a narrower cause the signature routes takes that route's section (`Route`).
+    route = signature.route_of(example["line"])
+    assert (route.ref if route else signature.ref) in {h.reference for h in hits}, example["line"]
+    if signature.only_beside:
+        alone = scan_text(example["line"] + "\n")
+        assert signature.id not in {h.id for h in alone.hits}, example["line"]
+        assert [(r.id, r.rule) for r in alone.resolved] == [(signature.id, ONLY_BESIDE)], example["line"]
 
 
 @pytest.mark.parametrize("case", HEALTHY, ids=[f"{name}-{i}" for i, (name, _) in enumerate(HEALTHY)])
@@ -90,8 +106,13 @@ def test_a_healthy_line_rule_quiets_a_line_its_emitter_prints_that_would_otherwi
     assert lines, f"{rule.id}: no healthy emitter line shows it"
     for line in lines:
         assert scan_text(line + "\n").hits == [], line
-    # the rule is what quiets them: without it they are findings
-    assert all(scan_text(line + "\n", _without(rule.id)).hits for line in lines)
+    # the rule is what quiets them: without it they are findings (read beside the consequences a
+    # notice that is a failure only beside them waits for, `only_beside`)
+    consequences = "".join(f"{line}\n" for line in CONSEQUENCE_LINES.values())
+    for line in lines:
+        hits = scan_text(line + "\n" + consequences, _without(rule.id)).hits
+        found = {hit.id for hit in hits} | {folded.id for hit in hits for folded in hit.folded}
+        assert found - set(CONSEQUENCE_LINES), line
 
 
 @pytest.mark.parametrize("rule", CONTEXT_RULES, ids=lambda rule: rule.id)
@@ -104,7 +125,8 @@ def test_a_success_line_settles_the_failures_printed_before_it_and_never_those_a
             settled = scan_text(f"{failure}\n{success}\n")
             assert not {hit.id for hit in settled.hits} & set(rule.resolves), failure
             assert {(r.id, r.rule) for r in settled.resolved} & {(s, rule.id) for s in rule.resolves}
-            later = scan_text(f"{success}\n{failure}\n")
+            consequences = "".join(f"{CONSEQUENCE_LINES[o]}\n" for s in rule.resolves for o in _only_beside(s))
+            later = scan_text(f"{success}\n{failure}\n{consequences}")
             assert {hit.id for hit in later.hits} & set(rule.resolves), f"a failure after {success!r} must stand"
             assert later.resolved == []
 

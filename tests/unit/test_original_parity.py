@@ -181,7 +181,10 @@ ORIGINAL_PATTERNS = [
     (
         22,
         "libnccl-net.so",
-        "ip-10-1-2-3:1201:1201 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.",
+        # The plugin miss with the socket fallback it causes on an EFA node: alone, NCCL's notice is
+        # how InfiniBand clusters run (`only_beside`, test_classifier.py).
+        "ip-10-1-2-3:1201:1201 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.\n"
+        "ip-10-1-2-3:1201:1201 [0] NCCL INFO Using network Socket",
         "efa",
         # error-patterns-quick-ref.md maps `libnccl-net.so` to debugging-guide.md § 13, whose root
         # cause names aws-ofi-nccl missing from the image (§ 6 covers the device plugin and libfabric).

@@ -35,6 +35,7 @@ from __future__ import annotations
 from hyperpod_nccl.classifier.catalog import Catalog, Signature, load_catalog
 from hyperpod_nccl.classifier.findings import by_cue_note, cue_free_facts, hit_status, hits_to_findings, is_cue_hit
 from hyperpod_nccl.classifier.scanner import (
+    ONLY_BESIDE,
     Scanner,
     ScanResult,
     fold_generic_hits,
@@ -46,6 +47,7 @@ from hyperpod_nccl.classifier.scanner import (
 from hyperpod_nccl.models.logs import SignatureHit
 
 __all__ = [
+    "ONLY_BESIDE",
     "Catalog",
     "ScanResult",
     "Scanner",

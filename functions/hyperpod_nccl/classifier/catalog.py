@@ -140,6 +140,11 @@ class Signature(BaseModel):
     written_from: SourceUrls = Field(default_factory=list)
     # Narrower causes with their own sections, tried in order on each matching line (`Route`).
     routes: list[Route] = Field(default_factory=list)
+    # A notice that is a failure only beside its consequence: its hits are kept only when the same
+    # input (an excerpt, a stream) also has a hit of one of these signatures. NCCL that finds no
+    # network plugin says so and uses its own transports; on InfiniBand that is the normal run, on
+    # EFA nodes it is why the job then runs over sockets (`tcp_fallback`), and only then a finding.
+    only_beside: list[str] = Field(default_factory=list)
     kind: Literal["failure"] = "failure"
 
     @model_validator(mode="after")
@@ -447,6 +452,10 @@ class Catalog(BaseModel):
             seen.add(signature.id)
             if signature.cls not in self.classes:
                 raise ValueError(f"signature {signature.id}: class {signature.cls!r} is not described in `classes`")
+        for signature in self.signatures:
+            unknown = [other for other in signature.only_beside if other not in seen or other == signature.id]
+            if unknown:
+                raise ValueError(f"signature {signature.id}: only_beside names unknown signatures {unknown}")
         for rule in self.healthy:
             if rule.id in seen:
                 raise ValueError(f"duplicate id {rule.id}")

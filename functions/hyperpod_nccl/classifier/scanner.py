@@ -148,8 +148,13 @@ _TIMESTAMPS = (
 _Text = TypeVar("_Text", str, bytes)
 
 
+# The `ResolvedHit.rule` of lines whose signature is a failure only beside its consequence.
+ONLY_BESIDE = "only_beside"
+
+
 class ResolvedHit(BaseModel):
-    """The lines of one signature that a later success line settled (a retry that connected)."""
+    """The lines of one signature that a later success line settled (a retry that connected), or
+    that are a failure only beside a consequence the input does not show (`rule` `ONLY_BESIDE`)."""
 
     id: str
     title: str
@@ -779,6 +784,25 @@ class Scanner:
         )
 
     def _settle(self, groups: list[_Group]) -> tuple[list[_Group], list[ResolvedHit]]:
+        """`groups` less those a context rule's success line came after and those whose consequence
+        the input does not show (`Signature.only_beside`), and what those were."""
+        kept, resolved = self._settle_by_context(groups)
+        present = {group.signature.id for group in kept}
+        alone = [g for g in kept if g.signature.only_beside and present.isdisjoint(g.signature.only_beside)]
+        for group in alone:
+            signature = group.signature
+            resolved.append(
+                ResolvedHit(
+                    id=signature.id,
+                    title=signature.title,
+                    count=group.count,
+                    rule=ONLY_BESIDE,
+                    why=f"a failure only beside {' or '.join(signature.only_beside)}, which this input does not show",
+                )
+            )
+        return [group for group in kept if group not in alone], resolved
+
+    def _settle_by_context(self, groups: list[_Group]) -> tuple[list[_Group], list[ResolvedHit]]:
         """`groups` less those a context rule's success line came after, and what those were."""
         kept: list[_Group] = []
         resolved: list[ResolvedHit] = []

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from hyperpod_nccl.classifier import (
+    ONLY_BESIDE,
     Scanner,
     ScanResult,
     SignatureHit,
@@ -151,9 +152,11 @@ def render_text(source: str, result: ScanResult) -> str:
         return "\n".join(map(one_line, out))
     if result.success_markers:
         out.append(f"[PASS] the log printed {', '.join(repr(m) for m in result.success_markers)}")
-    # Failures a later success line settled are read and said, never silently dropped.
+    # Failures a later success line settled, and notices whose consequence the input does not show,
+    # are read and said, never silently dropped.
     out.extend(
-        f"[INFO] {settled.title}: {settled.count} line(s) settled by a later line ({settled.why})"
+        f"[INFO] {settled.title}: {settled.count} line(s) "
+        f"{'not a failure here' if settled.rule == ONLY_BESIDE else 'settled by a later line'} ({settled.why})"
         for settled in result.resolved
     )
     if not result.hits:
