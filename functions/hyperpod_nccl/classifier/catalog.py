@@ -2,7 +2,9 @@
 
 A signature names a failure class in the real wording families of NCCL, PyTorch, aws-ofi-nccl,
 libfabric, the NVIDIA driver, the kernel, Slurm and Kubernetes, and points at the specific
-runbook section (a constant name of `hyperpod_nccl.references`).
+runbook section (a constant name of `hyperpod_nccl.references`). Where one wording family names
+causes fixed in different sections, the signature's `routes` send the matching lines there (`Route`);
+a notice that is a failure only beside its consequence names it in `only_beside`.
 
 Class cues (`CueLayer`, the catalog's `cues`) are the second, weaker layer: per failure class, the
 class's own vocabulary, tried only on an error line no signature recognised (see the scanner).
