@@ -392,6 +392,15 @@ SIGNATURE_CASES: dict[str, tuple[str, str]] = {
         "Device=0 CAN Access Peer Device=1",
     ),
     "socket_ifname_selection": ('Cannot find device "eth1"', "ip -br addr: eth0 UP 10.1.2.3/24"),
+    # with a peer that could not connect (alone it is no finding: the test after this table)
+    "nccl_bridge_interface": (
+        "host:1:1 [0] NCCL INFO Bootstrap : Using docker0:172.17.0.1<0>\n"
+        "host:1:9 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.1.2.7<41237> failed : "
+        "Connection refused",
+        "host:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.1.2.3<0> [1]docker0:172.17.0.1<0>\n"
+        "host:1:9 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.1.2.7<41237> failed : "
+        "Connection refused",
+    ),
     "hma_health_record": (
         'Node condition NvidiaErrorReboot is now: True, reason: XidHardwareFailure, message: "NVRM: Xid 79"',
         'Node condition NvidiaErrorReboot is now: False, reason: NvidiaGPUHealthy, message: "NVIDIA GPUs are healthy"',
@@ -447,6 +456,35 @@ def test_signature_positive_and_negative(signature_id: str) -> None:
     positive, negative = SIGNATURE_CASES[signature_id]
     assert signature_id in _ids(positive)
     assert signature_id not in _ids(negative)
+
+
+def test_a_bridge_interface_is_the_cause_only_beside_a_peer_that_could_not_connect() -> None:
+    # NCCL picks docker* or lo only when no other interface is up (misc/socket.cc's last resorts) and
+    # never excludes virbr*: on one node that works, between nodes every rank advertises the same
+    # bridge address. Beside a failed connect it names the cause (debugging-guide.md § 3).
+    chose = [
+        "host:1:1 [0] NCCL INFO Bootstrap : Using docker0:172.17.0.1<0>",
+        "host:1:1 [0] NCCL INFO Bootstrap : Using [0]lo:127.0.0.1<0>",
+        "host:1:1 [0] NCCL INFO NET/Socket : Using [0]virbr0:192.168.122.1<0> [1]eth0:10.1.2.3<0>",
+        "cx50:18926:19004 [1] INFO NET : Using interface virbr0:192.168.122.1<0>",  # (real, NCCL 2.2)
+    ]
+    refused = "host:1:9 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.1.2.7<41237> failed : "
+    refused += "Connection refused"
+    for line in chose:
+        alone = scan_text(line + "\n")
+        assert alone.hits == [] and [(r.id, r.rule) for r in alone.resolved] == [("nccl_bridge_interface", ONLY_BESIDE)]
+        beside = scan_text(f"{line}\n{refused}\n")
+        assert {(h.id, h.reference) for h in beside.hits} == {
+            ("nccl_bridge_interface", references.DBG_SOCKET_IFNAME),
+            ("nccl_connect_failed", references.DBG_SECURITY_GROUPS),
+        }, line
+    for line in (
+        "host:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.1.2.3<0>",
+        "host:1:1 [0] NCCL INFO Bootstrap : Using ens5:10.1.2.3<0>",
+    ):
+        assert scan_text(f"{line}\n{refused}\n").resolved == [] and "nccl_bridge_interface" not in _ids(
+            f"{line}\n{refused}"
+        )
 
 
 def test_a_plugin_miss_is_a_finding_only_beside_the_socket_fallback_it_causes() -> None:

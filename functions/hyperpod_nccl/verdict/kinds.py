@@ -408,6 +408,7 @@ OWN_CAUSE_SIGNATURES = frozenset(
         "dns_failure",  # the name service, not the network rules
         "socket_ifname",  # NCCL_SOCKET_IFNAME names no interface
         "socket_ifname_selection",  # a launcher's or transport's interface setting matches no device
+        "nccl_bridge_interface",  # NCCL's sockets on docker0/virbr0/lo, and peers could not connect
         "efa_health_check_failed",  # HyperPod's provisioning check: hardware or the group, not known here
         "efa_provider_error",  # libfabric / the EFA driver on the node
         "ibverbs_efa_provider",  # rdma-core's EFA provider missing or mismatched in the image or on the node
