@@ -2263,6 +2263,49 @@ def test_development_round_9c_families() -> None:
     assert "slurm_job_failure" not in _ids("[2025-11-06T20:36:19.163] [19.0] pyxis: importing docker image: ubuntu")
 
 
+def test_development_round_12_families() -> None:
+    # Development round 12's misses that an emitter's own wording fixes (real lines from its sources).
+    # Slurm's resolver errors (17.11's slurm_protocol_socket_implementation.c, forward.c): dns beside
+    # the Slurm finding (slurm-users, trinity, ohpc threads).
+    for line in (
+        'srun: error: Unable to resolve "mgmt": Unknown host',  # (real)
+        'slurmstepd: error: Unable to resolve "206.76.192.2": Resolver internal error',  # (real)
+        "[2016-01-12T15:29:42.039] error: fwd_tree_thread: can't find address for host c003, check slurm.conf",
+    ):
+        assert ("dns_failure", references.DBG_DNS) in {(h.id, h.reference) for h in scan_text(line + "\n").hits}, line
+    assert "dns_failure" not in _ids('srun: error: Unable to resolve "mgmt": Success')
+    # A refused connection another transport prints is not the c10d store's (MPICH, ssh, Gloo's pair,
+    # UCX): the connectivity cue reads it; UCX's connect to Docker's bridge gateway is the interface.
+    for line in (
+        "MPID_nem_tcp_connpoll(1845): Communication error with rank 1: Connection refused",  # (real)
+        "localhost: ssh: connect to host localhost port 22: Connection refused",  # (real)
+        "  what():  [enforce fail at /home/u/gloo/gloo/transport/tcp/pair.cc:498] optval == 0. 111 vs 0. "
+        "SO_ERROR: Connection refused",
+    ):
+        assert [h.cls for h in scan_text(line + "\n").hits] == ["connectivity"], line
+    ucx = (
+        "[1700554343.440877] [10-192-80-132:7356 :0]            sock.c:323  UCX  ERROR   connect(fd=48, "
+        "dest_addr=172.17.0.1:42887) failed: Connection refused"  # (real)
+    )
+    assert [h.id for h in scan_text(ucx + "\n").hits] == ["socket_ifname"]
+    assert "c10d_connect_failed" in _ids("ConnectionRefusedError: [Errno 111] Connection refused")
+    # A pod Pending on HyperPod's health taint: the node-health section (operations.md § 6)
+    taint = "0/3 nodes are available: 3 node(s) had untolerated taint {sagemaker.amazonaws.com/node-health-status: "
+    taint += "Unschedulable}"  # (real)
+    assert [(h.id, h.reference) for h in scan_text(taint + "\n").hits] == [
+        ("pod_crashloop", references.OPS_NODE_HEALTH_LABELS)
+    ]
+    gpu = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+    assert [(h.id, h.reference) for h in scan_text(gpu + "\n").hits] == [("pod_crashloop", references.DBG_POD_FAILURES)]
+    # NCCL's NVLS bind failure (transport/nvls.cc) names the fabric: topology, not an Xid cue
+    nvls = "Failed to bind NVLink SHARP (NVLS) Multicast memory of size 2097152:"
+    assert [h.id for h in scan_text(nvls + "\n").hits] == ["nvls_topology"]
+    # PyTorch's allocator-cache flush warning (DeepSpeed stage3.py) is a performance note, not host memory
+    flush = "[2024-04-08 13:02:16,577] [WARNING] [stage3.py:2069:step] 27 pytorch allocator cache flushes since "
+    flush += "last step. this happens when there is high memory pressure and is detrimental to performance."
+    assert "cue_host_oom" not in _ids(flush)
+
+
 def test_development_round_10c_families() -> None:
     # Framework wrappers' own wordings around OOM, rendezvous and scheduling failures (round 10c).
     host_oom = [

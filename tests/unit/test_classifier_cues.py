@@ -120,6 +120,8 @@ CUE_CASES: dict[str, list[str]] = {
         "trainer: error: the client socket to node-0 could not be opened",  # INVENTED
         "ERROR: rank 3 never reached the rendezvous endpoint",  # INVENTED
         "fatal: MASTER_PORT is not set in the job environment",  # INVENTED
+        "raylet error: lost the GCS server on the head node, exiting",  # INVENTED
+        "ERROR: task 3 could not register with the coordination service",  # INVENTED
     ],
     "connectivity": [
         "worker 7: error: socket closed by node-3 during the allgather",  # INVENTED
@@ -217,6 +219,7 @@ LOOK_ALIKES: list[str] = [
     "docker0: 172.17.0.1/16 (excluded from NCCL_SOCKET_IFNAME), eth0: 10.1.2.3 used",  # INVENTED
     "slurmctld: _slurm_rpc_submit_batch_job: JobId=812 InitPrio=1 usec=305",  # INVENTED
     "ibv_create_qp succeeded on efa_0 (max_send_wr 256)",  # INVENTED
+    "INFO: connected to the GCS server at 10.1.0.10:6379 after 0 errors",  # INVENTED
     # a node condition row whose status is False (kubectl describe node)
     "  XidCriticalError     False   Mon, 23 Jun 2025 18:45:43 +0000   NoXidCriticalError",  # INVENTED
 ]
