@@ -797,7 +797,8 @@ class Scanner:
                     title=signature.title,
                     count=group.count,
                     rule=ONLY_BESIDE,
-                    why=f"a failure only beside {' or '.join(signature.only_beside)}, which this input does not show",
+                    why="a failure only beside what it causes, which this input does not show: "
+                    + "; ".join(self.catalog.by_id(other).title for other in signature.only_beside),
                 )
             )
         return [group for group in kept if group not in alone], resolved
