@@ -22,6 +22,7 @@ from hyperpod_nccl.classifier import (
     scan_text,
 )
 from hyperpod_nccl.classifier.scanner import parse_timestamp, trigger_pattern, trigger_set
+from tests.classifier_support import ids_with_folded
 from tests.log_corpus import catalog_without, held_out, in_sample, source_key
 
 FAILURES = [e for e in in_sample() if e["cls"] != "healthy"]
@@ -39,7 +40,7 @@ def _ids(text: str) -> list[str]:
 
 def _ids_with_folded(text: str) -> list[str]:
     """Every signature the text matched, the generic ones folded under a cause included."""
-    return [hit_id for hit in scan_text(text + "\n").hits for hit_id in (hit.id, *(f.id for f in hit.folded))]
+    return ids_with_folded(scan_text(text + "\n").hits)
 
 
 def _source(excerpt: dict[str, str]) -> str:

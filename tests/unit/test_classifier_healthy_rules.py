@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from hyperpod_nccl.classifier import Catalog, load_catalog, scan_text
+from tests.classifier_support import CONSEQUENCE_LINES, ids_with_folded
 
 NCCL = "ip-10-1-2-3:1234:1234 [0]"
 EFA = "libfabric:2287:1718034012::efa:"
@@ -288,15 +289,12 @@ def _hits(line: str, catalog: Catalog | None = None) -> list[str]:
     return [hit.id for hit in scan_text(line + "\n", catalog).hits]
 
 
-# INVENTED, NCCL's INFO format: a socket fallback, the consequence `ofi_plugin_missing` waits for.
-SOCKET_FALLBACK = "ip-10-1-2-3:1234:1234 [0] NCCL INFO Using network Socket"
-
-
 def _findings(line: str, catalog: Catalog | None = None) -> set[str]:
-    """What `line` is a finding of, read beside a socket fallback (a plugin miss is a failure only
-    there, `Signature.only_beside`); the fallback's own hit aside."""
-    hits = scan_text(f"{line}\n{SOCKET_FALLBACK}\n", catalog).hits
-    return ({hit.id for hit in hits} | {folded.id for hit in hits for folded in hit.folded}) - {"tcp_fallback"}
+    """What `line` is a finding of, read beside the consequences a notice that is a failure only
+    beside them waits for (a plugin miss beside a socket fallback, `Signature.only_beside`); the
+    consequences' own hits aside."""
+    consequences = "".join(f"{other}\n" for other in CONSEQUENCE_LINES.values())
+    return set(ids_with_folded(scan_text(f"{line}\n{consequences}", catalog).hits)) - set(CONSEQUENCE_LINES)
 
 
 def test_every_new_rule_is_in_the_catalog_as_a_line_rule_with_pinned_sources() -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from hyperpod_nccl.classifier import ONLY_BESIDE, Catalog, load_catalog, scan_text
 from hyperpod_nccl.classifier.catalog import HealthyRule
+from tests.classifier_support import CONSEQUENCE_LINES, ids_with_folded
 
 FORMATS_DIR = Path(__file__).resolve().parents[1] / "data" / "emitter_formats"
 EMITTERS = {path.stem: json.loads(path.read_text(encoding="utf-8")) for path in sorted(FORMATS_DIR.glob("*.json"))}
@@ -31,10 +32,6 @@ THREAD = re.compile(r"^https://github\.com/[\w.-]+/[\w.-]+/(?:issues|pull|discus
 def _example_id(case: tuple[str, dict[str, Any]]) -> str:
     name, example = case
     return f"{name}-{example['signature']}"
-
-
-# INVENTED, from NCCL's own INFO format: the consequence each `only_beside` signature waits for.
-CONSEQUENCE_LINES = {"tcp_fallback": "ip-10-1-2-3:1234:1234 [0] NCCL INFO Using network Socket"}
 
 
 def _only_beside(signature_id: str) -> list[str]:
@@ -110,9 +107,8 @@ def test_a_healthy_line_rule_quiets_a_line_its_emitter_prints_that_would_otherwi
     # notice that is a failure only beside them waits for, `only_beside`)
     consequences = "".join(f"{line}\n" for line in CONSEQUENCE_LINES.values())
     for line in lines:
-        hits = scan_text(line + "\n" + consequences, _without(rule.id)).hits
-        found = {hit.id for hit in hits} | {folded.id for hit in hits for folded in hit.folded}
-        assert found - set(CONSEQUENCE_LINES), line
+        found = ids_with_folded(scan_text(line + "\n" + consequences, _without(rule.id)).hits)
+        assert set(found) - set(CONSEQUENCE_LINES), line
 
 
 @pytest.mark.parametrize("rule", CONTEXT_RULES, ids=lambda rule: rule.id)

@@ -65,6 +65,12 @@ Keywords = Annotated[list[str], AfterValidator(_lower_ascii)]
 Patterns = Annotated[list[str], AfterValidator(_compiling)]
 
 
+def _pointer(name: str) -> Reference:
+    """The `references` constant a validated `ReferenceName` names."""
+    value: Reference = getattr(references, name)
+    return value
+
+
 class Route(BaseModel):
     """A narrower cause inside one signature's wording family, with its own runbook section.
 
@@ -83,8 +89,7 @@ class Route(BaseModel):
     @cached_property
     def ref(self) -> Reference:
         """The runbook pointer."""
-        value: Reference = getattr(references, self.reference)
-        return value
+        return _pointer(self.reference)
 
     @cached_property
     def compiled(self) -> re.Pattern[str]:
@@ -158,8 +163,7 @@ class Signature(BaseModel):
     @property
     def ref(self) -> Reference:
         """The runbook pointer."""
-        value: Reference = getattr(references, self.reference)
-        return value
+        return _pointer(self.reference)
 
     def route_of(self, line: str) -> Route | None:
         """The first route whose patterns match `line`, or None (the signature's own section)."""

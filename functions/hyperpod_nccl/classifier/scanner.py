@@ -788,9 +788,12 @@ class Scanner:
         the input does not show (`Signature.only_beside`), and what those were."""
         kept, resolved = self._settle_by_context(groups)
         present = {group.signature.id for group in kept}
-        alone = [g for g in kept if g.signature.only_beside and present.isdisjoint(g.signature.only_beside)]
-        for group in alone:
+        standing: list[_Group] = []
+        for group in kept:
             signature = group.signature
+            if not signature.only_beside or not present.isdisjoint(signature.only_beside):
+                standing.append(group)
+                continue
             resolved.append(
                 ResolvedHit(
                     id=signature.id,
@@ -801,7 +804,7 @@ class Scanner:
                     + "; ".join(self.catalog.by_id(other).title for other in signature.only_beside),
                 )
             )
-        return [group for group in kept if group not in alone], resolved
+        return standing, resolved
 
     def _settle_by_context(self, groups: list[_Group]) -> tuple[list[_Group], list[ResolvedHit]]:
         """`groups` less those a context rule's success line came after, and what those were."""
@@ -901,10 +904,9 @@ def _enrich_xid(fields: dict[str, str | int | float | bool | None], codes: list[
     fields["action"] = xid_facts.most_severe_action(numbers)
     if any(info.code in (63, 64) for info in infos):
         return Priority.P0, NODE_ROW_REMAP
-    if any(info.is_hardware or info.category == "unknown" for info in infos):
-        return Priority.P0, NODE_GPU
-    # Application Xids: fix the workload before touching hardware.
-    return Priority.P1, NODE_GPU
+    # Application Xids are P1: fix the workload before touching hardware.
+    hardware = any(info.is_hardware or info.category == "unknown" for info in infos)
+    return Priority.P0 if hardware else Priority.P1, NODE_GPU
 
 
 def version_drift_hit(
