@@ -47,6 +47,7 @@ CUE_CASES: dict[str, list[str]] = {
         "ERROR: only the loopback address is up, the job needs a routable one",  # INVENTED
         "mpirun: error: btl_tcp_if_include names an interface that is not on this host",  # INVENTED
         "Fatal: NCCL_SOCKET_IFNAME points at nothing usable on worker-3",  # INVENTED
+        "store.py: error: bind to 10.9.8.7:29500 refused: Cannot assign requested address",  # INVENTED
         "mpirun: error: oob_tcp_if_include=ib0 matches no device here",  # INVENTED
         "launcher error: UCX_NET_DEVICES lists mlx5_3:1, absent on this node",  # INVENTED
         "hydra: error: the -iface option names eth7, aborting",  # INVENTED
@@ -57,6 +58,8 @@ CUE_CASES: dict[str, list[str]] = {
         "ERROR: max locked memory is 64 kB, the job needs unlimited",  # INVENTED
         "rdma: pinning of the staging buffer failed (registration returned ENOMEM)",  # INVENTED
         "fatal: the completion queue of device 2 could not be created",  # INVENTED
+        "rdma_transport: register_buffer_pd failed: Cannot allocate memory (os error 12)",  # INVENTED
+        "ERROR mlx5_2: mlx5dv_devx_obj_create of the umem failed, errno 12 (ENOMEM)",  # INVENTED
     ],
     "shm": [
         "worker 3: fatal: shm quota of the pod exhausted",  # INVENTED
@@ -134,6 +137,8 @@ CUE_CASES: dict[str, list[str]] = {
         "ERROR: allreduce step 812 hung for 30 minutes, job aborted",  # INVENTED
         "trainer: operation timed out after 1800 s on rank 7",  # INVENTED
         "ERROR: job aborted, the collective made no progress for 30 minutes",  # INVENTED
+        "error: the job died in WorkNCCL::checkTimeout of /build/torch/csrc/distributed/c10d/Work.cpp",  # INVENTED
+        "[rank4]:[E ProcessGroupNCCL.cpp:1290] FlightRecorder found no trace for the failed all_reduce",  # INVENTED
     ],
     "slurm": [
         "error: job 4211: scontrol requeue was denied",  # INVENTED
@@ -220,6 +225,8 @@ LOOK_ALIKES: list[str] = [
     "slurmctld: _slurm_rpc_submit_batch_job: JobId=812 InitPrio=1 usec=305",  # INVENTED
     "ibv_create_qp succeeded on efa_0 (max_send_wr 256)",  # INVENTED
     "INFO: connected to the GCS server at 10.1.0.10:6379 after 0 errors",  # INVENTED
+    # a C++ frame or a source path under torch's c10d directory is no rendezvous word
+    "frame #3: c10d::ProcessGroupNCCL::runHookLoop() + 0x12 (0x7f in /opt/torch/lib/libtorch_cuda.so)",  # INVENTED
     # a node condition row whose status is False (kubectl describe node)
     "  XidCriticalError     False   Mon, 23 Jun 2025 18:45:43 +0000   NoXidCriticalError",  # INVENTED
 ]

@@ -408,10 +408,11 @@ OWN_CAUSE_SIGNATURES = frozenset(
         "dns_failure",  # the name service, not the network rules
         "socket_ifname",  # NCCL_SOCKET_IFNAME names no interface
         "socket_ifname_selection",  # a launcher's or transport's interface setting matches no device
-        "nccl_bridge_interface",  # NCCL's sockets on docker0/virbr0/lo, and peers could not connect
+        "nccl_bridge_interface",  # NCCL's sockets on docker0/virbr0/lo or a link-local address
         "efa_health_check_failed",  # HyperPod's provisioning check: hardware or the group, not known here
         "efa_provider_error",  # libfabric / the EFA driver on the node
         "ibverbs_efa_provider",  # rdma-core's EFA provider missing or mismatched in the image or on the node
+        "gpu_memory_registration",  # GPU buffers cannot be registered: no peer-memory module or dma-buf, not a limit
         "nccl_system_error",  # socket, EFA, driver or device: the line alone does not say which
         "nccl_internal_error",
         "nccl_invalid_usage",  # the program's rank/device mapping
