@@ -832,9 +832,15 @@ WIDENED_FAMILIES: list[tuple[str, list[str], list[str]]] = [
             "node-3:17:90 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 172.17.0.1<51239> "
             "failed : Connection refused",
             "Net : Connect to 192.168.122.1<43013> failed : No route to host",
+            # Docker's first containers on the default bridge (172.17.0.2, .3): in an AWS subnet the
+            # first four addresses are reserved (network, router, DNS, future), so no node has them.
+            "node-3:17:90 [0] misc/socket.cc:480 NCCL WARN socketStartConnect: Connect to 172.17.0.2<38847> "
+            "failed : Software caused connection abort",
         ],
         [
             "node-3:17:90 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 172.17.0.12<51239> "
+            "failed : Connection refused",
+            "node-3:17:90 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 172.17.0.4<51239> "
             "failed : Connection refused",
             "node-2:311:402 [0] NCCL INFO socketPollConnect: connect to 10.1.216.156<41137> returned Connection "
             "refused, retrying (1/34) after sleep for 100 msec",

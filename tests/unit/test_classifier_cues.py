@@ -68,6 +68,7 @@ CUE_CASES: dict[str, list[str]] = {
     ],
     "efa": [
         "health-check: error: fi_pingpong to node-2 exited early",  # INVENTED
+        "comm_lib: init error: atl_ofi could not open a fabric on this host",  # INVENTED
         "setup-efa.sh: error: libfabric provider list is empty on this node",  # INVENTED
         "Error: EFA device rdmap16s27 could not be opened by the container",  # INVENTED
         "health-check error: no RDMA devices visible in the pod",  # INVENTED
