@@ -22,6 +22,7 @@ from hyperpod_nccl.classifier import (
     scan_text,
 )
 from hyperpod_nccl.classifier.scanner import parse_timestamp, trigger_pattern, trigger_set
+from hyperpod_nccl.collectors.logs import any_term_patterns
 from hyperpod_nccl.models.findings import Priority
 from tests.classifier_support import ids_with_folded
 from tests.log_corpus import catalog_without, held_out, in_sample, source_key
@@ -140,6 +141,14 @@ def test_every_positive_excerpt_contains_a_cloudwatch_filter_term() -> None:
     terms = load_catalog().cloudwatch_terms
     for excerpt in FAILURES:
         assert any(term in excerpt["text"] for term in terms), excerpt["text"]
+
+
+def test_the_cloudwatch_terms_travel_in_at_most_three_filter_patterns() -> None:
+    # Each 1024-character pattern is one FilterLogEvents query per scan, and a flooding stream is
+    # read again per pattern (tests/functional/test_logs_cloudwatch.py bounds a crafted flood at
+    # 20 page-reads in all): a fourth pattern, spilled by a few new terms, broke that bound once.
+    # Shorten or merge terms rather than raise this.
+    assert len(any_term_patterns(load_catalog().cloudwatch_terms)) <= 3
 
 
 # One line per signature in the wording family it targets, and a near-miss that must not match.

@@ -25,7 +25,7 @@ import pytest
 from hyperpod_nccl import references
 from hyperpod_nccl.checks import discover
 from hyperpod_nccl.classifier import Catalog, hits_to_findings, load_catalog, scan_text
-from hyperpod_nccl.classifier.catalog import HealthyRule, is_reference_name
+from hyperpod_nccl.classifier.catalog import CueLayer, HealthyRule, is_reference_name
 from hyperpod_nccl.cli.commands.triage import render_text
 from hyperpod_nccl.models.findings import Priority, Status
 from hyperpod_nccl.verdict.kinds import classify
@@ -519,6 +519,21 @@ def test_a_line_that_carries_on_is_no_cue_unless_it_also_says_it_gave_up() -> No
     ):  # INVENTED
         assert _hits(line, _without_cues()) == [], f"a signature knows this line: {line}"
         assert [cls for _, cls in _hits(line)] in (["rendezvous"], ["connectivity"]), line
+
+
+def test_a_success_word_in_the_readers_instructions_does_not_silence_the_failure() -> None:
+    # Ray's utils.py ends the worker's failure to reach the head node with advice (Ray's own docs
+    # quote it so): "started successfully" there is what to check, not what happened.
+    advice = (
+        "2023-05-22 16:41:02,771 WARNING utils.py:1416 -- Unable to connect to GCS at 172.31.207.130:6379. "
+        "Check that (1) Ray GCS with matching version started successfully at the specified address, "
+        "and (2) there is no firewall setting preventing access."
+    )
+    assert [cls for _, cls in _hits(advice)] == ["rendezvous"]
+    without_advice = CueLayer.model_validate({**CUES.model_dump(), "advice": []})
+    assert without_advice.silenced(advice) and not CUES.silenced(advice)
+    # a success said as what happened still quiets its line
+    assert _hits("c10d handshake with master-0 failed once, then succeeded") == []  # INVENTED
 
 
 # --- open question 3: where a cue's words may come from ----------------------------------------------

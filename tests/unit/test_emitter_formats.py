@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from hyperpod_nccl.classifier import ONLY_BESIDE, Catalog, load_catalog, scan_text
-from hyperpod_nccl.classifier.catalog import HealthyRule
+from hyperpod_nccl.classifier.catalog import HealthyRule, Route
 from tests.classifier_support import CONSEQUENCE_LINES, ids_with_folded
 
 FORMATS_DIR = Path(__file__).resolve().parents[1] / "data" / "emitter_formats"
@@ -55,6 +55,36 @@ def test_every_format_example_is_detected_with_its_signatures_class_and_section(
         alone = scan_text(example["line"] + "\n")
         assert signature.id not in {h.id for h in alone.hits}, example["line"]
         assert [(r.id, r.rule) for r in alone.resolved] == [(signature.id, ONLY_BESIDE)], example["line"]
+
+
+ROUTE_PATTERNS = [
+    (signature.id, route, pattern)
+    for signature in load_catalog().signatures
+    for route in signature.routes
+    for pattern in route.patterns
+]
+
+
+@pytest.mark.parametrize(
+    "case", ROUTE_PATTERNS, ids=[f"{sid}-{route.reference}-{i}" for i, (sid, route, _) in enumerate(ROUTE_PATTERNS)]
+)
+def test_every_route_pattern_is_reached_by_a_format_example_its_signature_matches(
+    case: tuple[str, Route, str],
+) -> None:
+    # A route is only tried on lines the signature's own patterns already match (`route_of` runs
+    # after detection): a route pattern no such line reaches is dead and its section never given.
+    signature_id, route, pattern = case
+    signature = load_catalog().by_id(signature_id)
+    compiled = re.compile(pattern, re.IGNORECASE)
+    reached = [
+        e["line"]
+        for _, e in EXAMPLES
+        if e["signature"] == signature_id and compiled.search(e["line"]) and signature.compiled.search(e["line"])
+    ]
+    assert reached, f"{signature_id}: no format example reaches the route pattern {pattern!r}"
+    # routes are tried in order: an earlier, narrower route may take some of them (an expired
+    # credential is the clock's before it is munge's), but one at least must take this route
+    assert any(signature.route_of(line) is route for line in reached), f"{signature_id}: {pattern!r} is dead"
 
 
 @pytest.mark.parametrize("case", HEALTHY, ids=[f"{name}-{i}" for i, (name, _) in enumerate(HEALTHY)])

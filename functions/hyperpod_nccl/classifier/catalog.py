@@ -325,14 +325,14 @@ class CueLayer(BaseModel):
     cause); (b) no healthy line rule matches it; (c) the line carries an error word (`error_words`,
     `error_names`) outside a harmless role (`harmless`: "errors: 0", "Uncorrectable Error   : 0",
     "ECC Errors" as a heading, "no errors", "--error=FILE", "ecc.errors.corrected.volatile.total" as a
-    field name); (d) it is no INFO/DEBUG line of a program that prints levels nor an in-process
-    warning the program carries on from
-    (`quiet_levels`: glog/PyTorch/klog `W`, Python's `warnings`, UCX `WARN`), no line that says it
-    succeeded (`quiet`), and no line that says it carries on (`carry_on`: "retrying", "ignored")
-    unless it also says it gave up (`gave_up`: "giving up", "failed after 3 retries"); and (e) a
-    class's vocabulary is on the line once the name of the program that printed it is set aside
-    (`emitter_tags`: "slurmd[23484]:" says who speaks, not what failed): the first such class of
-    `classes`, which are listed most specific first (a named cause before the generic
+    field name); (d) it is no INFO/DEBUG line of a program that prints levels nor an in-process warning
+    the program carries on from (`quiet_levels`: glog/PyTorch/klog `W`, Python's `warnings`, UCX
+    `WARN`), no line that says it succeeded (`quiet`, sought outside the reader's instructions:
+    `advice`), and no line that says it carries on (`carry_on`: "retrying", "ignored") unless it also
+    says it gave up (`gave_up`: "giving up", "failed after 3 retries"); and (e) a class's vocabulary is
+    on the line once the name of the program that printed it is set aside (`emitter_tags`:
+    "slurmd[23484]:" says who speaks, not what failed): the first such class of `classes`, which are
+    listed most specific first (a named cause before the generic
     `rendezvous`, `k8s`, `slurm`, `connectivity`, `timeout` and `nccl_error`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -345,6 +345,9 @@ class CueLayer(BaseModel):
     error_names: Patterns = Field(default_factory=list)  # case-sensitive: "RuntimeError", "cudaErrorX"
     harmless: Patterns = Field(default_factory=list)  # removed from the line before error words are sought
     quiet: Patterns = Field(default_factory=list)  # a line matching one is never a cue hit
+    # The reader's instructions a failing program prints ("Check that the GCS started successfully"):
+    # set aside before `quiet` is sought, so a success word in advice does not silence the failure.
+    advice: Patterns = Field(default_factory=list)
     # A line matching one is no cue hit unless it also matches `gave_up` (case-insensitive both).
     carry_on: Patterns = Field(default_factory=list)
     gave_up: Patterns = Field(default_factory=list)
@@ -379,6 +382,11 @@ class CueLayer(BaseModel):
         return re.compile("|".join(f"(?:{p})" for p in parts), re.ASCII) if parts else None
 
     @cached_property
+    def compiled_advice(self) -> re.Pattern[str] | None:
+        """The reader's instructions on a line, or None."""
+        return _compile_alternation(self.advice, case_sensitive=False) if self.advice else None
+
+    @cached_property
     def compiled_carry_on(self) -> re.Pattern[str] | None:
         """Lines that say the program carries on (no cue hit unless they also say it gave up), or None."""
         return _compile_alternation(self.carry_on, case_sensitive=False) if self.carry_on else None
@@ -396,8 +404,8 @@ class CueLayer(BaseModel):
     def silenced(self, line: str) -> bool:
         """Whether `line` is no cue candidate whatever its words: a quiet level or wording, or a
         carry-on wording without a give-up (condition (d) of the class docstring)."""
-        quiet = self.compiled_quiet
-        if quiet is not None and quiet.search(line):
+        quiet, advice = self.compiled_quiet, self.compiled_advice
+        if quiet is not None and quiet.search(advice.sub(" ", line) if advice is not None else line):
             return True
         carry_on, gave_up = self.compiled_carry_on, self.compiled_gave_up
         return bool(carry_on is not None and carry_on.search(line) and not (gave_up and gave_up.search(line)))
