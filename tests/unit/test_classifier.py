@@ -171,6 +171,12 @@ SIGNATURE_CASES: dict[str, tuple[str, str]] = {
         "has been marked dead because the detector has missed too many heartbeats from it.",
         "(gcs_server) gcs_node_manager.cc:120: Registering new node. node_id=9426f44574cce4866be7",
     ),
+    "xla_rendezvous_stuck": (
+        "E0729 17:14:59.920189 rendezvous.cc:38] This thread has been waiting for `initialize clique for rank 6; "
+        "clique=devices=[0,1,2,3]; stream=0; run_id=7` for 10 seconds and may be stuck. Expected 4 threads to join "
+        "the rendezvous, but not all of them arrived on time.",
+        "I0729 17:14:49.000000 rendezvous.cc:30] waiting for 4 threads to join the rendezvous",
+    ),
     "watchdog_stuck": (
         "[PG 0 Rank 3] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress",
         "[PG 0 Rank 3] heartbeat monitor started",

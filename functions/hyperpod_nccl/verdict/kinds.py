@@ -477,6 +477,7 @@ CLASSIFICATION: tuple[Classify, ...] = (
         "collective_hang",
         "watchdog_timeout",
         "gloo_timeout",
+        "xla_rendezvous_stuck",  # XLA's collective rendezvous waits for ranks that have not arrived
         "ray_node_dead",  # Ray's GCS lost a node's heartbeats: the job's other workers wait on it
         "watchdog_stuck",
         "comm_abort",
