@@ -405,7 +405,12 @@ SIGNATURE_CASES: dict[str, tuple[str, str]] = {
         "RuntimeError: CUDA error: an illegal memory access was encountered",
         "memory access pattern ok",
     ),
-    "nvlink_error": ("NVLink 4 on GPU 2 is inactive: link down", "NVLink bandwidth 450 GB/s"),
+    # NVLink as a word: a failed query or transport named after it in an identifier
+    # (nvmlDeviceGetNvLinkCapability, Mooncake's NvlinkTransport) says nothing about the link.
+    "nvlink_error": (
+        "NVLink 4 on GPU 2 is inactive: link down",
+        "E1024 06:51:59.688545 162143 nvlink_transport.cpp:603] NvlinkTransport: cuMemCreate failed: 800",
+    ),
     "neuron_unrecoverable": ("nrt_execute status=NRT_UNRECOVERABLE_ERROR", "nrt_init ok"),
     "peer_access": ("CUDA error: peer access is not supported between these two devices", "peer access enabled"),
     "p2p_unavailable": (

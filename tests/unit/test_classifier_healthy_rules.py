@@ -216,19 +216,6 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
             'container=train pod=train-0_default(8f3c)\\"" pod="default/train-0" podUID="8f3c"',
         ],
     ),
-    # NCCL src/misc/nvmlwrap.cu wrapNvmlDeviceGetNvLinkCapability: a failed NVLink capability query is
-    # logged at INFO during topology detection ("Not Supported" on GPUs without NVLink; 2.3 stopped
-    # logging that answer). NCCL before 2.3 printed INFO lines without the "NCCL" word, which the
-    # signatures' own INFO guard does not know. A link that is down or in error is still a finding.
-    "nccl_nvlink_capability_probe": (
-        [
-            "cx50:18926:19004 [1] INFO nvmlDeviceGetNvLinkCapability() failed: Not Supported",
-        ],
-        [
-            "NVRM: GPU 0000:53:00.0: NVLink error on link 3: link down",
-            "nvidia-smi nvlink: NVLink 2 is inactive, error count 12 (failed)",
-        ],
-    ),
     # NCCL src/misc/ibvwrap.cc wrap_ibv_symbols: without libibverbs.so[.1] NCCL goes to teardown and runs
     # without its IB transport; WARN before 2.11.4, INFO since (the commit cited). The same file's
     # wrapper errors, on a verbs library that is present, stay findings.
