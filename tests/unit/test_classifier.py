@@ -151,6 +151,13 @@ def test_the_cloudwatch_terms_travel_in_at_most_three_filter_patterns() -> None:
     assert len(any_term_patterns(load_catalog().cloudwatch_terms)) <= 3
 
 
+def test_no_cloudwatch_term_contains_another() -> None:
+    # A line holding "ResolutionError" holds "Error": the longer term fetches nothing more and only
+    # spends filter-pattern characters.
+    terms = load_catalog().cloudwatch_terms
+    assert [t for t in terms if any(other != t and other in t for other in terms)] == []
+
+
 # One line per signature in the wording family it targets, and a near-miss that must not match.
 # Lines marked (real) are quoted from the corpus threads; the others follow the documented
 # wording of the emitting component.
