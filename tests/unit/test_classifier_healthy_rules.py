@@ -19,6 +19,22 @@ EFA = "libfabric:2287:1718034012::efa:"
 
 # rule id → (healthy lines the rule quiets, the nearest failure wordings of the same source: findings)
 CASES: dict[str, tuple[list[str], list[str]]] = {
+    # UCX src/ucs/sys/sys.c ucs_sysv_alloc: a System V segment asked with SHM_HUGETLB (0x800 in the
+    # printed flags) and refused with EPERM or ENOMEM returns UCS_ERR_NO_MEMORY, and the caller retries
+    # with regular pages; current UCX prints the refusal only without SHM_HUGETLB.
+    "ucx_shm_hugetlb_fallback": (
+        [
+            "[1560244589.726560] [ip-10-1-2-3:6527 :0]            sys.c:619  UCX  ERROR shmget(size=2097152 "
+            "flags=0xfb0) for mm_recv_desc failed: Operation not permitted, please check shared memory limits by "
+            "'ipcs -l'",
+        ],
+        [
+            # the same refusal of a regular-page segment: shared memory is really short
+            "[1560244589.726560] [ip-10-1-2-3:6527 :0]            sys.c:619  UCX  ERROR shmget(size=2097152 "
+            "flags=0x7b0) for mm_recv_desc failed: Cannot allocate memory, please check shared memory limits by "
+            "'ipcs -l'",
+        ],
+    ),
     # NCCL src/ras/client_support.cc rasClientInitSocket: SYSCHECKGOTO(bind/listen) WARNs "Call to bind
     # failed: %s" (checks.h) and jumps to its fail label, which logs INFO and returns; ras.cc calls it
     # as `(void)rasClientInitSocket()`. Prefixes: 2.30 debug.cc "%s:%d (%s) NCCL WARN", 2.26/2.27
