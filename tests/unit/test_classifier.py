@@ -184,6 +184,12 @@ SIGNATURE_CASES: dict[str, tuple[str, str]] = {
         "the rendezvous, but not all of them arrived on time.",
         "I0729 17:14:49.000000 rendezvous.cc:30] waiting for 4 threads to join the rendezvous",
     ),
+    # SchedMD reworded this in 2018 ("may or may not result in some failure") and logs it at info
+    # level now: a warning that the limit was reached, not an OOM kill.
+    "slurm_memory_limit_reached": (
+        "slurmstepd: error: Exceeded job memory limit at some point.",
+        "slurmstepd: error: Detected 1 oom_kill event in StepId=4211.0. Some of the step tasks have been OOM Killed.",
+    ),
     "watchdog_stuck": (
         "[PG 0 Rank 3] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress",
         "[PG 0 Rank 3] heartbeat monitor started",

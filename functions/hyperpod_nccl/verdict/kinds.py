@@ -493,7 +493,7 @@ CLASSIFICATION: tuple[Classify, ...] = (
         "cuda_driver_runtime_mismatch",
     ),
     *_log("nccl_settings", "nccl_config_mismatch"),  # NCCL_ALGO / NCCL_PROTO / NCCL_IB_HCA the node cannot serve
-    *_log("pod_memory", "host_oom_kill"),
+    *_log("pod_memory", "host_oom_kill", "slurm_memory_limit_reached"),
     *_log("pod_crash", "pod_crashloop"),
     *_log("slurm_job", "slurm_job_failure"),
     # --- every other source ------------------------------------------------------------------
