@@ -9,7 +9,11 @@ from hyperpod_nccl.models.logs import SignatureHit
 
 # INVENTED, from NCCL's own INFO format: the consequence each `only_beside` signature the tests read
 # with its notice waits for.
-CONSEQUENCE_LINES = {"tcp_fallback": "ip-10-1-2-3:1234:1234 [0] NCCL INFO Using network Socket"}
+CONSEQUENCE_LINES = {
+    "tcp_fallback": "ip-10-1-2-3:1234:1234 [0] NCCL INFO Using network Socket",
+    "socket_ifname_selection": "[1717000000.123456] [ip-10-1-2-3:1234 :0]  select.c:630 UCX  ERROR no usable "
+    "transports/devices (asked tcp on network: eth5)",
+}
 
 
 def ids_with_folded(hits: Iterable[SignatureHit]) -> list[str]:

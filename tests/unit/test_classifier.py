@@ -190,6 +190,13 @@ SIGNATURE_CASES: dict[str, tuple[str, str]] = {
         "slurmstepd: error: Exceeded job memory limit at some point.",
         "slurmstepd: error: Detected 1 oom_kill event in StepId=4211.0. Some of the step tasks have been OOM Killed.",
     ),
+    "ucx_net_device_unavailable": (
+        # with the transport failure it leads to (alone UCX goes on with the devices it has)
+        "[1717000000.123456] [ip-10-1-2-3:1234 :0]  ucp_context.c:1508 UCX  WARN  network device 'eth5' is not "
+        "available, please use one or more of: 'ens32'(tcp), 'lo'(tcp)\n[1717000000.123460] [ip-10-1-2-3:1234 :0]  "
+        "select.c:630 UCX  ERROR no usable transports/devices (asked tcp on network: eth5)",
+        "[1717000000.123456] [ip-10-1-2-3:1234 :0]  ucp_context.c:1508 UCX  WARN  transport 'rc' is not available",
+    ),
     "watchdog_stuck": (
         "[PG 0 Rank 3] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress",
         "[PG 0 Rank 3] heartbeat monitor started",
@@ -537,6 +544,17 @@ def test_a_bridge_loopback_or_link_local_interface_warns_alone_and_is_the_cause_
         assert "nccl_bridge_interface" not in _ids(f"{line}\n{refused}"), line
 
 
+def test_a_ucx_device_notice_is_a_finding_only_beside_the_transport_failure_it_causes() -> None:
+    # ucp_context.c warns and carries on with the devices the host has: MLPerf runs that completed
+    # print it; it explains a failure only when UCX then finds no usable transport.
+    notice, failure = SIGNATURE_CASES["ucx_net_device_unavailable"][0].split("\n")
+    alone = scan_text(notice + "\n")
+    assert alone.hits == []
+    assert [(r.id, r.rule) for r in alone.resolved] == [("ucx_net_device_unavailable", ONLY_BESIDE)]
+    together = {h.id for h in scan_text(f"{notice}\n{failure}\n").hits}
+    assert together == {"ucx_net_device_unavailable", "socket_ifname_selection"}
+
+
 def test_a_plugin_miss_is_a_finding_only_beside_the_socket_fallback_it_causes() -> None:
     # NCCL that finds no network plugin uses its own transports: InfiniBand clusters run like that
     # (nccl#1059's lines), EFA nodes then run over sockets. Alone the notice is read and said
@@ -665,6 +683,18 @@ def test_one_search_finds_every_trigger_overlapping_ones_too() -> None:
         position = match.start() + 1
     assert found == [(2, b"abc"), (3, b"bcd"), (4, b"cd"), (7, b"xid")]
     assert trigger_pattern([]).search(b"anything") is None
+
+
+def test_a_trigger_inside_a_longer_one_at_the_same_position_is_not_lost() -> None:
+    # The INFO triggers and the others are each prefix-free, not together: "pported" (an INFO
+    # keyword's anchor, "not supported") starts where "pport" (the cue word "support") does, and the
+    # search reports one trigger per position. A libfabric warning with "not supported" lost its cue.
+    line = (
+        "libfabric:2143216:1761843156::cxi:av:cxip_av_open_validate_args():839<warn> nid002432: Shared AVs "
+        "not supported"
+    )
+    assert [hit.id for hit in scan_text(line + "\n").hits] == ["cue_efa"]
+    assert set(_ids_with_folded(line)) == _unfiltered_ids(line)
 
 
 def test_a_line_of_one_trigger_repeated_hides_no_failure_after_it() -> None:

@@ -408,8 +408,16 @@ def _build_prefilter(catalog: Catalog) -> _Prefilter:
     info_triggers = trigger_set(tuple(info_keywords))
     uncovered = tuple(k for k in keywords if not any(t in k for t in info_triggers))
     other_triggers = trigger_set(uncovered)
-    # A trigger found on a line stands for every keyword that contains it.
-    keywords_of = {trigger: tuple(k for k in keywords if trigger in k) for trigger in info_triggers + other_triggers}
+    # A trigger found on a line stands for every keyword that contains it, and for those of every
+    # trigger inside it: each set is prefix-free, the two together are not ("pported" of the INFO
+    # keyword "not supported" starts with "pport" of the cue word "support"), and where two start at
+    # one position the search reports only one of them.
+    all_triggers = info_triggers + other_triggers
+    containing = {trigger: {k for k in keywords if trigger in k} for trigger in all_triggers}
+    keywords_of: dict[bytes, tuple[bytes, ...]] = {}
+    for trigger in all_triggers:
+        stands_for: set[bytes] = set().union(*(containing[inner] for inner in all_triggers if inner in trigger))
+        keywords_of[trigger] = tuple(k for k in keywords if k in stands_for)
     # On an INFO line, a trigger whose signatures all need context words ("fail" → EFA, NVLS)
     # is dropped at once unless one of those words is there: INFO chatter with a common error
     # word ("Failed to find ncclCollNetPlugin symbol") then costs one substring test.

@@ -408,6 +408,7 @@ OWN_CAUSE_SIGNATURES = frozenset(
         "dns_failure",  # the name service, not the network rules
         "socket_ifname",  # NCCL_SOCKET_IFNAME names no interface
         "socket_ifname_selection",  # a launcher's or transport's interface setting matches no device
+        "ucx_net_device_unavailable",  # UCX_NET_DEVICES names a device the host lacks (beside no transport)
         "nccl_bridge_interface",  # NCCL's sockets on docker0/virbr0/lo or a link-local address
         "efa_health_check_failed",  # HyperPod's provisioning check: hardware or the group, not known here
         "efa_provider_error",  # libfabric / the EFA driver on the node
